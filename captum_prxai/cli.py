@@ -1,0 +1,65 @@
+"""The ``captum-prxai`` command line.
+
+Each sub-command lives in its own module under :mod:`captum_prxai.commands`
+and exposes ``HELP`` (one line), ``add_arguments(parser)`` and
+``run(args) -> int``. Modules are imported only when their command runs, so
+``captum-prxai --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import sys
+from typing import Sequence
+
+from captum_prxai.exceptions import PRXAIError
+
+#: sub-command name -> module implementing it
+COMMANDS: dict[str, str] = {
+    "explain": "captum_prxai.commands.explain",
+    "datasets": "captum_prxai.commands.datasets",
+    "train": "captum_prxai.commands.train",
+    "benchmark": "captum_prxai.commands.benchmark",
+    "bench-speed": "captum_prxai.commands.bench_speed",
+    "explore": "captum_prxai.commands.explore",
+}
+
+
+def _available() -> dict[str, str]:
+    return {name: mod for name, mod in COMMANDS.items() if importlib.util.find_spec(mod) is not None}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="captum-prxai",
+        description="PR-XAI: PageRank-based feature attribution for transformers (a Captum plugin).",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, mod_name in _available().items():
+        module = importlib.import_module(mod_name)
+        p = sub.add_parser(name, help=module.HELP, description=module.HELP)
+        module.add_arguments(p)
+        p.set_defaults(_run=module.run)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "command", None):
+        parser.print_help()
+        return 1
+    try:
+        return int(args._run(args) or 0)
+    except PRXAIError as err:
+        print(f"captum-prxai {args.command}: error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
