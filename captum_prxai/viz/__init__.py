@@ -1,0 +1,38 @@
+"""Visualisation of PR-XAI attributions.
+
+* :mod:`captum_prxai.viz.html` -- HTML heatmaps and standalone comparison pages.
+* :mod:`captum_prxai.viz.records` -- Captum ``VisualizationDataRecord`` for ``visualize_text``.
+* :mod:`captum_prxai.viz.graph` -- the attention graph drawn with matplotlib.
+* :mod:`captum_prxai.viz.curves` -- deletion / insertion curves.
+* :mod:`captum_prxai.viz.terminal` -- ANSI-coloured token lines.
+* :mod:`captum_prxai.viz.tokens` -- merging sub-word pieces back into words.
+
+Sub-modules are imported lazily so that ``import captum_prxai.viz`` does not
+import matplotlib or torch.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_EXPORTS = {
+    "token_heatmap_html": "html",
+    "comparison_page": "html",
+    "STYLE": "html",
+    "to_visualization_records": "records",
+    "plot_attention_graph": "graph",
+    "attention_graph_svg": "graph",
+    "plot_deletion_curves": "curves",
+    "terminal_heatmap": "terminal",
+    "merge_subwords": "tokens",
+}
+
+__all__ = list(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _EXPORTS:
+        module = importlib.import_module(f"captum_prxai.viz.{_EXPORTS[name]}")
+        return getattr(module, name)
+    raise AttributeError(f"module 'captum_prxai.viz' has no attribute {name!r}")

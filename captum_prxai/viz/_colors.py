@@ -1,0 +1,113 @@
+"""Colour scales shared by the HTML, terminal and Captum-record renderers.
+
+Two scales are used throughout :mod:`captum_prxai.viz`:
+
+* **sequential** (non-negative scores, e.g. PageRank probabilities): white for
+  0, deepening orange for larger scores; the largest score gets the full
+  colour.
+* **diverging** (signed scores, e.g. gradients): green for positive, red for
+  negative, white for 0 (the same convention as
+  :func:`captum.attr.visualization.visualize_text`); the largest absolute
+  score gets the full colour.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Sequence
+
+from captum_prxai.exceptions import PRXAIError
+
+RGB = tuple[int, int, int]
+
+WHITE: RGB = (255, 255, 255)
+#: full colour of the sequential scale (orange-red, ColorBrewer "Oranges" 8/9)
+SEQUENTIAL_MAX: RGB = (217, 72, 1)
+#: full colour for positive scores on the diverging scale
+POSITIVE_MAX: RGB = (26, 152, 80)
+#: full colour for negative scores on the diverging scale
+NEGATIVE_MAX: RGB = (215, 48, 39)
+
+
+def to_float_list(scores: Any, name: str = "scores") -> list[float]:
+    """Convert a 1-D tensor / array / sequence (or a ``(1, T)`` batch) to floats.
+
+    Raises:
+        PRXAIError: if the scores are not one-dimensional or not finite.
+    """
+    if hasattr(scores, "detach"):  # torch.Tensor
+        scores = scores.detach().cpu().double().numpy()
+    if hasattr(scores, "tolist") and not isinstance(scores, (list, tuple)):
+        scores = scores.tolist()
+    scores = list(scores)
+    if len(scores) == 1 and isinstance(scores[0], (list, tuple)):
+        scores = list(scores[0])  # a batch of one
+    out: list[float] = []
+    for value in scores:
+        if isinstance(value, (list, tuple)):
+            raise PRXAIError(
+                f"{name} must be one score per token (a 1-D sequence); got a nested sequence. "
+                "Pass the scores of a single example, e.g. attributions[0]."
+            )
+        f = float(value)
+        if not math.isfinite(f):
+            raise PRXAIError(f"{name} contain a non-finite value ({f}); cannot colour NaN or inf scores.")
+        out.append(f)
+    return out
+
+
+def is_signed(scores: Sequence[float]) -> bool:
+    """True if any score is negative (then the diverging scale is used)."""
+    return any(s < 0 for s in scores)
+
+
+def scale_max(scores: Sequence[float], signed: bool) -> float:
+    """The score that maps to the full colour: ``max(s)`` or ``max(|s|)`` (0 if empty)."""
+    if not scores:
+        return 0.0
+    return max(abs(s) for s in scores) if signed else max(max(scores), 0.0)
+
+
+def intensities(scores: Sequence[float], signed: bool) -> list[float]:
+    """Scores rescaled to ``[-1, 1]`` (signed) or ``[0, 1]`` (sequential).
+
+    The sequential scale divides by the largest score (negative scores clip
+    to 0); the diverging scale divides by the largest absolute score. All-zero
+    scores map to 0.
+    """
+    top = scale_max(scores, signed)
+    if top <= 0:
+        return [0.0 for _ in scores]
+    if signed:
+        return [max(-1.0, min(1.0, s / top)) for s in scores]
+    return [max(0.0, min(1.0, s / top)) for s in scores]
+
+
+def _mix(a: RGB, b: RGB, t: float) -> RGB:
+    return tuple(int(round(x + (y - x) * t)) for x, y in zip(a, b))  # type: ignore[return-value]
+
+
+def intensity_rgb(t: float, signed: bool) -> RGB:
+    """Colour for one rescaled score ``t`` (see :func:`intensities`)."""
+    if signed:
+        return _mix(WHITE, POSITIVE_MAX if t >= 0 else NEGATIVE_MAX, min(1.0, abs(t)))
+    return _mix(WHITE, SEQUENTIAL_MAX, max(0.0, min(1.0, t)))
+
+
+def _luminance(c: RGB) -> float:
+    def lin(v: int) -> float:
+        x = v / 255
+        return x / 12.92 if x <= 0.03928 else ((x + 0.055) / 1.055) ** 2.4
+
+    r, g, b = (lin(v) for v in c)
+    return 0.2126 * r + 0.7152 * g + 0.0722 * b
+
+
+def text_on(bg: RGB) -> RGB:
+    """Black or white text, whichever contrasts more with ``bg`` (WCAG contrast ratio)."""
+    lum = _luminance(bg)
+    return (0, 0, 0) if (lum + 0.05) / 0.05 >= 1.05 / (lum + 0.05) else (255, 255, 255)
+
+
+def css_rgb(c: RGB) -> str:
+    return f"rgb({c[0]},{c[1]},{c[2]})"

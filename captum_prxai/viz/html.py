@@ -1,0 +1,286 @@
+"""Self-contained HTML renderings of token attributions.
+
+:func:`token_heatmap_html` renders one method's scores as a coloured text
+fragment; :func:`comparison_page` stacks several methods into a standalone
+HTML document (inline CSS, no scripts, no external assets), e.g. for the
+``captum-prxai explain --html`` command. :data:`STYLE` holds the CSS both use,
+so other pages (the explorer) can embed fragments and reuse it.
+
+Colour scales:
+
+* non-negative scores (PageRank attributions are a probability distribution)
+  use a **sequential** white-to-orange scale normalised by the largest score,
+  so the top token always gets the full colour even when every score is tiny;
+* signed scores use a **diverging** scale (green positive, red negative)
+  normalised by the largest absolute score.
+
+Every piece of text (tokens, labels, method names, titles) is HTML-escaped,
+so a text such as ``<script>alert(1)</script>`` is displayed, never run.
+"""
+
+from __future__ import annotations
+
+import html
+from typing import Any, Mapping, Sequence
+
+from captum_prxai.exceptions import PRXAIError
+from captum_prxai.viz import _colors
+from captum_prxai.viz.tokens import check_lengths, display_token, is_special_token, merge_subwords
+
+__all__ = ["STYLE", "token_heatmap_html", "comparison_page", "score_color"]
+
+#: CSS for the fragments made by :func:`token_heatmap_html` and pages made by :func:`comparison_page`.
+STYLE = """
+.prx-page { font-family: system-ui, -apple-system, "Segoe UI", Roboto, Helvetica, Arial, sans-serif;
+  color: #1f2328; background: #ffffff; max-width: 60rem; margin: 1.5rem auto; padding: 0 1rem; }
+.prx-page h1 { font-size: 1.35rem; margin: 0 0 .4rem 0; overflow-wrap: anywhere; }
+.prx-page .prx-meta { color: #57606a; margin: 0 0 1rem 0; }
+.prx-heatmap { border: 1px solid #d0d7de; border-radius: 6px; padding: .6rem .8rem; margin: 0 0 .9rem 0;
+  background: #ffffff; font-family: system-ui, -apple-system, "Segoe UI", Roboto, Helvetica, Arial, sans-serif; }
+.prx-title { display: flex; flex-wrap: wrap; gap: .25rem 1rem; align-items: baseline; font-size: .9rem;
+  color: #57606a; margin-bottom: .45rem; }
+.prx-title .prx-method { font-weight: 700; color: #1f2328; font-size: 1rem; }
+.prx-title .prx-label { font-weight: 600; color: #1f2328; }
+.prx-tokens { line-height: 2.1; font-size: 1rem; white-space: normal; overflow-wrap: anywhere; word-break: normal; }
+.prx-tok { padding: .12rem .22rem; border-radius: 3px; white-space: pre-wrap; overflow-wrap: anywhere;
+  box-decoration-break: clone; -webkit-box-decoration-break: clone; }
+.prx-tok.prx-special { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; font-size: .8em;
+  outline: 1px dashed #8c959f; outline-offset: -1px; }
+.prx-legend { display: flex; align-items: center; gap: .4rem; font-size: .75rem; color: #57606a; margin-top: .45rem; }
+.prx-legend-bar { display: inline-block; width: 9rem; height: .6rem; border: 1px solid #d0d7de; border-radius: 2px; }
+.prx-top { border-collapse: collapse; font-size: .85rem; margin: .2rem 0 1.2rem 0; }
+.prx-top th, .prx-top td { border: 1px solid #d0d7de; padding: .2rem .5rem; text-align: left; vertical-align: top;
+  overflow-wrap: anywhere; }
+.prx-top th { background: #f6f8fa; }
+.prx-top td.prx-num { text-align: right; font-variant-numeric: tabular-nums; }
+.prx-extra { margin: 1rem 0; }
+.prx-extra svg { max-width: 100%; height: auto; }
+.prx-foot { color: #8c959f; font-size: .75rem; margin-top: 1.5rem; }
+"""
+
+
+_DOT = " \u00b7 "
+
+
+def _esc(text: Any) -> str:
+    return html.escape(str(text), quote=True)
+
+
+def _fmt_score(x: float) -> str:
+    if x == 0:
+        return "0"
+    return f"{x:.4g}" if abs(x) >= 1e-3 else f"{x:.3e}"
+
+
+def score_color(score: float, top: float, signed: bool) -> str:
+    """CSS ``rgb(...)`` background for ``score`` on a scale whose full colour is at ``top``.
+
+    Args:
+        score: The score to colour.
+        top: The score (or absolute score, if ``signed``) that gets the full colour.
+        signed: Use the diverging (green/red) scale instead of the sequential one.
+    """
+    if top <= 0:
+        t = 0.0
+    elif signed:
+        t = max(-1.0, min(1.0, score / top))
+    else:
+        t = max(0.0, min(1.0, score / top))
+    return _colors.css_rgb(_colors.intensity_rgb(t, signed))
+
+
+def _prepare(
+    tokens: Sequence[str], scores: Any, merge: bool
+) -> tuple[list[str], list[float], list[list[int]]]:
+    tokens = [str(t) for t in tokens]
+    if merge:
+        return merge_subwords(tokens, scores)
+    values = _colors.to_float_list(scores)
+    check_lengths(tokens, values)
+    return tokens, values, [[i] for i in range(len(tokens))]
+
+
+def _legend(top: float, signed: bool) -> str:
+    if signed:
+        lo = _colors.css_rgb(_colors.intensity_rgb(-1.0, True))
+        hi = _colors.css_rgb(_colors.intensity_rgb(1.0, True))
+        gradient = f"linear-gradient(to right, {lo}, rgb(255,255,255), {hi})"
+        left, right = f"\u2212{_fmt_score(top)}", f"+{_fmt_score(top)}"
+        note = "red: against, green: for the prediction"
+    else:
+        hi = _colors.css_rgb(_colors.intensity_rgb(1.0, False))
+        gradient = f"linear-gradient(to right, rgb(255,255,255), {hi})"
+        left, right = "0", _fmt_score(top)
+        note = "colour scaled to the largest score"
+    return (
+        '<div class="prx-legend">'
+        f"<span>{_esc(left)}</span>"
+        f'<span class="prx-legend-bar" style="background:{gradient}"></span>'
+        f"<span>{_esc(right)}</span>"
+        f'<span class="prx-legend-note">({_esc(note)})</span>'
+        "</div>"
+    )
+
+
+def token_heatmap_html(
+    tokens: Sequence[str],
+    scores: Sequence[float],
+    *,
+    method: str,
+    predicted_label: str | None = None,
+    probability: float | None = None,
+    merge_subwords: bool = False,
+    signed: bool | None = None,
+) -> str:
+    """Render one method's token scores as a coloured HTML fragment.
+
+    The fragment is a ``<div class="prx-heatmap">`` holding a title row
+    (method, predicted label, probability), one ``<span class="prx-tok"
+    data-score="...">`` per token (or per word, with ``merge_subwords``) whose
+    background colour encodes its score, and a small colour legend. Style it
+    with :data:`STYLE`.
+
+    Args:
+        tokens: Token strings (``tokenizer.convert_ids_to_tokens(ids)``).
+        scores: One score per token: list, numpy array or tensor of shape
+            ``(T,)`` (or ``(1, T)``).
+        method: Name of the attribution method, shown in the title.
+        predicted_label: Predicted class name, shown in the title.
+        probability: Probability of the predicted class, shown in the title.
+        merge_subwords: Merge WordPiece ``##`` / SentencePiece ``▁`` /
+            byte-BPE ``Ġ`` pieces back into words; a word's score is the
+            sum of its pieces' scores (``data-score`` holds that sum).
+        signed: Use the diverging (green positive / red negative) scale.
+            Default: diverging if any score is negative, else sequential.
+
+    Returns:
+        An HTML fragment (a string). All text in it is escaped.
+
+    Raises:
+        PRXAIError: if the number of scores differs from the number of tokens
+            or a score is NaN / infinite.
+    """
+    words, values, groups = _prepare(tokens, scores, merge_subwords)
+    if signed is None:
+        signed = _colors.is_signed(values)
+    top = _colors.scale_max(values, signed)
+    ts = _colors.intensities(values, signed)
+
+    title = [f'<span class="prx-method">{_esc(method)}</span>']
+    if predicted_label is not None:
+        title.append(f'<span class="prx-pred">predicted: <span class="prx-label">{_esc(predicted_label)}</span></span>')
+    if probability is not None:
+        title.append(f'<span class="prx-prob">p = {float(probability):.3f}</span>')
+
+    spans = []
+    for word, value, t, group in zip(words, values, ts, groups):
+        bg_rgb = _colors.intensity_rgb(t, signed)
+        bg = _colors.css_rgb(bg_rgb)
+        fg = _colors.css_rgb(_colors.text_on(bg_rgb))
+        cls = "prx-tok prx-special" if is_special_token(word) else "prx-tok"
+        shown = word if merge_subwords else display_token(word)
+        spans.append(
+            f'<span class="{cls}" data-score="{value!r}" data-index="{group[0]}" data-len="{len(group)}"'
+            f' title="{_esc(_fmt_score(value))}" style="background-color:{bg};color:{fg}">{_esc(shown)}</span>'
+        )
+    return (
+        f'<div class="prx-heatmap" data-method="{_esc(method)}" data-signed="{str(bool(signed)).lower()}">'
+        f'<div class="prx-title">{"".join(title)}</div>'
+        f'<div class="prx-tokens">{" ".join(spans)}</div>'
+        f"{_legend(top, signed)}"
+        "</div>"
+    )
+
+
+def _top_table(
+    tokens: Sequence[str], method_scores: Mapping[str, Any], merge: bool, k: int = 5
+) -> str:
+    head = "".join(f"<th>{_esc(m)}</th>" for m in method_scores)
+    columns = []
+    for scores in method_scores.values():
+        words, values, _ = _prepare(tokens, scores, merge)
+        order = sorted(range(len(values)), key=lambda i: -values[i])[:k]
+        columns.append([(words[i], values[i]) for i in order])
+    rows = []
+    for r in range(min(k, max((len(c) for c in columns), default=0))):
+        cells = []
+        for col in columns:
+            if r < len(col):
+                w, v = col[r]
+                cells.append(f"<td>{_esc(display_token(w))} <small>({_esc(_fmt_score(v))})</small></td>")
+            else:
+                cells.append("<td></td>")
+        rows.append(f'<tr><td class="prx-num">{r + 1}</td>{"".join(cells)}</tr>')
+    return (
+        '<table class="prx-top"><caption style="text-align:left">Top tokens per method</caption>'
+        f"<tr><th>#</th>{head}</tr>{''.join(rows)}</table>"
+    )
+
+
+def comparison_page(
+    tokens: Sequence[str],
+    method_scores: Mapping[str, Sequence[float]],
+    *,
+    title: str,
+    predicted_label: str | None = None,
+    probability: float | None = None,
+    timings: Mapping[str, float] | None = None,
+    merge_subwords: bool = False,
+    extra_html: str | None = None,
+) -> str:
+    """A standalone HTML document comparing several attribution methods on one text.
+
+    Each method gets a heatmap (see :func:`token_heatmap_html`), stacked in
+    the order of ``method_scores``, followed by a side-by-side table of the
+    top-5 tokens of every method. The document has inline CSS only: no
+    scripts, no external assets, no IPython needed.
+
+    Args:
+        tokens: Token strings shared by all methods.
+        method_scores: Method name -> one score per token.
+        title: Page title (escaped).
+        predicted_label: Predicted class name, shown under the title.
+        probability: Probability of the predicted class.
+        timings: Method name -> seconds the attribution took; shown per method.
+        merge_subwords: Merge sub-word pieces into words (scores summed).
+        extra_html: Trusted HTML inserted after the table (e.g. an attention
+            graph from :func:`captum_prxai.viz.graph.attention_graph_svg`).
+            It is **not** escaped.
+
+    Returns:
+        The HTML document as a string.
+
+    Raises:
+        PRXAIError: if ``method_scores`` is empty or a method's scores do not
+            match the tokens.
+    """
+    if not method_scores:
+        raise PRXAIError("comparison_page needs at least one method in method_scores.")
+    timings = dict(timings or {})
+    meta = []
+    if predicted_label is not None:
+        meta.append(f"predicted: <b>{_esc(predicted_label)}</b>")
+    if probability is not None:
+        meta.append(f"p = {float(probability):.3f}")
+    meta.append(f"{len(tokens)} tokens")
+    blocks = []
+    for name, scores in method_scores.items():
+        label = name
+        if name in timings:
+            label = f"{name} \u00b7 {float(timings[name]) * 1000:.1f} ms"
+        blocks.append(token_heatmap_html(tokens, scores, method=label, merge_subwords=merge_subwords))
+    body = (
+        f"<h1>{_esc(title)}</h1>"
+        f'<p class="prx-meta">{_DOT.join(meta)}</p>'
+        + "".join(blocks)
+        + _top_table(tokens, method_scores, merge_subwords)
+        + (f'<div class="prx-extra">{extra_html}</div>' if extra_html else "")
+        + '<p class="prx-foot">Generated by captum-prxai (PR-XAI: PageRank-based attribution for transformers).</p>'
+    )
+    return (
+        "<!DOCTYPE html>\n"
+        '<html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f"<title>{_esc(title)}</title><style>{STYLE}</style></head>"
+        f'<body><main class="prx-page">{body}</main></body></html>\n'
+    )
