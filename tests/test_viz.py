@@ -206,3 +206,157 @@ def test_long_text_wraps():
     assert frag.count('class="prx-tok"') == 601
     # tokens are separated by spaces so the browser can break lines between them
     assert '</span> <span class="prx-tok"' in frag
+
+
+# --------------------------------------------------------------------------- records
+
+
+def test_records_rescale_pagerank_scores():
+    torch = pytest.importorskip("torch")
+    from captum.attr import visualization as captum_viz
+
+    VisualizationDataRecord = captum_viz.VisualizationDataRecord
+
+    from captum_prxai.viz.records import rescale_scores, to_visualization_records
+
+    tokens = ["[CLS]", "<b>bold</b>", "film", "[SEP]"]
+    scores = torch.tensor([0.1, 0.2, 0.6, 0.1]) * 1e-3  # tiny, like PageRank on a long text
+    (rec,) = to_visualization_records(tokens, scores, pred_class="positive", pred_prob=0.9)
+    assert isinstance(rec, VisualizationDataRecord)
+    assert rec.word_attributions.tolist() == pytest.approx([1 / 6, 2 / 6, 1.0, 1 / 6])
+    assert rec.attr_score == pytest.approx(1e-3)  # sum of the raw scores kept
+    assert rec.raw_input_ids[1] == "&lt;b&gt;bold&lt;/b&gt;"  # visualize_text does not escape
+    assert rec.true_class == "positive" and rec.attr_class == "positive" and rec.pred_prob == pytest.approx(0.9)
+    assert rescale_scores([-0.5, 0.25, 0.0]) == pytest.approx([-1.0, 0.5, 0.0])
+    assert rescale_scores([0.0, 0.0]) == [0.0, 0.0]
+
+
+def test_records_batch_and_methods():
+    torch = pytest.importorskip("torch")
+    from captum_prxai.viz.records import to_visualization_records
+
+    toks = [["a", "b", "c"], ["d", "e", "f"]]
+    recs = to_visualization_records(toks, torch.tensor([[0.2, 0.3, 0.5], [0.6, 0.2, 0.2]]),
+                                    pred_class=[1, 0], pred_prob=[0.7, 0.8], true_class=[1, 1])
+    assert [r.pred_class for r in recs] == [1, 0] and [r.true_class for r in recs] == [1, 1]
+    assert recs[1].word_attributions.tolist() == pytest.approx([1.0, 1 / 3, 1 / 3])
+    per_method = to_visualization_records(["x", "##y", "z"], {"PR-AG": [0.5, 0.25, 0.25], "Grad": [-1.0, 0.5, 0.5]},
+                                          pred_class="pos", pred_prob=0.6, merge_subwords=True)
+    assert [r.attr_class for r in per_method] == ["PR-AG", "Grad"]
+    assert per_method[0].raw_input_ids == ["xy", "z"]
+    assert per_method[0].word_attributions.tolist() == pytest.approx([1.0, 1 / 3])
+    assert per_method[1].word_attributions.tolist() == pytest.approx([-1.0, 1.0])
+    with pytest.raises(PRXAIError, match="2 examples"):
+        to_visualization_records(toks, torch.rand(2, 3), pred_class=[1, 0, 1], pred_prob=0.5)
+
+
+def test_records_render_with_captum_visualize_text():
+    pytest.importorskip("IPython", reason="captum.attr.visualization.visualize_text needs IPython (dev dependency)")
+    from captum.attr import visualization as viz
+
+    from captum_prxai.viz.records import to_visualization_records
+
+    recs = to_visualization_records(["[CLS]", "<script>alert(1)</script>", "fun", "[SEP]"],
+                                    [0.1, 0.2, 0.6, 0.1], pred_class="positive", pred_prob=0.75)
+    out = viz.visualize_text(recs)
+    rendered = out.data
+    assert "<script>" not in rendered
+    assert "&lt;script&gt;" in rendered
+    # the top token gets captum's full positive colour (hsl(120, 75%, 50%))
+    assert "hsl(120, 75%, 50%)" in rendered
+
+
+# --------------------------------------------------------------------------- graph / curves
+
+
+def _graph_inputs():
+    torch = pytest.importorskip("torch")
+    g = torch.Generator().manual_seed(0)
+    tokens = ["[CLS]", "the", "$5", "<script>", "film", "[SEP]"]
+    adj = torch.rand(6, 6, generator=g)
+    scores = torch.rand(6, generator=g)
+    return tokens, adj, scores / scores.sum()
+
+
+def test_graph_png_and_svg(tmp_path):
+    from captum_prxai.viz.graph import attention_graph_svg, plot_attention_graph
+
+    tokens, adj, scores = _graph_inputs()
+    png = tmp_path / "g.png"
+    fig = plot_attention_graph(tokens, adj, scores, top_edges=8, path=png, fmt="png")
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000
+    svg_file = tmp_path / "g.svg"
+    plot_attention_graph(tokens, adj.numpy(), scores.tolist(), path=svg_file, fmt="svg", layout="circle")
+    assert "<svg" in svg_file.read_text()[:2000]
+    from matplotlib.patches import FancyArrowPatch
+
+    arrows = [p for p in fig.axes[0].patches if isinstance(p, FancyArrowPatch)]
+    assert len(arrows) == 8
+    widths = sorted(a.get_linewidth() for a in arrows)
+    assert widths[-1] > widths[0]  # edge width follows weight
+    inline = attention_graph_svg(tokens, adj, scores, top_edges=5)
+    assert inline.startswith("<svg") and inline.rstrip().endswith("</svg>")
+    assert "<script" not in inline and "<?xml" not in inline
+
+
+def test_graph_edges_and_errors():
+    from captum_prxai.viz.graph import plot_attention_graph, top_edges_of
+
+    adj = [[9.0, 1.0, 0.0], [5.0, 0.0, 2.0], [0.0, 3.0, 7.0]]
+    assert top_edges_of(adj, 3) == [(1, 0, 5.0), (2, 1, 3.0), (1, 2, 2.0)]  # self-loops excluded
+    assert len(top_edges_of(adj, 100)) == 4  # zero edges excluded
+    with pytest.raises(PRXAIError, match="all must match"):
+        plot_attention_graph(["a", "b"], adj, [0.5, 0.5])
+    with pytest.raises(PRXAIError, match="format"):
+        plot_attention_graph(["a", "b", "c"], adj, [0.2, 0.3, 0.5], fmt="gif")
+
+
+def test_deletion_curves_plot(tmp_path):
+    import numpy as np
+
+    from captum_prxai.viz.curves import curve_auc, plot_deletion_curves
+
+    fractions = np.linspace(0, 1, 11)
+    curves = {"PR-AG": np.exp(-5 * fractions), "random": 1 - 0.5 * fractions}
+    out = tmp_path / "sub" / "curves.png"
+    fig = plot_deletion_curves(curves, fractions, path=out)
+    assert out.read_bytes()[:4] == b"\x89PNG" and out.stat().st_size > 5000
+    labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert labels[0].startswith("PR-AG (AUC 0.2") and labels[1] == "random (AUC 0.750)"
+    assert curve_auc([1, 1], [0, 1]) == pytest.approx(1.0)
+    with pytest.raises(PRXAIError, match="11 fractions"):
+        plot_deletion_curves({"x": [1, 2]}, fractions)
+
+
+# --------------------------------------------------------------------------- terminal
+
+
+def test_terminal_heatmap_colours_and_no_color(monkeypatch):
+    from captum_prxai.viz.terminal import terminal_heatmap
+
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    line = terminal_heatmap(["low", "high", "zero"], [0.1, 0.9, 0.0])
+    bgs = [tuple(map(int, m)) for m in re.findall(r"\x1b\[48;2;(\d+);(\d+);(\d+)m", line)]
+    assert len(bgs) == 3
+    assert _saturation(bgs[1]) > _saturation(bgs[0]) > _saturation(bgs[2]) == 0
+    assert "high" in line and line.count("\x1b[0m") == 3
+    monkeypatch.setenv("NO_COLOR", "1")
+    plain = terminal_heatmap(["low", "high", "zero"], [0.1, 0.9, 0.0])
+    assert "\x1b" not in plain
+    assert plain == "low[0.11] high[1.00] zero"
+    signed = terminal_heatmap(["a", "b"], [-0.5, 1.0], color=False)
+    assert signed == "a[-0.50] b[+1.00]"
+    # control characters in tokens cannot inject escape sequences
+    evil = terminal_heatmap(["\x1b[2Jx"], [1.0], color=False)
+    assert "\x1b" not in evil
+    merged = terminal_heatmap(["play", "##ing"], [0.25, 0.5], merge_subwords=True, color=False)
+    assert merged == "playing[1.00]"
+
+
+def test_viz_package_lazy_exports():
+    import captum_prxai.viz as viz
+
+    assert viz.token_heatmap_html is token_heatmap_html
+    assert callable(viz.plot_attention_graph) and callable(viz.to_visualization_records)
+    with pytest.raises(AttributeError):
+        viz.nope

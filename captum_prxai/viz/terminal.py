@@ -1,0 +1,76 @@
+"""Token attributions as a coloured terminal line (ANSI 24-bit background colours).
+
+Colours follow the same scales as :mod:`captum_prxai.viz.html`. Setting the
+``NO_COLOR`` environment variable (https://no-color.org) to any non-empty
+value turns colour off; tokens are then followed by their rescaled score in
+brackets.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Sequence
+
+from captum_prxai.viz import _colors
+from captum_prxai.viz.tokens import check_lengths, display_token, merge_subwords as _merge
+
+__all__ = ["terminal_heatmap", "color_enabled"]
+
+RESET = "\x1b[0m"
+
+
+def color_enabled(color: bool | None = None) -> bool:
+    """Resolve a colour setting: ``None`` means "on unless ``NO_COLOR`` is set"."""
+    if color is not None:
+        return bool(color)
+    return not os.environ.get("NO_COLOR")
+
+
+def terminal_heatmap(
+    tokens: Sequence[str],
+    scores: Any,
+    *,
+    signed: bool | None = None,
+    merge_subwords: bool = False,
+    color: bool | None = None,
+) -> str:
+    """One line of text with every token's background coloured by its score.
+
+    Args:
+        tokens: Token strings.
+        scores: One score per token (list, array or tensor of shape ``(T,)``).
+        signed: Diverging (green/red) scale; default: if any score is negative.
+        merge_subwords: Merge sub-word pieces into words, summing their scores.
+        color: Force colour on / off. Default: on unless ``NO_COLOR`` is set.
+
+    Returns:
+        The line (no trailing newline). With colour: ANSI escape sequences
+        (``ESC[48;2;R;G;Bm``). Without: ``token[0.42]`` for tokens whose score,
+        divided by the largest (absolute) score, is at least 0.005 in size.
+    """
+    if merge_subwords:
+        words, values, _ = _merge(list(tokens), scores)
+    else:
+        values = _colors.to_float_list(scores)
+        words = [str(t) for t in tokens]
+        check_lengths(words, values)
+        words = [display_token(w) for w in words]
+    if signed is None:
+        signed = _colors.is_signed(values)
+    ts = _colors.intensities(values, signed)
+    parts = []
+    if color_enabled(color):
+        for word, t in zip(words, ts):
+            r, g, b = _colors.intensity_rgb(t, signed)
+            fr, fg, fb = _colors.text_on((r, g, b))
+            parts.append(f"\x1b[48;2;{r};{g};{b}m\x1b[38;2;{fr};{fg};{fb}m{_clean(word)}{RESET}")
+    else:
+        for word, t in zip(words, ts):
+            parts.append(f"{_clean(word)}[{t:+.2f}]" if signed and abs(t) >= 0.005 else
+                         f"{_clean(word)}[{t:.2f}]" if abs(t) >= 0.005 else _clean(word))
+    return " ".join(parts)
+
+
+def _clean(word: str) -> str:
+    """Drop control characters (a token must not move the cursor or change colours)."""
+    return "".join(ch if ch.isprintable() else "\ufffd" for ch in word)
