@@ -1,0 +1,16 @@
+"""Captum ``Attribution`` subclasses built on attention graphs."""
+
+from captum_prxai.attr._base import AttentionGraphAttribution
+from captum_prxai.attr.pagerank_attribution import PageRankAttribution, PRAttention, PRAttentionGradient, PRGradient
+from captum_prxai.attr.rollout import AttentionRollout, GradientWeightedRollout, RawAttention
+
+__all__ = [
+    "AttentionGraphAttribution",
+    "AttentionRollout",
+    "GradientWeightedRollout",
+    "PageRankAttribution",
+    "PRAttention",
+    "PRAttentionGradient",
+    "PRGradient",
+    "RawAttention",
+]

@@ -1,0 +1,184 @@
+"""PR-XAI: PageRank over the attention graph (Azarkhalili, Li & Libbrecht, ACL 2026)."""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Optional, Sequence, Union
+
+import torch
+from captum.log import log_usage
+from torch import Tensor, nn
+
+from captum_prxai.attr._base import AttentionGraphAttribution, CapturedGraph, TargetType
+from captum_prxai.exceptions import PRXAIError
+from captum_prxai.graph.builders import GRAPHS, layered_transitions, teleport_vector, token_graph
+from captum_prxai.graph.edges import EdgeWeight, edge_weight_fn
+from captum_prxai.graph.pagerank import layered_pagerank, pagerank
+from captum_prxai.hooks import AttentionExtractor
+
+__all__ = ["PageRankAttribution", "PRAttention", "PRGradient", "PRAttentionGradient"]
+
+
+class PageRankAttribution(AttentionGraphAttribution):
+    r"""PR-XAI: token importance as PageRank on the attention graph.
+
+    One forward pass (plus one backward pass for gradient-based edges) is
+    recorded with hooks on the attention layers. Each layer's attention
+    ``A`` (and its gradient ``dA`` with respect to the target output) gives
+    per-head edge weights from the attending token to the attended token,
+    which are averaged over heads. The layers form a graph (see ``graph``),
+    and personalised PageRank with teleport to the explained token (``[CLS]``
+    for encoders, the last token for decoders) scores every input token. The
+    scores of an example are non-negative and sum to one over its tokens;
+    padding gets exactly zero and is never part of the graph.
+
+    The paper describes the method at the level of its abstract: attention
+    as a directed graph, edge weights from attention weights and gradients,
+    PageRank for token scores, with attention × gradient (PR-AG) the best
+    variant. Every concrete choice below is ours and is an option; the
+    defaults were picked by measured faithfulness (see the project README).
+
+    Args:
+        forward_func (Callable): Returns logits ``(B, C)``; called as
+            ``forward_func(inputs, *additional_forward_args)``.
+        layers (nn.Module or sequence of nn.Module): The attention modules,
+            first layer first (:func:`captum_prxai.attention_layers`).
+        edge_weight (str or callable): ``"attention"`` (``A``),
+            ``"gradient"`` (``dA⁺``), ``"attention_gradient"`` (``(A ⊙ dA)⁺``),
+            or a callable ``(A, dA) -> W`` on ``(B, H, T, T)`` tensors returning
+            non-negative weights. Default: ``"attention_gradient"``.
+        graph (str): ``"token"`` (one node per token, layer maps summed) or
+            ``"layered"`` (one node per token and layer, residual stream as
+            self-edges, solved exactly in one sweep). Default: ``"token"``.
+        damping (float): PageRank damping factor. Default: 0.85.
+        teleport (str or Tensor): ``"target"`` (default), ``"uniform"`` or a
+            ``(B, T)`` weight tensor; the PageRank personalization vector.
+        residual (float): Weight of the residual self-edge mixed into each
+            row-normalised layer map, in ``[0, 1)``. Default: 0 for the token
+            graph (raw maps summed), 0.5 for the layered graph.
+        head_reduction (str): ``"mean"`` (default), ``"sum"`` or ``"max"``.
+        target_position (str or int): Which token is explained; see
+            :class:`~captum_prxai.attr._base.AttentionGraphAttribution`.
+        attention_fn (callable, optional): Extracts attention probabilities
+            from custom modules (see :class:`captum_prxai.hooks.AttentionRecorder`).
+        tol (float): PageRank tolerance. Default: 1e-6.
+        max_iter (int): PageRank iteration limit. Default: 100.
+
+    References:
+        A. Azarkhalili, Y. Li, M. W. Libbrecht. *PR-XAI: PageRank-Based
+        Feature Attribution for Transformers.* ACL 2026.
+        L. Page et al. *The PageRank citation ranking.* 1999.
+    """
+
+    def __init__(
+        self,
+        forward_func: Callable,
+        layers: Union[nn.Module, Sequence[nn.Module]],
+        edge_weight: Union[str, EdgeWeight] = "attention_gradient",
+        graph: str = "token",
+        damping: float = 0.85,
+        teleport: Union[str, Tensor] = "target",
+        residual: Optional[float] = None,
+        head_reduction: str = "mean",
+        target_position: Union[str, int] = "auto",
+        attention_fn: Optional[AttentionExtractor] = None,
+        tol: float = 1e-6,
+        max_iter: int = 100,
+    ) -> None:
+        super().__init__(forward_func, layers, attention_fn, head_reduction, target_position)
+        edge_weight_fn(edge_weight)  # validates the name
+        if graph not in GRAPHS:
+            raise PRXAIError(f"Unknown graph {graph!r}; choose one of {list(GRAPHS)}.")
+        if not 0.0 <= float(damping) < 1.0:
+            raise PRXAIError(f"damping must be in [0, 1), got {damping}.")
+        if residual is None:
+            residual = 0.5 if graph == "layered" else 0.0
+        if not 0.0 <= float(residual) < 1.0:
+            raise PRXAIError(f"residual must be in [0, 1), got {residual}.")
+        self.edge_weight = edge_weight
+        self.graph = graph
+        self.damping = float(damping)
+        self.teleport = teleport
+        self.residual = float(residual)
+        self.tol = tol
+        self.max_iter = max_iter
+
+    @log_usage(part_of_slo=True)
+    def attribute(
+        self,
+        inputs: Tensor,
+        target: TargetType = None,
+        additional_forward_args: Any = None,
+        attention_mask: Optional[Tensor] = None,
+        internal_batch_size: Optional[int] = None,
+    ) -> Tensor:
+        r"""Score every input token by PageRank on the attention graph.
+
+        Args:
+            inputs (Tensor): Token ids ``(B, T)`` or input embeddings ``(B, T, D)``.
+            target (int, sequence of int or Tensor, optional): The output
+                index to explain, one for all or one per example. ``None``
+                explains each example's predicted class.
+            additional_forward_args (Any, optional): Further arguments of
+                ``forward_func``, e.g. ``(attention_mask,)``.
+            attention_mask (Tensor, optional): ``(B, T)`` padding mask. If
+                omitted, the first 0/1 ``(B, T)`` integer tensor of
+                ``additional_forward_args`` is used; else every token is real.
+            internal_batch_size (int, optional): Process the batch in chunks
+                of this size.
+
+        Returns:
+            Tensor: ``(B, T)`` float scores for token ids (zero on padding,
+            summing to one per example); for embeddings, a tensor of the
+            input's shape whose sum over the last axis is the token score.
+
+        Examples::
+
+            >>> pr = PRAttentionGradient(forward, attention_layers(model))
+            >>> scores = pr.attribute(input_ids, target=1, additional_forward_args=(attention_mask,))
+        """
+        return self._attribute(inputs, target, additional_forward_args, attention_mask, internal_batch_size)
+
+    def _token_scores(self, graph: CapturedGraph) -> Tensor:
+        dtype = graph.maps[0].dtype
+        teleport = teleport_vector(self.teleport, graph.mask, graph.target_position, dtype)
+        if self.graph == "token":
+            adjacency = token_graph(graph.maps, self.residual)
+            return pagerank(
+                adjacency, self.damping, personalization=teleport, node_mask=graph.mask, tol=self.tol,
+                max_iter=self.max_iter,
+            )
+        transitions = layered_transitions(graph.maps, self.residual, graph.mask)
+        layers = len(transitions)
+        personalization = torch.zeros(teleport.shape[0], layers + 1, teleport.shape[1], dtype=dtype, device=teleport.device)
+        personalization[:, layers] = teleport
+        scores = layered_pagerank(transitions, self.damping, personalization)[:, 0]
+        return scores / scores.sum(-1, keepdim=True)
+
+
+class PRAttention(PageRankAttribution):
+    r"""PR-A: :class:`PageRankAttribution` with edges from the attention weights alone.
+
+    Needs a single forward pass and no gradients. Other keyword arguments as
+    in :class:`PageRankAttribution`.
+    """
+
+    def __init__(self, forward_func: Callable, layers: Union[nn.Module, Sequence[nn.Module]], **kwargs: Any) -> None:
+        super().__init__(forward_func, layers, edge_weight="attention", **kwargs)
+
+
+class PRGradient(PageRankAttribution):
+    r"""PR-G: :class:`PageRankAttribution` with edges from the positive attention gradients ``dA⁺``."""
+
+    def __init__(self, forward_func: Callable, layers: Union[nn.Module, Sequence[nn.Module]], **kwargs: Any) -> None:
+        super().__init__(forward_func, layers, edge_weight="gradient", **kwargs)
+
+
+class PRAttentionGradient(PageRankAttribution):
+    r"""PR-AG: :class:`PageRankAttribution` with edges ``(A ⊙ dA)⁺``, attention times its gradient.
+
+    The variant the PR-XAI paper reports as most faithful. Other keyword
+    arguments as in :class:`PageRankAttribution`.
+    """
+
+    def __init__(self, forward_func: Callable, layers: Union[nn.Module, Sequence[nn.Module]], **kwargs: Any) -> None:
+        super().__init__(forward_func, layers, edge_weight="attention_gradient", **kwargs)

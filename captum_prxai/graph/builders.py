@@ -1,0 +1,97 @@
+"""Graph builders: from per-layer ``(B, T, T)`` edge maps to the graph PageRank runs on.
+
+Two constructions, both with edges from the attending token (row) to the
+attended token (column):
+
+* the **token graph** has one node per token; its edge weights are the
+  per-layer maps summed over layers (optionally each row-normalised with the
+  residual stream as self-edges first);
+* the **layered graph** has one node per token per layer, ``L + 1`` layers;
+  node ``(l + 1, i)`` links to ``(l, j)`` with the layer-``l`` map, mixed
+  with the residual stream (``(l + 1, i) -> (l, i)``). Layer 0 holds the
+  input tokens. With attention edges, ``residual = 0.5`` and teleport to the
+  target, its scores are attention rollout (Abnar & Zuidema, 2020) up to a
+  constant.
+"""
+
+from __future__ import annotations
+
+from typing import Optional, Union
+
+import torch
+from torch import Tensor
+
+from captum_prxai.exceptions import PRXAIError
+from captum_prxai.graph.edges import with_residual
+
+__all__ = ["GRAPHS", "TELEPORTS", "token_graph", "layered_transitions", "teleport_vector", "propagate"]
+
+GRAPHS = ("token", "layered")
+TELEPORTS = ("target", "uniform")
+
+
+def token_graph(maps: list[Tensor], residual: float = 0.0) -> Tensor:
+    """Sum the per-layer maps into one ``(B, T, T)`` token graph.
+
+    With ``residual > 0`` each layer is row-normalised and mixed with the
+    identity (:func:`~captum_prxai.graph.edges.with_residual`) before summing.
+    """
+    if residual > 0:
+        maps = [with_residual(m, residual) for m in maps]
+    return torch.stack(maps).sum(0)
+
+
+def layered_transitions(maps: list[Tensor], residual: float, mask: Tensor) -> list[Tensor]:
+    """Per-layer transitions of the layered graph, padding rows and columns zeroed."""
+    valid = mask.to(maps[0].dtype)
+    keep = valid[:, :, None] * valid[:, None, :]
+    return [with_residual(m, residual) * keep for m in maps]
+
+
+def teleport_vector(
+    teleport: Union[str, Tensor], mask: Tensor, target_position: Tensor, dtype: torch.dtype
+) -> Tensor:
+    """The ``(B, T)`` teleport (personalisation) distribution over tokens.
+
+    Args:
+        teleport: ``"target"`` (all mass on the explained token, e.g. ``[CLS]``),
+            ``"uniform"`` (over real tokens), or a ``(B, T)`` / ``(T,)`` tensor of
+            non-negative weights.
+        mask: ``(B, T)`` real-token mask.
+        target_position: ``(B,)`` index of the explained token.
+    """
+    batch, length = mask.shape
+    if isinstance(teleport, Tensor):
+        vector = teleport.to(device=mask.device, dtype=dtype)
+        if vector.dim() == 1:
+            vector = vector.expand(batch, -1)
+        if vector.shape != (batch, length):
+            raise PRXAIError(f"A teleport tensor must have shape ({length},) or ({batch}, {length}), got {tuple(vector.shape)}.")
+        if (vector < 0).any() or not torch.isfinite(vector).all():
+            raise PRXAIError("A teleport tensor must hold finite, non-negative weights.")
+        vector = vector * mask
+        if (vector.sum(-1) <= 0).any():
+            raise PRXAIError("The teleport tensor puts no weight on any real token of some example.")
+        return vector
+    if teleport == "uniform":
+        return mask.to(dtype)
+    if teleport == "target":
+        vector = torch.zeros(batch, length, dtype=dtype, device=mask.device)
+        vector[torch.arange(batch, device=mask.device), target_position] = 1.0
+        return vector
+    raise PRXAIError(f"Unknown teleport {teleport!r}; choose one of {list(TELEPORTS)} or pass a (B, T) tensor.")
+
+
+def propagate(start: Tensor, transitions: list[Tensor], accumulate: bool = False) -> Tensor:
+    """Push a ``(B, T)`` relevance vector from the top layer down through the layers.
+
+    Computes ``start @ M_L @ ... @ M_1`` for ``M_l = transitions[l - 1]``
+    without forming the matrix product, or ``start @ (I + M_L) ... (I + M_1)``
+    when ``accumulate`` is set (the update ``R <- R + M R`` of Chefer et al.,
+    2021). Costs ``L`` batched vector-matrix products.
+    """
+    vector = start
+    for transition in reversed(transitions):
+        step = torch.bmm(vector.unsqueeze(1), transition).squeeze(1)
+        vector = vector + step if accumulate else step
+    return vector

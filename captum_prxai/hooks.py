@@ -1,0 +1,452 @@
+"""Layer-hook helpers: find attention modules, capture attention maps and their gradients.
+
+The flow of every attention-graph attribution is
+
+    capture attention (this module) -> build graph (:mod:`captum_prxai.graph`)
+    -> PageRank (:func:`captum_prxai.pagerank`) -> token scores.
+
+:func:`attention_layers` finds the self-attention modules of Hugging Face
+models. :class:`AttentionRecorder` hooks them for one forward (and backward)
+pass and hands each layer's attention probabilities ``A`` of shape
+``(B, H, T, T)``, together with ``dL/dA`` when asked, to a reduction callback,
+so that per-head maps never outlive the layer they belong to. Custom models
+plug in through an explicit ``attention_fn`` (a hook function that extracts
+``A``) or through :func:`sdpa_attention`, which routes
+:func:`torch.nn.functional.scaled_dot_product_attention` through an eager
+implementation whose probabilities can be captured.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import math
+import sys
+import threading
+from typing import Any, Callable, Iterator, Optional, Sequence
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from captum_prxai.exceptions import PRXAIError
+
+__all__ = [
+    "AttentionExtractor",
+    "AttentionRecorder",
+    "attention_layers",
+    "eager_attention",
+    "hf_attention_weights",
+    "sdpa_attention",
+]
+
+#: ``(module, args, kwargs, output) -> (B, H, T, T)`` attention probabilities or ``None``.
+AttentionExtractor = Callable[[nn.Module, tuple, dict, Any], Optional[Tensor]]
+
+# Class names of the modules whose forward returns ``(output, attention_probs)``.
+# Keys are the architectures we test; the suffix rule below catches their relatives.
+_KNOWN_ATTENTION_CLASSES = {
+    "BertSelfAttention": "BERT",
+    "RobertaSelfAttention": "RoBERTa",
+    "XLMRobertaSelfAttention": "XLM-RoBERTa",
+    "ElectraSelfAttention": "ELECTRA",
+    "DistilBertSelfAttention": "DistilBERT",
+    "MultiHeadSelfAttention": "DistilBERT (older transformers)",
+    "MPNetSelfAttention": "MPNet",
+    "GPT2Attention": "GPT-2",
+    "LlamaAttention": "Llama",
+    "Qwen2Attention": "Qwen2",
+    "Qwen3Attention": "Qwen3",
+    "GemmaAttention": "Gemma",
+    "Gemma2Attention": "Gemma 2",
+    "Gemma3Attention": "Gemma 3",
+    "MistralAttention": "Mistral",
+}
+_ATTENTION_SUFFIXES = ("SelfAttention", "Attention")
+_CONTAINER_HINTS = ("CrossAttention", "AttentionOutput", "SelfOutput")
+
+
+def _is_attention_module(module: nn.Module) -> bool:
+    name = type(module).__name__
+    if name in _KNOWN_ATTENTION_CLASSES:
+        return True
+    if any(hint in name for hint in _CONTAINER_HINTS):
+        return False
+    if not name.endswith(_ATTENTION_SUFFIXES):
+        return False
+    # The innermost module computing attention owns projections, not other attention modules.
+    has_projection = any(isinstance(child, (nn.Linear,)) or type(child).__name__ == "Conv1D" for child in module.children())
+    nested = any(_is_attention_name(type(child).__name__) for child in module.children())
+    return has_projection and not nested
+
+
+def _is_attention_name(name: str) -> bool:
+    return name in _KNOWN_ATTENTION_CLASSES or name.endswith(_ATTENTION_SUFFIXES)
+
+
+def attention_layers(model: nn.Module) -> list[nn.Module]:
+    r"""Find the self-attention modules of a Hugging Face transformer, in forward order.
+
+    Supports BERT, RoBERTa, DistilBERT, ELECTRA, MPNet, GPT-2 and the Llama,
+    Qwen, Gemma and Mistral families (every module whose forward returns
+    ``(output, attention_probs)``). For other models, pass the modules
+    yourself together with an ``attention_fn`` (see :class:`AttentionRecorder`).
+
+    Args:
+        model (nn.Module): The model (or any module containing its layers).
+
+    Returns:
+        list of nn.Module: One attention module per layer, first layer first.
+
+    Raises:
+        PRXAIError: No attention module was found; the message names the
+            classes that were looked for.
+    """
+    if not isinstance(model, nn.Module):
+        raise PRXAIError(f"attention_layers expects a torch.nn.Module, got {type(model).__name__}.")
+    found = [m for m in model.modules() if _is_attention_module(m)]
+    if not found:
+        tried = ", ".join(sorted(_KNOWN_ATTENTION_CLASSES))
+        raise PRXAIError(
+            f"No attention modules found in {type(model).__name__}. Looked for the classes {tried} and for "
+            "innermost modules named '*Attention' that own linear projections. For a custom model, pass its "
+            "attention modules as `layers` with an `attention_fn` that returns the (B, H, T, T) attention "
+            "probabilities, or use `attention_fn=captum_prxai.hooks.sdpa_attention` if it calls "
+            "torch.nn.functional.scaled_dot_product_attention."
+        )
+    return found
+
+
+def hf_attention_weights(module: nn.Module, args: tuple, kwargs: dict, output: Any) -> Optional[Tensor]:
+    """Default extractor: the attention probabilities a Hugging Face attention module returns.
+
+    Hugging Face attention modules return ``(attn_output, attn_weights, ...)``;
+    the weights are ``None`` under SDPA or flash attention, which is why
+    :class:`AttentionRecorder` switches models to eager attention.
+    """
+    if isinstance(output, (tuple, list)):
+        for item in output[1:]:
+            if isinstance(item, Tensor) and item.dim() == 4 and item.shape[-1] == item.shape[-2]:
+                return item
+    return None
+
+
+# --------------------------------------------------------------------------------------------
+# Eager attention for Hugging Face models
+# --------------------------------------------------------------------------------------------
+
+
+def _configs(layers: Sequence[nn.Module]) -> list[Any]:
+    seen: dict[int, Any] = {}
+    for layer in layers:
+        config = getattr(layer, "config", None)
+        if config is not None and hasattr(config, "_attn_implementation"):
+            seen[id(config)] = config
+    return list(seen.values())
+
+
+@contextlib.contextmanager
+def eager_attention(layers: Sequence[nn.Module]) -> Iterator[None]:
+    """Switch the Hugging Face configs behind ``layers`` to eager attention, and restore them on exit.
+
+    SDPA and flash attention never materialise the attention probabilities,
+    so they return none. The previous setting comes back even when the body
+    raises.
+    """
+    configs = _configs(layers)
+    previous = [config._attn_implementation for config in configs]
+    try:
+        for config in configs:
+            if config._attn_implementation != "eager":
+                config._attn_implementation = "eager"
+        yield
+    finally:
+        for config, value in zip(configs, previous):
+            if config._attn_implementation != value:
+                config._attn_implementation = value
+
+
+# --------------------------------------------------------------------------------------------
+# SDPA models
+# --------------------------------------------------------------------------------------------
+
+_SDPA = F.scaled_dot_product_attention
+_sdpa_state = threading.local()
+
+
+def _eager_sdpa(
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    attn_mask: Optional[Tensor] = None,
+    dropout_p: float = 0.0,
+    is_causal: bool = False,
+    scale: Optional[float] = None,
+    enable_gqa: bool = False,
+) -> Tensor:
+    """:func:`torch.nn.functional.scaled_dot_product_attention`, computed eagerly so its probabilities can be captured."""
+    sink = getattr(_sdpa_state, "sink", None)
+    if sink is None:
+        return _SDPA(query, key, value, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal, scale=scale,
+                     enable_gqa=enable_gqa)
+    t_q, t_k = query.shape[-2], key.shape[-2]
+    if enable_gqa and key.shape[-3] != query.shape[-3]:
+        repeat = query.shape[-3] // key.shape[-3]
+        key = key.repeat_interleave(repeat, dim=-3)
+        value = value.repeat_interleave(repeat, dim=-3)
+    scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
+    scores = torch.matmul(query, key.transpose(-2, -1)) * scale
+    if is_causal:
+        causal = torch.ones(t_q, t_k, dtype=torch.bool, device=query.device).tril(diagonal=t_k - t_q)
+        scores = scores.masked_fill(~causal, float("-inf"))
+    if attn_mask is not None:
+        if attn_mask.dtype == torch.bool:
+            scores = scores.masked_fill(~attn_mask, float("-inf"))
+        else:
+            scores = scores + attn_mask
+    probs = torch.softmax(scores, dim=-1)
+    probs = sink(probs)
+    if dropout_p > 0:
+        probs = F.dropout(probs, p=dropout_p)
+    return torch.matmul(probs, value)
+
+
+def sdpa_attention(module: nn.Module, args: tuple, kwargs: dict, output: Any) -> Optional[Tensor]:
+    """Extractor for modules that call :func:`torch.nn.functional.scaled_dot_product_attention`.
+
+    Pass it as ``attention_fn``: while the recorder is active, SDPA calls made
+    inside the hooked modules run eagerly and their probabilities are
+    captured (the last call inside the module wins). Gradients with respect
+    to them flow as usual.
+    """
+    return getattr(module, "_prxai_sdpa_probs", None)
+
+
+@contextlib.contextmanager
+def _patched_sdpa(layers: Sequence[nn.Module]) -> Iterator[None]:
+    """Route SDPA through :func:`_eager_sdpa`, in ``torch.nn.functional`` and in the layers' own modules."""
+    patched: list[tuple[Any, str]] = []
+    targets = {id(F): F}
+    for layer in layers:
+        module = sys.modules.get(type(layer).__module__)
+        if module is not None:
+            targets[id(module)] = module
+    try:
+        for target in targets.values():
+            for name, value in list(vars(target).items()):
+                if value is _SDPA:
+                    setattr(target, name, _eager_sdpa)
+                    patched.append((target, name))
+        yield
+    finally:
+        for target, name in patched:
+            setattr(target, name, _SDPA)
+
+
+# --------------------------------------------------------------------------------------------
+# The recorder
+# --------------------------------------------------------------------------------------------
+
+#: ``(layer_index, attention (B, H, T, T), gradient (B, H, T, T) or None) -> reduced map``
+AttentionReducer = Callable[[int, Tensor, Optional[Tensor]], Tensor]
+
+
+class AttentionRecorder:
+    r"""Capture each layer's attention probabilities, and optionally their gradients, for one pass.
+
+    Use it as a context manager around a forward call. For every hooked layer
+    the ``reduce`` callback receives the attention probabilities ``A`` of
+    shape ``(B, H, T, T)`` and, when ``with_gradients`` is set, ``dy/dA`` once
+    :meth:`backward` has run; what it returns (typically a head-reduced
+    ``(B, T, T)`` edge map) is stored in :attr:`maps`, in layer order. The
+    per-head tensors are not kept by the recorder: autograd already holds
+    ``A`` for the backward pass, and each gradient is reduced as soon as it
+    arrives.
+
+    On entry the recorder switches Hugging Face models to eager attention,
+    asks modules that take ``output_attentions`` to return their weights, and
+    makes sure the attention maps are part of the autograd graph even when
+    the model's parameters are frozen. On exit it removes every hook and
+    restores the attention implementation, also when the forward raises.
+
+    Args:
+        layers (sequence of nn.Module): The attention modules, first layer
+            first, e.g. from :func:`attention_layers`.
+        reduce (callable): ``reduce(layer_index, A, dA)`` returning the map to keep.
+        with_gradients (bool): Also capture ``dy/dA`` (needs :meth:`backward`).
+        attention_fn (callable, optional): ``(module, args, kwargs, output) ->
+            A`` extracting the attention probabilities from a hooked module.
+            Default: :func:`hf_attention_weights`. Use :func:`sdpa_attention`
+            for modules built on ``scaled_dot_product_attention``.
+
+    Example::
+
+        >>> with AttentionRecorder(attention_layers(model), lambda i, a, g: (a * g).mean(1),
+        ...                        with_gradients=True) as rec:
+        ...     logits = model(input_ids).logits
+        ...     rec.backward(logits[:, 1].sum())
+        >>> edges = rec.maps  # L tensors of shape (B, T, T)
+    """
+
+    def __init__(
+        self,
+        layers: Sequence[nn.Module],
+        reduce: AttentionReducer,
+        with_gradients: bool = False,
+        attention_fn: Optional[AttentionExtractor] = None,
+    ) -> None:
+        layers = list(layers)
+        if not layers:
+            raise PRXAIError("No attention layers were given; pass e.g. captum_prxai.attention_layers(model).")
+        for layer in layers:
+            if not isinstance(layer, nn.Module):
+                raise PRXAIError(f"Every layer must be a torch.nn.Module, got {type(layer).__name__}.")
+        self.layers = layers
+        self.reduce = reduce
+        self.with_gradients = with_gradients
+        self.attention_fn = attention_fn or hf_attention_weights
+        self.maps: list[Optional[Tensor]] = [None] * len(layers)
+        self._attention: list[Optional[Tensor]] = [None] * len(layers)
+        self._handles: list[Any] = []
+        self._stack: contextlib.ExitStack | None = None
+
+    # -- context management -------------------------------------------------------------
+    def __enter__(self) -> "AttentionRecorder":
+        stack = contextlib.ExitStack()
+        try:
+            stack.enter_context(eager_attention(self.layers))
+            if self.attention_fn is sdpa_attention:
+                stack.enter_context(_patched_sdpa(self.layers))
+            for index, layer in enumerate(self.layers):
+                self._handles.append(
+                    layer.register_forward_pre_hook(self._pre_hook(index, layer), with_kwargs=True)
+                )
+                self._handles.append(layer.register_forward_hook(self._post_hook(index), with_kwargs=True))
+        except BaseException:
+            self._remove_hooks()
+            stack.close()
+            raise
+        self._stack = stack
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self._remove_hooks()
+        self._attention = [None] * len(self.layers)
+        if self._stack is not None:
+            self._stack.close()
+            self._stack = None
+        _sdpa_state.sink = None
+
+    def _remove_hooks(self) -> None:
+        for handle in self._handles:
+            handle.remove()
+        self._handles.clear()
+
+    # -- hooks ------------------------------------------------------------------------------
+    def _pre_hook(self, index: int, layer: nn.Module) -> Callable:
+        accepts_flag = "output_attentions" in inspect.signature(layer.forward).parameters
+
+        def hook(module: nn.Module, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+            if accepts_flag:
+                kwargs = {**kwargs, "output_attentions": True}
+            if self.with_gradients and torch.is_grad_enabled():
+                args, kwargs = _require_grad_on_hidden_states(args, kwargs)
+            if self.attention_fn is sdpa_attention:
+                module._prxai_sdpa_probs = None
+
+                def sink(probs: Tensor) -> Tensor:
+                    module._prxai_sdpa_probs = probs
+                    return probs
+
+                _sdpa_state.sink = sink
+            return args, kwargs
+
+        return hook
+
+    def _post_hook(self, index: int) -> Callable:
+        def hook(module: nn.Module, args: tuple, kwargs: dict, output: Any) -> None:
+            if self.attention_fn is sdpa_attention:
+                _sdpa_state.sink = None
+            attention = self.attention_fn(module, args, kwargs, output)
+            if self.attention_fn is sdpa_attention:
+                module._prxai_sdpa_probs = None
+            if attention is None:
+                return
+            if attention.dim() == 3:
+                attention = attention.unsqueeze(1)
+            if attention.dim() != 4 or attention.shape[-1] != attention.shape[-2]:
+                raise PRXAIError(
+                    f"The attention_fn of layer {index} returned shape {tuple(attention.shape)}; expected "
+                    "(B, H, T, T) attention probabilities."
+                )
+            if not self.with_gradients:
+                with torch.no_grad():
+                    self.maps[index] = self.reduce(index, attention.detach(), None)
+                return
+            if not attention.requires_grad:
+                raise PRXAIError(
+                    f"The attention of layer {index} is not part of the autograd graph, so its gradient cannot be "
+                    "taken. Call attribute() with gradients enabled and make sure the attention probabilities "
+                    "are computed from the layer's inputs."
+                )
+            self._attention[index] = attention
+
+            def on_grad(grad: Tensor, index: int = index, attention: Tensor = attention) -> None:
+                with torch.no_grad():
+                    self.maps[index] = self.reduce(index, attention.detach(), grad)
+
+            attention.register_hook(on_grad)
+
+        return hook
+
+    # -- backward ---------------------------------------------------------------------------
+    def backward(self, objective: Tensor) -> None:
+        """Back-propagate ``objective`` to the captured attention maps only.
+
+        Parameter gradients are never computed: autograd only walks the paths
+        that lead to the earliest captured attention map, and the gradients
+        of the later maps are reduced by their hooks on the way.
+        """
+        captured = [a for a in self._attention if a is not None]
+        if not captured:
+            raise self.missing_error()
+        earliest = captured[0]
+        torch.autograd.grad(objective, inputs=[earliest], retain_graph=False, allow_unused=True)
+        self._attention = [None] * len(self.layers)
+
+    def missing_error(self) -> PRXAIError:
+        names = sorted({type(layer).__name__ for layer in self.layers})
+        return PRXAIError(
+            f"No attention probabilities were captured from the {len(self.layers)} hooked layers ({', '.join(names)}). "
+            "Check that forward_func runs these modules, that they return attention weights (Hugging Face "
+            "models do with eager attention, which is switched on automatically), or give an attention_fn "
+            "(for models calling scaled_dot_product_attention: attention_fn=captum_prxai.hooks.sdpa_attention)."
+        )
+
+    def collected(self) -> list[Tensor]:
+        """The reduced maps in layer order; raises if any layer produced none."""
+        missing = [i for i, m in enumerate(self.maps) if m is None]
+        if len(missing) == len(self.maps):
+            raise self.missing_error()
+        if missing:
+            raise PRXAIError(
+                f"Layers {missing} of {len(self.maps)} produced no attention map (or no gradient reached them). "
+                "Pass only the attention modules that forward_func runs, in forward order."
+            )
+        return [m for m in self.maps if m is not None]
+
+
+def _require_grad_on_hidden_states(args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+    """Make the first floating-point input require grad, so the attention joins the autograd graph."""
+    for position, value in enumerate(args):
+        if isinstance(value, Tensor) and value.is_floating_point():
+            if not value.requires_grad:
+                args = args[:position] + (value.detach().requires_grad_(),) + args[position + 1 :]
+            return args, kwargs
+    for name in ("hidden_states", "x", "query"):
+        value = kwargs.get(name)
+        if isinstance(value, Tensor) and value.is_floating_point():
+            if not value.requires_grad:
+                kwargs = {**kwargs, name: value.detach().requires_grad_()}
+            return args, kwargs
+    return args, kwargs
