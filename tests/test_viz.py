@@ -360,3 +360,23 @@ def test_viz_package_lazy_exports():
     assert callable(viz.plot_attention_graph) and callable(viz.to_visualization_records)
     with pytest.raises(AttributeError):
         viz.nope
+
+
+def test_special_tokens_do_not_wash_out_the_scale():
+    # PageRank teleporting to [CLS] gives it most of the mass
+    tokens = ["[CLS]", "dull", "great", "[SEP]"]
+    scores = [0.7, 0.1, 0.2, 0.0]
+    spans = _parse(token_heatmap_html(tokens, scores, method="PR-AG")).spans
+    full = _bg(spans[0])
+    assert _bg(spans[2]) == full  # "great" is the top ordinary token -> full colour
+    assert _saturation(_bg(spans[1])) < _saturation(full)
+    frag = token_heatmap_html(tokens, scores, method="PR-AG", scale_special_tokens=True)
+    spans_all = _parse(frag).spans
+    assert _saturation(_bg(spans_all[2])) < _saturation(_bg(spans_all[0]))  # now [CLS] sets the scale
+    from captum_prxai.viz.records import rescale_scores
+
+    assert rescale_scores(scores, tokens=tokens) == pytest.approx([3.5, 0.5, 1.0, 0.0])
+    assert rescale_scores(scores) == pytest.approx([1.0, 1 / 7, 2 / 7, 0.0])
+    # only special tokens scored: they set the scale
+    only = _parse(token_heatmap_html(["[CLS]", "x"], [1.0, 0.0], method="m")).spans
+    assert _saturation(_bg(only[0])) > 0 and _bg(only[1]) == (255, 255, 255)

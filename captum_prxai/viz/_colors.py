@@ -68,14 +68,34 @@ def scale_max(scores: Sequence[float], signed: bool) -> float:
     return max(abs(s) for s in scores) if signed else max(max(scores), 0.0)
 
 
-def intensities(scores: Sequence[float], signed: bool) -> list[float]:
+def display_max(words: Sequence[str], scores: Sequence[float], signed: bool, include_special: bool = False) -> float:
+    """The score that gets the full colour when showing ``words``.
+
+    Special tokens (``[CLS]``, ``<s>`` ...) are left out of the maximum unless
+    ``include_special``: PageRank methods that teleport to the explained
+    ``[CLS]`` token give it most of the mass, which would wash out every
+    other colour. Special tokens above the maximum are shown at full colour
+    (clipped). If no ordinary token has a non-zero score, all tokens count.
+    """
+    from captum_prxai.viz.tokens import is_special_token
+
+    if not include_special:
+        ordinary = [s for w, s in zip(words, scores) if not is_special_token(w)]
+        top = scale_max(ordinary, signed)
+        if top > 0:
+            return top
+    return scale_max(scores, signed)
+
+
+def intensities(scores: Sequence[float], signed: bool, top: float | None = None) -> list[float]:
     """Scores rescaled to ``[-1, 1]`` (signed) or ``[0, 1]`` (sequential).
 
     The sequential scale divides by the largest score (negative scores clip
     to 0); the diverging scale divides by the largest absolute score. All-zero
-    scores map to 0.
+    scores map to 0. ``top`` overrides the divisor; values beyond it clip.
     """
-    top = scale_max(scores, signed)
+    if top is None:
+        top = scale_max(scores, signed)
     if top <= 0:
         return [0.0 for _ in scores]
     if signed:

@@ -100,18 +100,20 @@ def _prepare(
     return tokens, values, [[i] for i in range(len(tokens))]
 
 
-def _legend(top: float, signed: bool) -> str:
+def _legend(top: float, signed: bool, clipped: bool) -> str:
     if signed:
         lo = _colors.css_rgb(_colors.intensity_rgb(-1.0, True))
         hi = _colors.css_rgb(_colors.intensity_rgb(1.0, True))
         gradient = f"linear-gradient(to right, {lo}, rgb(255,255,255), {hi})"
         left, right = f"\u2212{_fmt_score(top)}", f"+{_fmt_score(top)}"
-        note = "red: against, green: for the prediction"
+        note = "red: against, green: for the explained class"
     else:
         hi = _colors.css_rgb(_colors.intensity_rgb(1.0, False))
         gradient = f"linear-gradient(to right, rgb(255,255,255), {hi})"
         left, right = "0", _fmt_score(top)
         note = "colour scaled to the largest score"
+    if clipped:
+        note += "; special tokens above it shown at full colour"
     return (
         '<div class="prx-legend">'
         f"<span>{_esc(left)}</span>"
@@ -131,6 +133,7 @@ def token_heatmap_html(
     probability: float | None = None,
     merge_subwords: bool = False,
     signed: bool | None = None,
+    scale_special_tokens: bool = False,
 ) -> str:
     """Render one method's token scores as a coloured HTML fragment.
 
@@ -152,6 +155,11 @@ def token_heatmap_html(
             sum of its pieces' scores (``data-score`` holds that sum).
         signed: Use the diverging (green positive / red negative) scale.
             Default: diverging if any score is negative, else sequential.
+        scale_special_tokens: Let special tokens (``[CLS]``, ``[SEP]``,
+            ``<s>`` ...) set the colour scale. Default ``False``: the scale
+            runs to the largest score among ordinary tokens, and special
+            tokens above it are drawn at full colour, since PageRank often
+            gives the explained ``[CLS]`` token most of the mass.
 
     Returns:
         An HTML fragment (a string). All text in it is escaped.
@@ -163,8 +171,8 @@ def token_heatmap_html(
     words, values, groups = _prepare(tokens, scores, merge_subwords)
     if signed is None:
         signed = _colors.is_signed(values)
-    top = _colors.scale_max(values, signed)
-    ts = _colors.intensities(values, signed)
+    top = _colors.display_max(words, values, signed, include_special=scale_special_tokens)
+    ts = _colors.intensities(values, signed, top)
 
     title = [f'<span class="prx-method">{_esc(method)}</span>']
     if predicted_label is not None:
@@ -187,7 +195,7 @@ def token_heatmap_html(
         f'<div class="prx-heatmap" data-method="{_esc(method)}" data-signed="{str(bool(signed)).lower()}">'
         f'<div class="prx-title">{"".join(title)}</div>'
         f'<div class="prx-tokens">{" ".join(spans)}</div>'
-        f"{_legend(top, signed)}"
+        f"{_legend(top, signed, any(abs(v) > top for v in values))}"
         "</div>"
     )
 

@@ -10,6 +10,12 @@ be almost white. The records made here therefore **rescale** the scores:
 * signed scores are divided by their largest absolute value, so they land in
   ``[-1, 1]`` with signs kept.
 
+Special tokens (``[CLS]``, ``[SEP]``, ``<s>`` ...) are left out of that
+maximum by default: PageRank methods that teleport to the explained ``[CLS]``
+token give it most of the mass, which would wash out every other word. Their
+rescaled value may then exceed 1; ``visualize_text`` clips it to full colour.
+Pass ``scale_special_tokens=True`` to divide by the maximum over all tokens.
+
 ``attr_score`` keeps the *sum of the raw scores* (1.0 for PageRank), and
 tokens are HTML-escaped, since ``visualize_text`` writes them into HTML as is.
 """
@@ -26,16 +32,22 @@ from captum_prxai.viz.tokens import check_lengths, merge_subwords as _merge
 __all__ = ["to_visualization_records", "rescale_scores"]
 
 
-def rescale_scores(scores: Any, signed: bool | None = None) -> list[float]:
+def rescale_scores(scores: Any, signed: bool | None = None, tokens: Sequence[str] | None = None) -> list[float]:
     """Divide scores by their maximum (``signed``: by their maximum absolute value).
 
     All-zero scores stay zero. With ``signed=False``, negative scores are kept
     (divided by the positive maximum) so Captum can still colour them red.
+    If ``tokens`` are given, special tokens do not count towards the maximum
+    (unless no other token has a non-zero score).
     """
     values = _colors.to_float_list(scores)
     if signed is None:
         signed = _colors.is_signed(values)
-    top = max((abs(v) for v in values), default=0.0) if signed else max(values, default=0.0)
+    if tokens is not None:
+        check_lengths(tokens, values)
+        top = _colors.display_max(tokens, values, signed)
+    else:
+        top = _colors.scale_max(values, signed)
     if top <= 0:
         return [0.0 for _ in values]
     return [v / top for v in values]
@@ -79,6 +91,7 @@ def to_visualization_records(
     convergence_score: Any = None,
     merge_subwords: bool = False,
     signed: bool | None = None,
+    scale_special_tokens: bool = False,
 ) -> list:
     """Build records for :func:`captum.attr.visualization.visualize_text`.
 
@@ -101,6 +114,8 @@ def to_visualization_records(
             by PageRank methods).
         merge_subwords: Merge sub-word pieces into words, summing scores.
         signed: Force the rescaling mode; default: signed if any score < 0.
+        scale_special_tokens: Let special tokens set the maximum (default:
+            they do not; see the module docstring).
 
     Returns:
         A list of ``captum.attr.visualization.VisualizationDataRecord``.
@@ -143,7 +158,7 @@ def to_visualization_records(
         else:
             values = _colors.to_float_list(score_rows[i])
             check_lengths(toks, values)
-        rescaled = rescale_scores(values, signed)
+        rescaled = rescale_scores(values, signed, None if scale_special_tokens else toks)
         records.append(
             VisualizationDataRecord(
                 torch.tensor(rescaled, dtype=torch.float64),

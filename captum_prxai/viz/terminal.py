@@ -41,6 +41,8 @@ def terminal_heatmap(
         scores: One score per token (list, array or tensor of shape ``(T,)``).
         signed: Diverging (green/red) scale; default: if any score is negative.
         merge_subwords: Merge sub-word pieces into words, summing their scores.
+            Special tokens (``[CLS]`` ...) do not set the colour scale (see
+            :func:`captum_prxai.viz.html.token_heatmap_html`); they clip.
         color: Force colour on / off. Default: on unless ``NO_COLOR`` is set.
 
     Returns:
@@ -57,7 +59,7 @@ def terminal_heatmap(
         words = [display_token(w) for w in words]
     if signed is None:
         signed = _colors.is_signed(values)
-    ts = _colors.intensities(values, signed)
+    ts = _colors.intensities(values, signed, _colors.display_max(words, values, signed))
     parts = []
     if color_enabled(color):
         for word, t in zip(words, ts):

@@ -1,0 +1,354 @@
+"""``captum-prxai explain``: explain one prediction with PR-XAI and baseline attributions.
+
+Example::
+
+    captum-prxai explain "a gripping, beautifully shot film" --methods pr-ag,rollout --html why.html
+
+The command loads a sequence classifier (the embedded default, a local
+checkpoint folder, or a model trained with ``captum-prxai train``), prints the
+prediction and one coloured token line per attribution method, and
+optionally writes a standalone HTML comparison page, the scores as JSON, and a
+drawing of the attention graph.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from captum_prxai.exceptions import PRXAIError
+
+HELP = "Explain one prediction: PR-XAI token scores in the terminal and as an HTML page."
+
+
+@dataclass(frozen=True)
+class MethodSpec:
+    """An attribution method the command can run."""
+
+    label: str  #: name shown in output
+    attr: str  #: class name exported by ``captum_prxai`` (PR-XAI and attention baselines)
+    description: str
+
+
+#: command-line name -> method
+METHODS: dict[str, MethodSpec] = {
+    "pr-ag": MethodSpec("PR-AG", "PRAttentionGradient", "PageRank on attention x gradient (PR-XAI)"),
+    "pr-a": MethodSpec("PR-A", "PRAttention", "PageRank on attention weights"),
+    "pr-g": MethodSpec("PR-G", "PRGradient", "PageRank on attention gradients"),
+    "attention": MethodSpec("Attention", "RawAttention", "last-layer attention from the explained token"),
+    "rollout": MethodSpec("Rollout", "AttentionRollout", "attention rollout (Abnar & Zuidema, 2020)"),
+    "grad-rollout": MethodSpec(
+        "Grad-Rollout", "GradientWeightedRollout", "gradient-weighted attention rollout (Chefer et al., 2021)"
+    ),
+    "ixg": MethodSpec("Input x Gradient", "", "Captum LayerGradientXActivation on the word embeddings (signed)"),
+    "ig": MethodSpec("Integrated Gradients", "", "Captum LayerIntegratedGradients on the word embeddings (signed)"),
+}
+DEFAULT_METHODS = "pr-ag,pr-a,pr-g"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("text", help="the text to classify and explain (quote it)")
+    parser.add_argument(
+        "--model", default="default",
+        help="'default' (embedded MiniLM sentiment model), a local checkpoint folder, "
+             "or the name of a model trained with 'captum-prxai train' (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--methods", default=DEFAULT_METHODS,
+        help="comma-separated attribution methods, any of: " + ", ".join(METHODS) + " (default: %(default)s)",
+    )
+    parser.add_argument("--target", type=int, default=None,
+                        help="class index to explain (default: the predicted class)")
+    parser.add_argument("--html", metavar="PATH", help="write a standalone HTML page comparing the methods")
+    parser.add_argument("--json", metavar="PATH", help="write tokens, prediction and scores as JSON")
+    parser.add_argument("--graph", metavar="PATH",
+                        help="draw the PR-AG attention graph (mean over layers) to PATH (.png or .svg)")
+    parser.add_argument("--merge-subwords", action="store_true",
+                        help="merge word pieces (##ing) back into words, summing their scores")
+    parser.add_argument("--truncate", action="store_true",
+                        help="cut texts longer than the model's limit instead of stopping with an error")
+    parser.add_argument("--color", choices=("auto", "always", "never"), default="auto",
+                        help="colour the terminal output (auto: when stdout is a terminal and NO_COLOR is unset)")
+
+
+def parse_methods(spec: str) -> list[str]:
+    """Split ``"pr-ag, rollout"`` into known method names (order kept, duplicates dropped).
+
+    Raises:
+        PRXAIError: for an empty list or an unknown name.
+    """
+    names: list[str] = []
+    for raw in spec.split(","):
+        name = raw.strip().lower()
+        if not name:
+            continue
+        if name not in METHODS:
+            raise PRXAIError(
+                f"unknown method {raw.strip()!r}; choose from: {', '.join(METHODS)} "
+                "(comma-separated, e.g. --methods pr-ag,rollout)."
+            )
+        if name not in names:
+            names.append(name)
+    if not names:
+        raise PRXAIError(f"no method given; pass e.g. --methods {DEFAULT_METHODS}.")
+    return names
+
+
+def _model_limit(model: Any, tokenizer: Any) -> int | None:
+    """Longest input (in tokens, special tokens included) the model accepts."""
+    config = getattr(model, "config", None)
+    limits = []
+    pos = getattr(config, "max_position_embeddings", None)
+    if isinstance(pos, int) and pos > 0:
+        if getattr(config, "model_type", "") in ("roberta", "xlm-roberta", "camembert", "mpnet"):
+            pos -= (getattr(config, "pad_token_id", 1) or 0) + 1
+        limits.append(pos)
+    tok_max = getattr(tokenizer, "model_max_length", None)
+    if isinstance(tok_max, int) and 0 < tok_max < 1_000_000:
+        limits.append(tok_max)
+    return min(limits) if limits else None
+
+
+def _load(model_arg: str):
+    from captum_prxai.models import load_default, load_model
+
+    if model_arg == "default":
+        return load_default()
+    return load_model(model_arg)
+
+
+def _captum_method(name: str, model: Any) -> Callable:
+    """Captum gradient baselines on the word-embedding layer, summed over the hidden size."""
+    from captum.attr import LayerGradientXActivation, LayerIntegratedGradients
+
+    embeddings = model.get_input_embeddings()
+
+    def forward(input_ids, attention_mask):
+        return model(input_ids=input_ids, attention_mask=attention_mask).logits
+
+    def run(input_ids, attention_mask, target, pad_id):
+        import torch
+
+        if name == "ixg":
+            attr = LayerGradientXActivation(forward, embeddings).attribute(
+                input_ids, target=target, additional_forward_args=(attention_mask,)
+            )
+        else:
+            baseline = torch.full_like(input_ids, pad_id)
+            baseline[:, 0], baseline[:, -1] = input_ids[:, 0], input_ids[:, -1]  # keep [CLS] / [SEP]
+            attr = LayerIntegratedGradients(forward, embeddings).attribute(
+                input_ids, baselines=baseline, target=target, additional_forward_args=(attention_mask,), n_steps=32
+            )
+        return attr.sum(-1)
+
+    return run
+
+
+def _build_attributor(name: str, model: Any):
+    import captum_prxai
+
+    spec = METHODS[name]
+    cls = getattr(captum_prxai, spec.attr, None)
+    if cls is None:
+        raise PRXAIError(f"method {name!r} needs captum_prxai.{spec.attr}, which this installation lacks.")
+
+    def forward(input_ids, attention_mask):
+        return model(input_ids=input_ids, attention_mask=attention_mask).logits
+
+    return cls(forward, captum_prxai.attention_layers(model))
+
+
+def explain_text(
+    text: str,
+    model: Any,
+    tokenizer: Any,
+    methods: list[str],
+    *,
+    target: int | None = None,
+    truncate: bool = False,
+) -> dict[str, Any]:
+    """Classify ``text`` and run each attribution method on it.
+
+    Returns:
+        A dict with ``tokens``, ``label_names``, ``probabilities``,
+        ``predicted`` (index), ``target`` (index explained), ``truncated``
+        (bool), ``scores`` (method name -> list of floats, one per token) and
+        ``seconds`` (method name -> wall time).
+
+    Raises:
+        PRXAIError: empty text, text too long (without ``truncate``), target
+            out of range, unknown method.
+    """
+    import time
+
+    import torch
+
+    if not text or not text.strip():
+        raise PRXAIError('the text is empty; give the sentence to explain, e.g. captum-prxai explain "a moving film".')
+    from transformers.utils import logging as hf_logging
+
+    limit = _model_limit(model, tokenizer)
+    verbosity = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()  # we report over-long texts ourselves
+    try:
+        encoded = tokenizer(text, return_tensors="pt", truncation=False)
+    finally:
+        hf_logging.set_verbosity(verbosity)
+    length = int(encoded["input_ids"].shape[1])
+    truncated = False
+    if limit is not None and length > limit:
+        if not truncate:
+            raise PRXAIError(
+                f"the text has {length} tokens but this model accepts at most {limit}; shorten it, "
+                "or pass --truncate to explain only its first tokens."
+            )
+        encoded = tokenizer(text, return_tensors="pt", truncation=True, max_length=limit)
+        truncated = True
+    input_ids = encoded["input_ids"]
+    attention_mask = encoded.get("attention_mask")
+    if attention_mask is None:
+        attention_mask = torch.ones_like(input_ids)
+    tokens = tokenizer.convert_ids_to_tokens(input_ids[0].tolist())
+
+    with torch.no_grad():
+        logits = model(input_ids=input_ids, attention_mask=attention_mask).logits
+    probs = torch.softmax(logits.double(), -1)[0]
+    classes = probs.shape[0]
+    predicted = int(probs.argmax())
+    if target is None:
+        target = predicted
+    if not 0 <= target < classes:
+        raise PRXAIError(f"--target {target} is out of range: this model has {classes} classes (0..{classes - 1}).")
+    id2label = getattr(model.config, "id2label", None) or {}
+    label_names = [str(id2label.get(i, id2label.get(str(i), f"class {i}"))) for i in range(classes)]
+
+    scores: dict[str, list[float]] = {}
+    seconds: dict[str, float] = {}
+    pad_id = getattr(tokenizer, "pad_token_id", None) or 0
+    for name in methods:
+        label = METHODS[name].label
+        if METHODS[name].attr:
+            attributor = _build_attributor(name, model)
+            start = time.perf_counter()
+            out = attributor.attribute(input_ids, target=target, additional_forward_args=(attention_mask,))
+        else:
+            run = _captum_method(name, model)
+            start = time.perf_counter()
+            out = run(input_ids, attention_mask, target, pad_id)
+        seconds[label] = time.perf_counter() - start
+        scores[label] = [float(v) for v in out.detach().reshape(out.shape[0], -1)[0].tolist()]
+    return {
+        "text": text,
+        "tokens": tokens,
+        "label_names": label_names,
+        "probabilities": [float(p) for p in probs.tolist()],
+        "predicted": predicted,
+        "target": target,
+        "truncated": truncated,
+        "scores": scores,
+        "seconds": seconds,
+    }
+
+
+def _top_words(tokens: list[str], scores: list[float], merge: bool, k: int = 5) -> str:
+    from captum_prxai.viz.tokens import display_token, is_special_token, merge_subwords
+
+    if merge:
+        words, values, _ = merge_subwords(tokens, scores)
+    else:
+        words, values = [display_token(t) for t in tokens], scores
+    order = [i for i in sorted(range(len(values)), key=lambda i: -abs(values[i])) if not is_special_token(words[i])]
+    return ", ".join(f"{words[i]} {values[i]:.3g}" for i in order[:k])
+
+
+def _graph(path: str, result: dict[str, Any], model: Any, input_ids: Any, attention_mask: Any) -> None:
+    """Draw the mean-over-layers attention x gradient graph with PR-AG node scores."""
+    import torch
+
+    import captum_prxai
+    from captum_prxai.hooks import AttentionRecorder
+    from captum_prxai.viz.graph import plot_attention_graph
+
+    layers = captum_prxai.attention_layers(model)
+
+    def keep(layer, attention, grad):
+        return (attention * grad).clamp(min=0).mean(1) if grad is not None else attention.mean(1)
+
+    recorder = AttentionRecorder(layers, keep, with_gradients=True)
+    with torch.enable_grad(), recorder:
+        logits = model(input_ids=input_ids, attention_mask=attention_mask).logits
+        recorder.backward(logits[0, result["target"]])
+    maps = recorder.collected()
+    adjacency = torch.stack([m[0] for m in maps]).mean(0).detach()
+    node_scores = result["scores"].get("PR-AG")
+    if node_scores is None:
+        node_scores = next(iter(result["scores"].values()))
+    fmt = "svg" if path.lower().endswith(".svg") else "pdf" if path.lower().endswith(".pdf") else "png"
+    plot_attention_graph(result["tokens"], adjacency, node_scores, path=path, fmt=fmt,
+                         title="attention x gradient, mean over layers (edge i -> j: i attends to j)")
+
+
+def run(args: argparse.Namespace) -> int:
+    import json
+    import os
+    from pathlib import Path
+
+    methods = parse_methods(args.methods)
+    if not args.text or not args.text.strip():
+        raise PRXAIError('the text is empty; give the sentence to explain, e.g. captum-prxai explain "a moving film".')
+
+    import torch
+
+    from captum_prxai.viz.html import comparison_page
+    from captum_prxai.viz.terminal import terminal_heatmap
+
+    model, tokenizer = _load(args.model)
+    result = explain_text(args.text, model, tokenizer, methods, target=args.target, truncate=args.truncate)
+
+    if args.color == "always":
+        color = True
+    elif args.color == "never":
+        color = False
+    else:
+        color = sys.stdout.isatty() and not os.environ.get("NO_COLOR")
+
+    labels, probs = result["label_names"], result["probabilities"]
+    pred, target = result["predicted"], result["target"]
+    print(f"model: {args.model} ({type(model).__name__}; classes: {', '.join(labels)})")
+    print(f"prediction: {labels[pred]}  p={probs[pred]:.3f}"
+          + (f"   explaining: {labels[target]} (p={probs[target]:.3f})" if target != pred else ""))
+    if result["truncated"]:
+        print(f"note: the text was truncated to {len(result['tokens'])} tokens")
+    for label, scores in result["scores"].items():
+        ms = result["seconds"][label] * 1000
+        print(f"\n{label}  ({ms:.0f} ms)")
+        print(terminal_heatmap(result["tokens"], scores, merge_subwords=args.merge_subwords, color=color))
+        print(f"  top: {_top_words(result['tokens'], scores, args.merge_subwords)}")
+
+    if args.html:
+        extra = None
+        page = comparison_page(
+            result["tokens"], result["scores"],
+            title=f"Why {labels[target]}? {args.text[:80]}{'...' if len(args.text) > 80 else ''}",
+            predicted_label=labels[pred], probability=probs[pred],
+            timings=result["seconds"], merge_subwords=args.merge_subwords, extra_html=extra,
+        )
+        path = Path(args.html)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(page, encoding="utf-8")
+        print(f"\nwrote {path}")
+    if args.json:
+        path = Path(args.json)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({**result, "model": args.model}, indent=2), encoding="utf-8")
+        print(f"wrote {path}")
+    if args.graph:
+        encoded = tokenizer(args.text, return_tensors="pt", truncation=result["truncated"],
+                            max_length=len(result["tokens"]) if result["truncated"] else None)
+        mask = encoded.get("attention_mask", torch.ones_like(encoded["input_ids"]))
+        Path(args.graph).parent.mkdir(parents=True, exist_ok=True)
+        _graph(args.graph, result, model, encoded["input_ids"], mask)
+        print(f"wrote {args.graph}")
+    return 0

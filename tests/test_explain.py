@@ -1,0 +1,147 @@
+"""End-to-end tests of ``captum-prxai explain`` on a tiny BERT checkpoint built from a config."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+from captum_prxai.cli import main  # noqa: E402
+from captum_prxai.commands import explain as explain_cmd  # noqa: E402
+from captum_prxai.exceptions import PRXAIError  # noqa: E402
+
+WORDS = ["a", "good", "bad", "film", "movie", "great", "dull", "plot", "the", "was", "play", "##ing", "<", ">",
+         "script", "alert", "(", ")", "1", "/", "!", ",", "."]
+
+
+@pytest.fixture(scope="module")
+def tiny_model_dir(tmp_path_factory):
+    """A 2-layer BERT classifier + WordPiece tokenizer saved like a trained checkpoint."""
+    torch.manual_seed(0)
+    folder = tmp_path_factory.mktemp("tiny-bert")
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS]
+    tokenizer = transformers.BertTokenizerFast(vocab={w: i for i, w in enumerate(vocab)}, do_lower_case=True,
+                                               model_max_length=32)
+    config = transformers.BertConfig(
+        vocab_size=len(vocab), hidden_size=16, num_hidden_layers=2, num_attention_heads=2, intermediate_size=32,
+        max_position_embeddings=32, num_labels=2, id2label={0: "negative", 1: "positive"},
+        label2id={"negative": 0, "positive": 1},
+    )
+    model = transformers.BertForSequenceClassification(config).eval()
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+def _run(capsys, *argv):
+    code = main(["explain", *map(str, argv)])
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_explain_end_to_end(tiny_model_dir, tmp_path, capsys):
+    page = tmp_path / "out" / "why.html"
+    data = tmp_path / "scores.json"
+    code, out, err = _run(
+        capsys, "the film was <script>alert(1)</script> good", "--model", tiny_model_dir,
+        "--methods", "pr-ag,pr-a,rollout", "--html", page, "--json", data, "--color", "never",
+    )
+    assert code == 0, err
+    assert re.search(r"prediction: (negative|positive)  p=0\.\d{3}", out)
+    for label in ("PR-AG", "PR-A", "Rollout"):
+        assert re.search(rf"^{label}  \(\d+ ms\)$", out, re.M)
+    assert "\x1b[" not in out  # --color never
+    result = json.loads(data.read_text())
+    tokens = result["tokens"]
+    assert tokens[0] == "[CLS]" and tokens[-1] == "[SEP]" and "script" in tokens
+    assert set(result["scores"]) == {"PR-AG", "PR-A", "Rollout"}
+    for name in ("PR-AG", "PR-A"):
+        scores = result["scores"][name]
+        assert len(scores) == len(tokens)
+        assert sum(scores) == pytest.approx(1.0, abs=1e-4)  # PageRank: a distribution
+        assert min(scores) >= 0
+    assert sum(result["probabilities"]) == pytest.approx(1.0)
+    assert result["target"] == result["predicted"]
+    html = page.read_text()
+    assert html.startswith("<!DOCTYPE html>")
+    assert html.count('class="prx-heatmap"') == 3
+    assert "<script" not in html.lower()  # the hostile text is escaped
+    assert "&lt;" in html
+
+
+def test_explain_scores_match_the_library(tiny_model_dir, tmp_path, capsys):
+    """The JSON scores are those of captum_prxai.PRAttentionGradient on the same input."""
+    import captum_prxai
+    from captum_prxai.models import load_model
+
+    data = tmp_path / "r.json"
+    code, _, err = _run(capsys, "a good movie", "--model", tiny_model_dir, "--methods", "pr-ag",
+                        "--target", 0, "--json", data)
+    assert code == 0, err
+    result = json.loads(data.read_text())
+    assert result["target"] == 0
+    model, tok = load_model(str(tiny_model_dir))
+    enc = tok("a good movie", return_tensors="pt")
+    attributor = captum_prxai.PRAttentionGradient(
+        lambda ids, mask: model(input_ids=ids, attention_mask=mask).logits, captum_prxai.attention_layers(model)
+    )
+    expected = attributor.attribute(enc["input_ids"], target=0, additional_forward_args=(enc["attention_mask"],))
+    assert result["scores"]["PR-AG"] == pytest.approx(expected[0].tolist(), abs=1e-6)
+
+
+def test_explain_colour_and_merge(tiny_model_dir, capsys, monkeypatch):
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    code, out, err = _run(capsys, "the plot was dull playing", "--model", tiny_model_dir, "--methods", "pr-g,ixg",
+                          "--merge-subwords", "--color", "always")
+    assert code == 0, err
+    assert "\x1b[48;2;" in out
+    assert "playing" in out and "##ing" not in out
+    assert "Input x Gradient" in out
+
+
+def test_explain_graph(tiny_model_dir, tmp_path, capsys):
+    png = tmp_path / "graph.png"
+    code, out, err = _run(capsys, "a great film", "--model", tiny_model_dir, "--methods", "pr-ag", "--graph", png)
+    assert code == 0, err
+    assert png.read_bytes()[:4] == b"\x89PNG"
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["   "], "the text is empty"),
+        (["a good film", "--methods", "pr-ag,lime"], "unknown method 'lime'; choose from: pr-ag"),
+        (["a good film", "--methods", " , "], "no method given"),
+        (["a good film " * 12], "tokens but this model accepts at most 32"),
+        (["a good film", "--target", "5"], "--target 5 is out of range: this model has 2 classes"),
+    ],
+)
+def test_explain_errors(tiny_model_dir, capsys, argv, message):
+    code, out, err = _run(capsys, *argv, "--model", tiny_model_dir)
+    assert code == 2
+    assert message in err
+    assert "Traceback" not in err
+
+
+def test_explain_truncate(tiny_model_dir, tmp_path, capsys):
+    data = tmp_path / "r.json"
+    code, out, err = _run(capsys, "a good film " * 12, "--model", tiny_model_dir, "--methods", "pr-a",
+                          "--truncate", "--json", data)
+    assert code == 0, err
+    assert "truncated to 32 tokens" in out
+    assert len(json.loads(data.read_text())["tokens"]) == 32
+
+
+def test_parse_methods():
+    assert explain_cmd.parse_methods("PR-AG, rollout,pr-ag") == ["pr-ag", "rollout"]
+    with pytest.raises(PRXAIError):
+        explain_cmd.parse_methods("nope")
+
+
+def test_explain_unknown_model(capsys, tmp_path):
+    code, out, err = _run(capsys, "a good film", "--model", tmp_path / "missing")
+    assert code == 2 and "no model" in err
