@@ -1,0 +1,78 @@
+"""Shared fixtures: tiny randomly initialised transformers built from configs (no downloads)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+torch.set_num_threads(1)
+
+VOCAB = 50
+
+
+def _tiny(kind: str):
+    import transformers as tf
+
+    common = dict(vocab_size=VOCAB, num_labels=3, pad_token_id=0)
+    if kind == "bert":
+        cfg = tf.BertConfig(hidden_size=16, num_hidden_layers=2, num_attention_heads=2, intermediate_size=32,
+                            max_position_embeddings=64, **common)
+        return tf.BertForSequenceClassification(cfg)
+    if kind == "roberta":
+        cfg = tf.RobertaConfig(hidden_size=16, num_hidden_layers=2, num_attention_heads=2, intermediate_size=32,
+                               max_position_embeddings=66, vocab_size=VOCAB, num_labels=3, pad_token_id=1)
+        return tf.RobertaForSequenceClassification(cfg)
+    if kind == "distilbert":
+        cfg = tf.DistilBertConfig(dim=16, n_layers=2, n_heads=2, hidden_dim=32, max_position_embeddings=64, **common)
+        return tf.DistilBertForSequenceClassification(cfg)
+    if kind == "electra":
+        cfg = tf.ElectraConfig(embedding_size=16, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
+                               intermediate_size=32, max_position_embeddings=64, **common)
+        return tf.ElectraForSequenceClassification(cfg)
+    if kind == "mpnet":
+        cfg = tf.MPNetConfig(hidden_size=16, num_hidden_layers=2, num_attention_heads=2, intermediate_size=32,
+                             max_position_embeddings=66, vocab_size=VOCAB, num_labels=3, pad_token_id=1)
+        return tf.MPNetForSequenceClassification(cfg)
+    if kind == "gpt2":
+        cfg = tf.GPT2Config(n_embd=16, n_layer=2, n_head=2, n_positions=64, **common)
+        return tf.GPT2ForSequenceClassification(cfg)
+    if kind == "llama":
+        cfg = tf.LlamaConfig(hidden_size=16, num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=1,
+                             intermediate_size=32, max_position_embeddings=64, **common)
+        return tf.LlamaForSequenceClassification(cfg)
+    raise ValueError(kind)
+
+
+ARCHITECTURES = ["bert", "roberta", "distilbert", "electra", "mpnet", "gpt2", "llama"]
+DECODERS = {"gpt2", "llama"}
+
+
+@pytest.fixture(scope="session")
+def tiny_model_factory():
+    cache: dict[str, torch.nn.Module] = {}
+
+    def make(kind: str) -> torch.nn.Module:
+        if kind not in cache:
+            torch.manual_seed(0)
+            cache[kind] = _tiny(kind).eval()
+        return cache[kind]
+
+    return make
+
+
+def forward_for(model):
+    def forward(input_ids, attention_mask=None):
+        return model(input_ids, attention_mask=attention_mask).logits
+
+    return forward
+
+
+@pytest.fixture
+def tiny_batch():
+    """Two right-padded examples of token ids (ids >= 2 avoid the pad ids 0 and 1)."""
+    torch.manual_seed(1)
+    ids = torch.randint(2, VOCAB, (2, 9))
+    mask = torch.ones(2, 9, dtype=torch.long)
+    mask[1, 6:] = 0
+    ids[1, 6:] = 0
+    return ids, mask
