@@ -1,0 +1,191 @@
+"""Benchmark outputs: per-example CSV, method x metric tables, deletion-curve plot."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence
+
+from captum_prxai.metrics.faithfulness import _pct
+from captum_prxai.metrics.stats import mean_sem
+
+__all__ = ["MAIN_COLUMNS", "summarize", "write_csv", "write_markdown", "write_summary_json", "write_plot"]
+
+#: (record key, header, higher is better?) of the main table
+MAIN_COLUMNS = [
+    ("comprehensiveness", "Comp. ↑", True),
+    ("sufficiency", "Suff. ↓", False),
+    ("aopc_most", "AOPC most-first ↑", True),
+    ("aopc_least", "AOPC least-first ↓", False),
+    ("log_odds", "Log-odds ↓", False),
+    ("accuracy", "Acc. after removal ↓", False),
+]
+
+
+def _label(name: str) -> str:
+    from captum_prxai.bench.methods import METHODS
+
+    spec = METHODS.get(name)
+    return spec.label if spec is not None else name
+
+
+def _stat(values: List[float]) -> Dict[str, float]:
+    mean, sem = mean_sem(values)
+    return {"mean": mean, "sem": sem, "n": len(values)}
+
+
+def summarize(records: Sequence[Dict[str, Any]], methods: Sequence[str]) -> Dict[str, Dict[str, Dict[str, float]]]:
+    """``{method: {metric: {"mean", "sem", "n"}}}`` over the examples, plus ``time_s`` and ``peak_mem_mb``."""
+    summary: Dict[str, Dict[str, Dict[str, float]]] = {}
+    for name in methods:
+        recs = [r for r in records if r["method"] == name]
+        metrics: Dict[str, List[float]] = {}
+        for r in recs:
+            for k, v in r["metrics"].items():
+                metrics.setdefault(k, []).append(float(v))
+            metrics.setdefault("time_s", []).append(float(r["time_s"]))
+            metrics.setdefault("peak_mem_mb", []).append(float(r["peak_mem_mb"]))
+        summary[name] = {k: _stat(v) for k, v in metrics.items()}
+        summary[name]["n_examples"] = {"mean": float(len(recs)), "sem": float("nan"), "n": len(recs)}
+    return summary
+
+
+def write_csv(records: Sequence[Dict[str, Any]], path: Path) -> Path:
+    """One row per (example, method) with every scalar metric, time and memory."""
+    metric_keys: List[str] = []
+    for r in records:
+        for k in r["metrics"]:
+            if k not in metric_keys:
+                metric_keys.append(k)
+    header = ["example", "method", "label", "target", "correct", "prob", "n_tokens"] + metric_keys + [
+        "time_s", "peak_mem_mb"]
+    with Path(path).open("w", newline="", encoding="utf-8") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(header)
+        for r in records:
+            writer.writerow([r["example"], r["method"], r["label"], r["target"], r["correct"], r["prob"],
+                             r["n_tokens"]] + [r["metrics"].get(k, "") for k in metric_keys]
+                            + [r["time_s"], r["peak_mem_mb"]])
+    return Path(path)
+
+
+def _num(value: float, digits: int) -> str:
+    text = f"{value:.{digits}f}"
+    return text[1:] if text.startswith("-") and float(text) == 0 else text  # no "-0.000"
+
+
+def _fmt(stat: Optional[Dict[str, float]], digits: int = 3) -> str:
+    if not stat or stat["n"] == 0 or math.isnan(stat["mean"]):
+        return "n/a"
+    if math.isnan(stat["sem"]):
+        return _num(stat["mean"], digits)
+    return f"{_num(stat['mean'], digits)} ± {_num(stat['sem'], digits)}"
+
+
+def _best(summary: Dict[str, Dict[str, Dict[str, float]]], methods: Sequence[str], key: str,
+          higher: bool) -> Optional[str]:
+    candidates = [(summary[m][key]["mean"], m) for m in methods
+                  if key in summary[m] and not math.isnan(summary[m][key]["mean"]) and m != "random"]
+    if len(candidates) < 2:
+        return None
+    return (max if higher else min)(candidates)[1]
+
+
+def _table(header: List[str], rows: List[List[str]]) -> List[str]:
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|"]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return lines
+
+
+def write_markdown(summary: Dict[str, Dict[str, Dict[str, float]]], methods: Sequence[str], meta: Dict[str, Any],
+                   path: Path, bins: Sequence[float] = ()) -> Path:
+    """Markdown report: settings, the method x metric table (mean ± s.e.), per-bin tables."""
+    lines = ["# Faithfulness benchmark", ""]
+    lines.append(
+        f"Dataset **{meta.get('dataset')}**, {meta.get('n_examples')} examples, model `{meta.get('model')}` "
+        f"on {meta.get('device')}. Tokens removed by **{meta.get('mode')}**"
+        + (f" (replaced by [{str(meta.get('replacement')).upper()}])" if meta.get("replacement") else "")
+        + f"; bins {', '.join(_pct(b) + '%' for b in meta.get('bins', []))}; "
+        f"{meta.get('steps')} deletion steps; log-odds and accuracy at "
+        f"{_pct(meta.get('log_odds_fraction', 0.2))}% / {_pct(meta.get('accuracy_fraction', 0.2))}%; "
+        f"seed {meta.get('seed')}."
+    )
+    lines += ["", "Mean ± standard error over examples; ↑ higher is better, ↓ lower is better; "
+                  "the best non-random method per column is in bold.", ""]
+    header = ["Method", "n"] + [h for _, h, _ in MAIN_COLUMNS] + ["Time / example (s)", "Peak memory (MB)"]
+    best = {k: _best(summary, methods, k, hi) for k, _, hi in MAIN_COLUMNS}
+    rows = []
+    for m in methods:
+        s = summary.get(m, {})
+        row = [_label(m), str(int(s.get("n_examples", {}).get("n", 0)))]
+        for k, _, _ in MAIN_COLUMNS:
+            cell = _fmt(s.get(k))
+            row.append(f"**{cell}**" if best[k] == m else cell)
+        row += [_fmt(s.get("time_s"), 4), _fmt(s.get("peak_mem_mb"), 1)]
+        rows.append(row)
+    lines += _table(header, rows)
+    for metric, title in (("comprehensiveness", "Comprehensiveness per bin ↑"),
+                          ("sufficiency", "Sufficiency per bin ↓")):
+        if not bins:
+            continue
+        lines += ["", f"## {title}", ""]
+        header = ["Method"] + [f"{_pct(b)}%" for b in bins]
+        rows = [[_label(m)] + [_fmt(summary.get(m, {}).get(f"{metric}@{_pct(b)}")) for b in bins] for m in methods]
+        lines += _table(header, rows)
+    if meta.get("errors"):
+        lines += ["", f"**{meta['errors']} explanation(s) failed** and are left out; see the warnings of the run."]
+    Path(path).write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return Path(path)
+
+
+def write_summary_json(summary: Dict[str, Any], meta: Dict[str, Any], path: Path) -> Path:
+    """The summary and the settings as JSON (NaN written as null)."""
+
+    def clean(obj: Any) -> Any:
+        if isinstance(obj, float) and math.isnan(obj):
+            return None
+        if isinstance(obj, dict):
+            return {k: clean(v) for k, v in obj.items()}
+        if isinstance(obj, list):
+            return [clean(v) for v in obj]
+        return obj
+
+    Path(path).write_text(json.dumps(clean({"meta": meta, "methods": summary}), indent=2), encoding="utf-8")
+    return Path(path)
+
+
+def write_plot(records: Sequence[Dict[str, Any]], methods: Sequence[str], path: Path) -> Path:
+    """Mean deletion curves (most- and least-relevant first) with ± s.e. bands, one line per method."""
+    import matplotlib
+
+    matplotlib.use("Agg", force=False) if matplotlib.get_backend().lower() != "agg" else None
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2), sharey=True)
+    for ax, key, title in ((axes[0], "curve_most", "Most relevant removed first (lower is better)"),
+                           (axes[1], "curve_least", "Least relevant removed first (higher is better)")):
+        for m in methods:
+            curves = [r[key] for r in records if r["method"] == m]
+            if not curves:
+                continue
+            arr = np.asarray(curves, dtype=float)
+            x = np.asarray([r["curve_fractions"] for r in records if r["method"] == m][0]) * 100
+            mean = arr.mean(axis=0)
+            line, = ax.plot(x, mean, marker="o", markersize=3, label=_label(m),
+                            linestyle="--" if m == "random" else "-")
+            if arr.shape[0] > 1:
+                sem = arr.std(axis=0, ddof=1) / np.sqrt(arr.shape[0])
+                ax.fill_between(x, mean - sem, mean + sem, color=line.get_color(), alpha=0.15)
+        ax.set_title(title, fontsize=10)
+        ax.ticklabel_format(axis="y", useOffset=False)
+        ax.set_xlabel("tokens removed (%)")
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel("probability of the predicted class")
+    axes[1].legend(fontsize=8, loc="best")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return Path(path)
