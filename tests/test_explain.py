@@ -69,6 +69,7 @@ def test_explain_end_to_end(tiny_model_dir, tmp_path, capsys):
     html = page.read_text()
     assert html.startswith("<!DOCTYPE html>")
     assert html.count('class="prx-heatmap"') == 3
+    assert "<svg" not in html  # no graph unless --graph
     assert "<script" not in html.lower()  # the hostile text is escaped
     assert "&lt;" in html
 
@@ -105,9 +106,13 @@ def test_explain_colour_and_merge(tiny_model_dir, capsys, monkeypatch):
 
 def test_explain_graph(tiny_model_dir, tmp_path, capsys):
     png = tmp_path / "graph.png"
-    code, out, err = _run(capsys, "a great film", "--model", tiny_model_dir, "--methods", "pr-ag", "--graph", png)
+    page = tmp_path / "page.html"
+    code, out, err = _run(capsys, "a great film", "--model", tiny_model_dir, "--methods", "pr-ag", "--graph", png,
+                          "--html", page)
     assert code == 0, err
     assert png.read_bytes()[:4] == b"\x89PNG"
+    html = page.read_text()
+    assert html.count("<svg") == 1 and '<div class="prx-extra"><svg' in html
 
 
 @pytest.mark.parametrize(

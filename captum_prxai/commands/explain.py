@@ -64,7 +64,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--html", metavar="PATH", help="write a standalone HTML page comparing the methods")
     parser.add_argument("--json", metavar="PATH", help="write tokens, prediction and scores as JSON")
     parser.add_argument("--graph", metavar="PATH",
-                        help="draw the PR-AG attention graph (mean over layers) to PATH (.png or .svg)")
+                        help="draw the attention x gradient graph (mean over layers, nodes sized by PR-AG) "
+                             "to PATH (.png, .svg or .pdf); with --html it is also embedded in the page")
     parser.add_argument("--merge-subwords", action="store_true",
                         help="merge word pieces (##ing) back into words, summing their scores")
     parser.add_argument("--truncate", action="store_true",
@@ -263,31 +264,28 @@ def _top_words(tokens: list[str], scores: list[float], merge: bool, k: int = 5) 
     return ", ".join(f"{words[i]} {values[i]:.3g}" for i in order[:k])
 
 
-def _graph(path: str, result: dict[str, Any], model: Any, input_ids: Any, attention_mask: Any) -> None:
-    """Draw the mean-over-layers attention x gradient graph with PR-AG node scores."""
+def _graph_inputs(result: dict[str, Any], model: Any, input_ids: Any, attention_mask: Any):
+    """Mean-over-layers attention x gradient graph (positive part per head) and the node scores to show."""
     import torch
 
     import captum_prxai
     from captum_prxai.hooks import AttentionRecorder
-    from captum_prxai.viz.graph import plot_attention_graph
 
     layers = captum_prxai.attention_layers(model)
 
     def keep(layer, attention, grad):
-        return (attention * grad).clamp(min=0).mean(1) if grad is not None else attention.mean(1)
+        return (attention * grad).clamp(min=0).mean(1)
 
     recorder = AttentionRecorder(layers, keep, with_gradients=True)
     with torch.enable_grad(), recorder:
         logits = model(input_ids=input_ids, attention_mask=attention_mask).logits
         recorder.backward(logits[0, result["target"]])
-    maps = recorder.collected()
-    adjacency = torch.stack([m[0] for m in maps]).mean(0).detach()
-    node_scores = result["scores"].get("PR-AG")
-    if node_scores is None:
-        node_scores = next(iter(result["scores"].values()))
-    fmt = "svg" if path.lower().endswith(".svg") else "pdf" if path.lower().endswith(".pdf") else "png"
-    plot_attention_graph(result["tokens"], adjacency, node_scores, path=path, fmt=fmt,
-                         title="attention x gradient, mean over layers (edge i -> j: i attends to j)")
+    adjacency = torch.stack([m[0] for m in recorder.collected()]).mean(0).detach()
+    name = "PR-AG" if "PR-AG" in result["scores"] else next(iter(result["scores"]))
+    return adjacency, result["scores"][name], name
+
+
+GRAPH_TITLE = "attention x gradient, mean over layers (edge i -> j: token i attends to j); nodes: {name}"
 
 
 def run(args: argparse.Namespace) -> int:
@@ -327,28 +325,38 @@ def run(args: argparse.Namespace) -> int:
         print(terminal_heatmap(result["tokens"], scores, merge_subwords=args.merge_subwords, color=color))
         print(f"  top: {_top_words(result['tokens'], scores, args.merge_subwords)}")
 
+    if args.graph or args.html or args.json:
+        print()
+    graph_svg = None
+    if args.graph:
+        from captum_prxai.viz.graph import attention_graph_svg, plot_attention_graph
+
+        encoded = tokenizer(args.text, return_tensors="pt", truncation=result["truncated"],
+                            max_length=len(result["tokens"]) if result["truncated"] else None)
+        mask = encoded.get("attention_mask", torch.ones_like(encoded["input_ids"]))
+        adjacency, node_scores, node_name = _graph_inputs(result, model, encoded["input_ids"], mask)
+        lower = args.graph.lower()
+        fmt = "svg" if lower.endswith(".svg") else "pdf" if lower.endswith(".pdf") else "png"
+        Path(args.graph).parent.mkdir(parents=True, exist_ok=True)
+        title = GRAPH_TITLE.format(name=node_name)
+        plot_attention_graph(result["tokens"], adjacency, node_scores, path=args.graph, fmt=fmt, title=title)
+        if args.html:
+            graph_svg = attention_graph_svg(result["tokens"], adjacency, node_scores, title=title)
+        print(f"wrote {args.graph}")
     if args.html:
-        extra = None
         page = comparison_page(
             result["tokens"], result["scores"],
             title=f"Why {labels[target]}? {args.text[:80]}{'...' if len(args.text) > 80 else ''}",
             predicted_label=labels[pred], probability=probs[pred],
-            timings=result["seconds"], merge_subwords=args.merge_subwords, extra_html=extra,
+            timings=result["seconds"], merge_subwords=args.merge_subwords, extra_html=graph_svg,
         )
         path = Path(args.html)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(page, encoding="utf-8")
-        print(f"\nwrote {path}")
+        print(f"wrote {path}")
     if args.json:
         path = Path(args.json)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps({**result, "model": args.model}, indent=2), encoding="utf-8")
         print(f"wrote {path}")
-    if args.graph:
-        encoded = tokenizer(args.text, return_tensors="pt", truncation=result["truncated"],
-                            max_length=len(result["tokens"]) if result["truncated"] else None)
-        mask = encoded.get("attention_mask", torch.ones_like(encoded["input_ids"]))
-        Path(args.graph).parent.mkdir(parents=True, exist_ok=True)
-        _graph(args.graph, result, model, encoded["input_ids"], mask)
-        print(f"wrote {args.graph}")
     return 0

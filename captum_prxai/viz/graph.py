@@ -78,7 +78,9 @@ def plot_attention_graph(
             of one is accepted.
         node_scores: One score per token ``(T,)``, e.g. the PageRank scores.
             Node area is proportional to the score divided by the largest
-            score; node colour uses the same scale as the HTML heatmaps.
+            score of an ordinary token (special tokens such as ``[CLS]`` clip
+            at the largest size); node colour uses the same scale as the HTML
+            heatmaps.
         top_edges: How many of the heaviest edges to draw (self-loops are
             never drawn). Default: 30.
         path: If given, save the figure there in format ``fmt``.
@@ -114,7 +116,7 @@ def plot_attention_graph(
     if n == 0:
         raise PRXAIError("cannot draw an empty graph (no tokens).")
     signed = _colors.is_signed(scores)
-    ts = _colors.intensities(scores, signed)
+    ts = _colors.intensities(scores, signed, _colors.display_max([str(t) for t in tokens], scores, signed))
     edges = top_edges_of(a, top_edges)
     wmax = max((abs(w) for _, _, w in edges), default=1.0) or 1.0
 

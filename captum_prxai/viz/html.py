@@ -53,8 +53,8 @@ STYLE = """
   overflow-wrap: anywhere; }
 .prx-top th { background: #f6f8fa; }
 .prx-top td.prx-num { text-align: right; font-variant-numeric: tabular-nums; }
-.prx-extra { margin: 1rem 0; }
-.prx-extra svg { max-width: 100%; height: auto; }
+.prx-extra { margin: 1rem 0; overflow-x: auto; }
+.prx-extra svg { height: auto; }
 .prx-foot { color: #8c959f; font-size: .75rem; margin-top: 1.5rem; }
 """
 
@@ -134,6 +134,7 @@ def token_heatmap_html(
     merge_subwords: bool = False,
     signed: bool | None = None,
     scale_special_tokens: bool = False,
+    seconds: float | None = None,
 ) -> str:
     """Render one method's token scores as a coloured HTML fragment.
 
@@ -160,6 +161,7 @@ def token_heatmap_html(
             runs to the largest score among ordinary tokens, and special
             tokens above it are drawn at full colour, since PageRank often
             gives the explained ``[CLS]`` token most of the mass.
+        seconds: Time the attribution took, shown in the title row.
 
     Returns:
         An HTML fragment (a string). All text in it is escaped.
@@ -179,6 +181,8 @@ def token_heatmap_html(
         title.append(f'<span class="prx-pred">predicted: <span class="prx-label">{_esc(predicted_label)}</span></span>')
     if probability is not None:
         title.append(f'<span class="prx-prob">p = {float(probability):.3f}</span>')
+    if seconds is not None:
+        title.append(f'<span class="prx-time">{float(seconds) * 1000:.1f} ms</span>')
 
     spans = []
     for word, value, t, group in zip(words, values, ts, groups):
@@ -207,7 +211,8 @@ def _top_table(
     columns = []
     for scores in method_scores.values():
         words, values, _ = _prepare(tokens, scores, merge)
-        order = sorted(range(len(values)), key=lambda i: -values[i])[:k]
+        ordinary = [i for i in range(len(values)) if not is_special_token(words[i])] or list(range(len(values)))
+        order = sorted(ordinary, key=lambda i: -abs(values[i]))[:k]
         columns.append([(words[i], values[i]) for i in order])
     rows = []
     for r in range(min(k, max((len(c) for c in columns), default=0))):
@@ -220,7 +225,7 @@ def _top_table(
                 cells.append("<td></td>")
         rows.append(f'<tr><td class="prx-num">{r + 1}</td>{"".join(cells)}</tr>')
     return (
-        '<table class="prx-top"><caption style="text-align:left">Top tokens per method</caption>'
+        '<table class="prx-top"><caption style="text-align:left">Top tokens per method (largest |score|, special tokens left out)</caption>'
         f"<tr><th>#</th>{head}</tr>{''.join(rows)}</table>"
     )
 
@@ -271,12 +276,10 @@ def comparison_page(
     if probability is not None:
         meta.append(f"p = {float(probability):.3f}")
     meta.append(f"{len(tokens)} tokens")
-    blocks = []
-    for name, scores in method_scores.items():
-        label = name
-        if name in timings:
-            label = f"{name} \u00b7 {float(timings[name]) * 1000:.1f} ms"
-        blocks.append(token_heatmap_html(tokens, scores, method=label, merge_subwords=merge_subwords))
+    blocks = [
+        token_heatmap_html(tokens, scores, method=name, merge_subwords=merge_subwords, seconds=timings.get(name))
+        for name, scores in method_scores.items()
+    ]
     body = (
         f"<h1>{_esc(title)}</h1>"
         f'<p class="prx-meta">{_DOT.join(meta)}</p>'
