@@ -157,8 +157,9 @@ class AttentionGraphAttribution(GradientAttribution):
         causal_flags: list[bool] = []
 
         def keep(layer: int, attention: Tensor, grad: Optional[Tensor]) -> Tensor:
-            if layer == 0 or not causal_flags:
-                causal_flags.append(bool((attention.triu(diagonal=1) == 0).all()) and attention.shape[-1] > 1)
+            if not causal_flags:
+                # causal attention: the first query sees only the first key (a cheap (B, H, T) check)
+                causal_flags.append(attention.shape[-1] > 1 and bool((attention[..., 0, 1:] == 0).all()))
             return self._layer_map(layer, attention, grad)
 
         recorder = AttentionRecorder(self.layers, keep, with_gradients=with_gradients, attention_fn=self.attention_fn)
