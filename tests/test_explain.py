@@ -119,7 +119,7 @@ def test_explain_graph(tiny_model_dir, tmp_path, capsys):
     "argv, message",
     [
         (["   "], "the text is empty"),
-        (["a good film", "--methods", "pr-ag,lime"], "unknown method 'lime'; choose from: pr-ag"),
+        (["a good film", "--methods", "pr-ag,nope"], "unknown method 'nope'; choose from: pr-ag"),
         (["a good film", "--methods", " , "], "no method given"),
         (["a good film " * 12], "tokens but this model accepts at most 32"),
         (["a good film", "--target", "5"], "--target 5 is out of range: this model has 2 classes"),
@@ -143,6 +143,7 @@ def test_explain_truncate(tiny_model_dir, tmp_path, capsys):
 
 def test_parse_methods():
     assert explain_cmd.parse_methods("PR-AG, rollout,pr-ag") == ["pr-ag", "rollout"]
+    assert explain_cmd.parse_methods("attention,grad-rollout") == ["raw-attention", "gae"]  # aliases
     with pytest.raises(PRXAIError):
         explain_cmd.parse_methods("nope")
 
@@ -153,12 +154,14 @@ def test_explain_unknown_model(capsys, tmp_path):
 
 
 def test_every_method_runs(tiny_model_dir, tmp_path, capsys):
+    from captum_prxai.bench.methods import METHODS
+
     data = tmp_path / "all.json"
     code, out, err = _run(capsys, "the plot was dull", "--model", tiny_model_dir,
-                          "--methods", ",".join(explain_cmd.METHODS), "--json", data)
+                          "--methods", ",".join(METHODS), "--json", data)
     assert code == 0, err
     result = json.loads(data.read_text())
-    assert list(result["scores"]) == [spec.label for spec in explain_cmd.METHODS.values()]
+    assert list(result["scores"]) == [spec.label for spec in METHODS.values()]
     n = len(result["tokens"])
     for label, scores in result["scores"].items():
         assert len(scores) == n, label

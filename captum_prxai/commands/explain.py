@@ -15,36 +15,13 @@ from __future__ import annotations
 
 import argparse
 import sys
-from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from captum_prxai.exceptions import PRXAIError
 
 HELP = "Explain one prediction: PR-XAI token scores in the terminal and as an HTML page."
 
 
-@dataclass(frozen=True)
-class MethodSpec:
-    """An attribution method the command can run."""
-
-    label: str  #: name shown in output
-    attr: str  #: class name exported by ``captum_prxai`` (PR-XAI and attention baselines)
-    description: str
-
-
-#: command-line name -> method
-METHODS: dict[str, MethodSpec] = {
-    "pr-ag": MethodSpec("PR-AG", "PRAttentionGradient", "PageRank on attention x gradient (PR-XAI)"),
-    "pr-a": MethodSpec("PR-A", "PRAttention", "PageRank on attention weights"),
-    "pr-g": MethodSpec("PR-G", "PRGradient", "PageRank on attention gradients"),
-    "attention": MethodSpec("Attention", "RawAttention", "last-layer attention from the explained token"),
-    "rollout": MethodSpec("Rollout", "AttentionRollout", "attention rollout (Abnar & Zuidema, 2020)"),
-    "grad-rollout": MethodSpec(
-        "Grad-Rollout", "GradientWeightedRollout", "gradient-weighted attention rollout (Chefer et al., 2021)"
-    ),
-    "ixg": MethodSpec("Input x Gradient", "", "Captum LayerGradientXActivation on the word embeddings (signed)"),
-    "ig": MethodSpec("Integrated Gradients", "", "Captum LayerIntegratedGradients on the word embeddings (signed)"),
-}
 DEFAULT_METHODS = "pr-ag,pr-a,pr-g"
 
 
@@ -57,7 +34,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--methods", default=DEFAULT_METHODS,
-        help="comma-separated attribution methods, any of: " + ", ".join(METHODS) + " (default: %(default)s)",
+        help="comma-separated attribution methods from the benchmark registry "
+             "(pr-ag, pr-a, pr-g, raw-attention, rollout, gae, ig, ixg, saliency, occlusion, feature-ablation, "
+             "shapley, kernel-shap, lime, random; see 'captum-prxai benchmark --help') (default: %(default)s)",
     )
     parser.add_argument("--target", type=int, default=None,
                         help="class index to explain (default: the predicted class)")
@@ -75,26 +54,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def parse_methods(spec: str) -> list[str]:
-    """Split ``"pr-ag, rollout"`` into known method names (order kept, duplicates dropped).
+    """Split ``"pr-ag, rollout"`` into registered method names (order kept, aliases resolved, duplicates dropped).
+
+    The methods are those of :mod:`captum_prxai.bench.methods`, so ``explain``
+    and ``benchmark`` run exactly the same attributions.
 
     Raises:
         PRXAIError: for an empty list or an unknown name.
     """
-    names: list[str] = []
-    for raw in spec.split(","):
-        name = raw.strip().lower()
-        if not name:
-            continue
-        if name not in METHODS:
-            raise PRXAIError(
-                f"unknown method {raw.strip()!r}; choose from: {', '.join(METHODS)} "
-                "(comma-separated, e.g. --methods pr-ag,rollout)."
-            )
-        if name not in names:
-            names.append(name)
-    if not names:
-        raise PRXAIError(f"no method given; pass e.g. --methods {DEFAULT_METHODS}.")
-    return names
+    from captum_prxai.bench.methods import parse_methods as _parse
+
+    return _parse(spec)
 
 
 def _model_limit(model: Any, tokenizer: Any) -> int | None:
@@ -118,47 +88,6 @@ def _load(model_arg: str):
     if model_arg == "default":
         return load_default()
     return load_model(model_arg)
-
-
-def _captum_method(name: str, model: Any) -> Callable:
-    """Captum gradient baselines on the word-embedding layer, summed over the hidden size."""
-    from captum.attr import LayerGradientXActivation, LayerIntegratedGradients
-
-    embeddings = model.get_input_embeddings()
-
-    def forward(input_ids, attention_mask):
-        return model(input_ids=input_ids, attention_mask=attention_mask).logits
-
-    def run(input_ids, attention_mask, target, pad_id):
-        import torch
-
-        if name == "ixg":
-            attr = LayerGradientXActivation(forward, embeddings).attribute(
-                input_ids, target=target, additional_forward_args=(attention_mask,)
-            )
-        else:
-            baseline = torch.full_like(input_ids, pad_id)
-            baseline[:, 0], baseline[:, -1] = input_ids[:, 0], input_ids[:, -1]  # keep [CLS] / [SEP]
-            attr = LayerIntegratedGradients(forward, embeddings).attribute(
-                input_ids, baselines=baseline, target=target, additional_forward_args=(attention_mask,), n_steps=32
-            )
-        return attr.sum(-1)
-
-    return run
-
-
-def _build_attributor(name: str, model: Any):
-    import captum_prxai
-
-    spec = METHODS[name]
-    cls = getattr(captum_prxai, spec.attr, None)
-    if cls is None:
-        raise PRXAIError(f"method {name!r} needs captum_prxai.{spec.attr}, which this installation lacks.")
-
-    def forward(input_ids, attention_mask):
-        return model(input_ids=input_ids, attention_mask=attention_mask).logits
-
-    return cls(forward, captum_prxai.attention_layers(model))
 
 
 def explain_text(
@@ -194,7 +123,7 @@ def explain_text(
     verbosity = hf_logging.get_verbosity()
     hf_logging.set_verbosity_error()  # we report over-long texts ourselves
     try:
-        encoded = tokenizer(text, return_tensors="pt", truncation=False)
+            encoded = tokenizer(text, return_tensors="pt", truncation=False, return_special_tokens_mask=True)
     finally:
         hf_logging.set_verbosity(verbosity)
     length = int(encoded["input_ids"].shape[1])
@@ -205,12 +134,16 @@ def explain_text(
                 f"the text has {length} tokens but this model accepts at most {limit}; shorten it, "
                 "or pass --truncate to explain only its first tokens."
             )
-        encoded = tokenizer(text, return_tensors="pt", truncation=True, max_length=limit)
+        encoded = tokenizer(text, return_tensors="pt", truncation=True, max_length=limit,
+                            return_special_tokens_mask=True)
         truncated = True
     input_ids = encoded["input_ids"]
     attention_mask = encoded.get("attention_mask")
     if attention_mask is None:
         attention_mask = torch.ones_like(input_ids)
+    special = encoded.get("special_tokens_mask")
+    if special is None:
+        special = torch.zeros_like(input_ids)
     tokens = tokenizer.convert_ids_to_tokens(input_ids[0].tolist())
 
     with torch.no_grad():
@@ -225,21 +158,19 @@ def explain_text(
     id2label = getattr(model.config, "id2label", None) or {}
     label_names = [str(id2label.get(i, id2label.get(str(i), f"class {i}"))) for i in range(classes)]
 
+    from captum_prxai.bench.methods import MethodContext, build_method, make_forward_func
+
+    forward_func = make_forward_func(model)
+    context = MethodContext.from_tokenizer(tokenizer)
+    target_tensor = torch.tensor([target])
     scores: dict[str, list[float]] = {}
     seconds: dict[str, float] = {}
-    pad_id = getattr(tokenizer, "pad_token_id", None) or 0
     for name in methods:
-        label = METHODS[name].label
-        if METHODS[name].attr:
-            attributor = _build_attributor(name, model)
-            start = time.perf_counter()
-            out = attributor.attribute(input_ids, target=target, additional_forward_args=(attention_mask,))
-        else:
-            run = _captum_method(name, model)
-            start = time.perf_counter()
-            out = run(input_ids, attention_mask, target, pad_id)
-        seconds[label] = time.perf_counter() - start
-        scores[label] = [float(v) for v in out.detach().reshape(out.shape[0], -1)[0].tolist()]
+        explainer = build_method(name, model, forward_func, context)
+        start = time.perf_counter()
+        out = explainer(input_ids, attention_mask, special, target_tensor)
+        seconds[explainer.label] = time.perf_counter() - start
+        scores[explainer.label] = [float(v) for v in out[0].tolist()]
     return {
         "text": text,
         "tokens": tokens,
