@@ -380,3 +380,11 @@ def test_special_tokens_do_not_wash_out_the_scale():
     # only special tokens scored: they set the scale
     only = _parse(token_heatmap_html(["[CLS]", "x"], [1.0, 0.0], method="m")).spans
     assert _saturation(_bg(only[0])) > 0 and _bg(only[1]) == (255, 255, 255)
+
+
+def test_terminal_plain_shows_unclipped_special_tokens():
+    from captum_prxai.viz.terminal import terminal_heatmap
+
+    assert terminal_heatmap(["[CLS]", "a", "b", "[SEP]"], [0.6, 0.2, 0.1, 0.1], color=False) == (
+        "[CLS][3.00] a[1.00] b[0.50] [SEP][0.50]"
+    )

@@ -47,8 +47,9 @@ def terminal_heatmap(
 
     Returns:
         The line (no trailing newline). With colour: ANSI escape sequences
-        (``ESC[48;2;R;G;Bm``). Without: ``token[0.42]`` for tokens whose score,
-        divided by the largest (absolute) score, is at least 0.005 in size.
+        (``ESC[48;2;R;G;Bm``). Without: ``token[0.42]``, the score divided by
+        the largest (absolute) score of an ordinary token, for tokens where
+        that ratio is at least 0.005 in size (special tokens may exceed 1).
     """
     if merge_subwords:
         words, values, _ = _merge(list(tokens), scores)
@@ -59,7 +60,8 @@ def terminal_heatmap(
         words = [display_token(w) for w in words]
     if signed is None:
         signed = _colors.is_signed(values)
-    ts = _colors.intensities(values, signed, _colors.display_max(words, values, signed))
+    top = _colors.display_max(words, values, signed)
+    ts = _colors.intensities(values, signed, top)
     parts = []
     if color_enabled(color):
         for word, t in zip(words, ts):
@@ -67,9 +69,13 @@ def terminal_heatmap(
             fr, fg, fb = _colors.text_on((r, g, b))
             parts.append(f"\x1b[48;2;{r};{g};{b}m\x1b[38;2;{fr};{fg};{fb}m{_clean(word)}{RESET}")
     else:
-        for word, t in zip(words, ts):
-            parts.append(f"{_clean(word)}[{t:+.2f}]" if signed and abs(t) >= 0.005 else
-                         f"{_clean(word)}[{t:.2f}]" if abs(t) >= 0.005 else _clean(word))
+        # unclipped ratio to the scale maximum: special tokens above it show values > 1
+        for word, v in zip(words, values):
+            ratio = v / top if top > 0 else 0.0
+            if abs(ratio) < 0.005:
+                parts.append(_clean(word))
+            else:
+                parts.append(f"{_clean(word)}[{ratio:+.2f}]" if signed else f"{_clean(word)}[{ratio:.2f}]")
     return " ".join(parts)
 
 
