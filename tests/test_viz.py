@@ -388,3 +388,14 @@ def test_terminal_plain_shows_unclipped_special_tokens():
     assert terminal_heatmap(["[CLS]", "a", "b", "[SEP]"], [0.6, 0.2, 0.1, 0.1], color=False) == (
         "[CLS][3.00] a[1.00] b[0.50] [SEP][0.50]"
     )
+
+
+def test_graph_svg_is_inert_with_hostile_tokens():
+    from captum_prxai.viz.graph import attention_graph_svg
+
+    tokens = ["[CLS]", "--><script>alert(1)</script><!--", "<img src=x onerror=alert(2)>", "$x$"]
+    adj = [[0, 1, 2, 3], [1, 0, 1, 1], [2, 2, 0, 1], [1, 1, 1, 0]]
+    svg = attention_graph_svg(tokens, adj, [0.4, 0.3, 0.2, 0.1], title="--><b>t</b>")
+    parsed = _parse(svg)
+    assert "script" not in parsed.tags and "img" not in parsed.tags and "b" not in parsed.tags
+    assert "<script" not in svg and "<img" not in svg
