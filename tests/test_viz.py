@@ -399,3 +399,13 @@ def test_graph_svg_is_inert_with_hostile_tokens():
     parsed = _parse(svg)
     assert "script" not in parsed.tags and "img" not in parsed.tags and "b" not in parsed.tags
     assert "<script" not in svg and "<img" not in svg
+
+
+def test_special_token_detection():
+    from captum_prxai.viz.tokens import is_special_token
+
+    for tok in ["[CLS]", "[SEP]", "[PAD]", "<s>", "</s>", "<pad>", "<unk>", "<|endoftext|>", "<|begin_of_text|>",
+                "<extra_id_0>"]:
+        assert is_special_token(tok), tok
+    for tok in ["<script>", "<b>", "</div>", "[cls", "word", "<", "[link]"]:
+        assert not is_special_token(tok), tok

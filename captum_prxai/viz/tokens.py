@@ -26,11 +26,18 @@ SPIECE_MARK = "\u2581"  # ▁
 BPE_SPACE = "\u0120"  # Ġ
 BPE_NEWLINE = "\u010a"  # Ċ
 
-_SPECIAL = re.compile(r"^(\[[A-Za-z_]+\]|<\|?/?[A-Za-z_]+\|?>)$")
+_SPECIAL = re.compile(
+    r"^(\[[A-Z_]+\]"  # [CLS] [SEP] [PAD] [UNK] [MASK]
+    r"|<\|[^|<>\s]+\|>"  # <|endoftext|> <|begin_of_text|>
+    r"|</?(s|pad|unk|mask|eos|bos|cls|sep|sos|start_of_turn|end_of_turn|extra_id_\d+)>)$"  # <s> </s> <pad> ...
+)
 
 
 def is_special_token(token: str) -> bool:
-    """True for tokens such as ``[CLS]``, ``[SEP]``, ``<s>``, ``</s>``, ``<|endoftext|>``."""
+    """True for tokens such as ``[CLS]``, ``[SEP]``, ``<s>``, ``</s>``, ``<pad>``, ``<|endoftext|>``.
+
+    Text that merely looks like markup (``<script>``, ``<b>``) is not special.
+    """
     return bool(_SPECIAL.match(token))
 
 
