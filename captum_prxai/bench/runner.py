@@ -144,6 +144,11 @@ def _model_fingerprint(model: nn.Module) -> str:
     return f"{type(model).__name__}:{name}:{n_params}:{total:.8e}"
 
 
+def _display_name(model: nn.Module) -> str:
+    name = str(getattr(getattr(model, "config", None), "_name_or_path", "") or "")
+    return Path(name).name if name else type(model).__name__
+
+
 def _model_limit(model: nn.Module, tokenizer: Any) -> int:
     limits = []
     config = getattr(model, "config", None)
@@ -207,6 +212,7 @@ def run_benchmark(
     resume: bool = True,
     progress: bool = True,
     plot: bool = True,
+    model_name: Optional[str] = None,
     **config_kwargs: Any,
 ) -> BenchmarkResult:
     """Benchmark attribution methods on a dataset with removal-based faithfulness metrics.
@@ -235,6 +241,7 @@ def run_benchmark(
             same settings and model.
         progress: Show a tqdm progress bar.
         plot: Write ``deletion_curves.png``.
+        model_name: Name shown in the report (default: from the model config).
 
     Returns:
         A :class:`BenchmarkResult`.
@@ -384,7 +391,7 @@ def run_benchmark(
     meta = {
         "dataset": data_name,
         "n_examples": len(indices),
-        "model": _model_fingerprint(model).split(":")[1] or type(model).__name__,
+        "model": model_name or _display_name(model),
         "device": str(device),
         "mode": config.mode,
         "replacement": config.replacement if config.mode == "replace" else None,

@@ -121,7 +121,8 @@ def run(args: argparse.Namespace) -> int:
     out = args.out or f"benchmark-{args.dataset}"
     result = run_benchmark(model, tokenizer, dataset, methods, n=args.n, out_dir=out, config=config,
                            method_options=options, device=device, batch_size=args.batch_size,
-                           resume=not args.no_resume, progress=not args.quiet, plot=not args.no_plot)
+                           resume=not args.no_resume, progress=not args.quiet, plot=not args.no_plot,
+                           model_name=args.model)
     print(result.files["markdown"].read_text(encoding="utf-8"))
     print(f"{result.n_computed} explanations computed, {result.n_cached} read from {result.files['cache']}")
     for kind in ("csv", "markdown", "json", "plot"):

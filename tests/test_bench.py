@@ -1,0 +1,277 @@
+"""End-to-end tests of the benchmark runner, the method registry and the command."""
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from torch import nn
+
+from captum_prxai.bench import (
+    METHODS,
+    BenchmarkConfig,
+    Explainer,
+    MethodContext,
+    available_methods,
+    build_method,
+    make_forward_func,
+    parse_methods,
+    register_method,
+    run_benchmark,
+    select_examples,
+)
+from captum_prxai.exceptions import PRXAIError
+
+WORDS = "the a movie film plot was is not very good bad great awful boring fun".split()
+VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + WORDS
+DATA = [
+    ("the movie was very good", 1),
+    ("a boring plot", 0),
+    ("not a great film , awful", 0),
+    ("fun", 1),
+    ("the plot is bad", 0),
+]
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    from transformers import BertConfig, BertForSequenceClassification, BertTokenizer
+
+    torch.set_num_threads(1)
+    folder = tmp_path_factory.mktemp("tok")
+    (folder / "vocab.txt").write_text("\n".join(VOCAB) + "\n")
+    tokenizer = BertTokenizer(str(folder / "vocab.txt"))
+    config = BertConfig(vocab_size=len(VOCAB), hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
+                        intermediate_size=32, max_position_embeddings=32, num_labels=2)
+    config._attn_implementation = "eager"
+    torch.manual_seed(0)
+    model = BertForSequenceClassification(config).eval()
+    return model, tokenizer
+
+
+def _table_labels(markdown: str) -> list:
+    """Method labels of the first (main) table."""
+    lines = markdown.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("| Method"))
+    labels = []
+    for line in lines[start + 2:]:
+        if not line.startswith("|"):
+            break
+        labels.append(line.split("|")[1].strip())
+    return labels
+
+
+def test_runner_end_to_end_and_resume(tiny, tmp_path):
+    model, tokenizer = tiny
+    methods = ["pr-ag", "ig", "random"]
+    out = tmp_path / "out"
+    result = run_benchmark(model, tokenizer, DATA, methods, n=3, out_dir=out, progress=False,
+                           method_options={"ig": {"n_steps": 8}})
+    assert result.errors == []
+    assert result.n_computed == 9 and result.n_cached == 0
+    for name in ("cache.jsonl", "results.csv", "summary.md", "summary.json", "deletion_curves.png"):
+        assert (out / name).is_file() and (out / name).stat().st_size > 0, name
+    with (out / "results.csv").open() as fh:
+        rows = list(csv.DictReader(fh))
+    assert len(rows) == 9 and {r["method"] for r in rows} == set(methods)
+    assert len({r["example"] for r in rows}) == 3
+    for r in rows:
+        assert -1.0 <= float(r["comprehensiveness"]) <= 1.0
+        assert float(r["accuracy"]) in (0.0, 1.0)
+    labels = _table_labels((out / "summary.md").read_text())
+    assert labels == [METHODS[m].label for m in methods]
+    summary = json.loads((out / "summary.json").read_text())
+    assert list(summary["methods"]) == methods
+    assert summary["methods"]["ig"]["comprehensiveness"]["n"] == 3
+    cache_lines = (out / "cache.jsonl").read_text().splitlines()
+    assert len(cache_lines) == 9
+    rec = json.loads(cache_lines[0])
+    assert len(rec["tokens"]) == len(rec["scores"]) == rec["n_tokens"]
+    assert len(rec["curve_most"]) == 11 and rec["curve_most"][0] == pytest.approx(rec["prob"])
+
+    # Second run: everything comes from the cache and the numbers are identical.
+    again = run_benchmark(model, tokenizer, DATA, methods, n=3, out_dir=out, progress=False,
+                          method_options={"ig": {"n_steps": 8}})
+    assert again.n_computed == 0 and again.n_cached == 9
+    assert len((out / "cache.jsonl").read_text().splitlines()) == 9
+    assert again.summary["pr-ag"]["comprehensiveness"] == result.summary["pr-ag"]["comprehensiveness"]
+
+    # Adding a method computes only that method; other settings invalidate the cache.
+    more = run_benchmark(model, tokenizer, DATA, methods + ["ixg"], n=3, out_dir=out, progress=False,
+                         method_options={"ig": {"n_steps": 8}})
+    assert more.n_computed == 3 and more.n_cached == 9
+    assert _table_labels((out / "summary.md").read_text())[-1] == METHODS["ixg"].label
+    replaced = run_benchmark(model, tokenizer, DATA, ["random"], n=3, out_dir=out, progress=False,
+                             mode="replace", replacement="mask", method_options={"ig": {"n_steps": 8}})
+    assert replaced.n_computed == 3
+
+
+def test_runner_interrupted_cache_line_is_skipped(tiny, tmp_path):
+    model, tokenizer = tiny
+    out = tmp_path / "out"
+    run_benchmark(model, tokenizer, DATA, ["random"], n=2, out_dir=out, progress=False, plot=False)
+    with (out / "cache.jsonl").open("a") as fh:
+        fh.write('{"config_key": "trunc')  # a write cut short
+    with pytest.warns(UserWarning, match="damaged"):
+        res = run_benchmark(model, tokenizer, DATA, ["random"], n=2, out_dir=out, progress=False, plot=False)
+    assert res.n_cached == 2 and res.n_computed == 0
+
+
+def test_failing_method_is_reported_not_cached(tiny, tmp_path):
+    model, tokenizer = tiny
+
+    def factory(model, forward, ctx):
+        def explain(ids, mask, special, target):
+            raise RuntimeError("boom")
+
+        return Explainer("test-broken", "Broken", explain)
+
+    register_method("test-broken", "Broken", "control", "always fails", factory)
+    try:
+        res = run_benchmark(model, tokenizer, DATA, ["test-broken", "random"], n=2, out_dir=tmp_path,
+                            progress=False, plot=False)
+        assert len(res.errors) == 2 and all("boom" in e[2] for e in res.errors)
+        assert res.n_computed == 2  # random still ran
+        assert "2 explanation(s) failed" in (tmp_path / "summary.md").read_text()
+        cache = [json.loads(x) for x in (tmp_path / "cache.jsonl").read_text().splitlines()]
+        assert {r["method"] for r in cache} == {"random"}
+    finally:
+        del METHODS["test-broken"]
+
+
+def test_runner_accepts_text_dataset_and_validates(tiny, tmp_path):
+    from captum_prxai.data import TextDataset
+
+    model, tokenizer = tiny
+    ds = TextDataset("toy", "test", [t for t, _ in DATA], [y for _, y in DATA], ["neg", "pos"])
+    res = run_benchmark(model, tokenizer, ds, "random,attention", n=None, out_dir=tmp_path, progress=False,
+                        plot=False)
+    assert res.methods == ["random", "raw-attention"]
+    assert len({r["example"] for r in res.records}) == len(DATA)
+    assert "**toy**" in (tmp_path / "summary.md").read_text()
+    with pytest.raises(PRXAIError, match="unknown method"):
+        run_benchmark(model, tokenizer, DATA, ["nope"], n=1, out_dir=tmp_path, progress=False)
+    with pytest.raises(PRXAIError, match="empty"):
+        run_benchmark(model, tokenizer, [], ["random"], n=1, out_dir=tmp_path, progress=False)
+    with pytest.raises(PRXAIError, match="mode"):
+        run_benchmark(model, tokenizer, DATA, ["random"], n=1, out_dir=tmp_path, progress=False, mode="drop")
+
+
+def test_select_examples_is_seeded_and_bounded():
+    a = select_examples(100, 10, seed=0)
+    assert a == select_examples(100, 10, seed=0) and len(set(a)) == 10
+    assert a != select_examples(100, 10, seed=1)
+    assert select_examples(5, 10) == [0, 1, 2, 3, 4]
+    with pytest.raises(PRXAIError):
+        select_examples(5, 0)
+
+
+def test_registry_names_and_aliases():
+    names = available_methods()
+    for required in ("pr-a", "pr-g", "pr-ag", "raw-attention", "rollout", "gae", "ig", "ixg", "saliency",
+                     "occlusion", "feature-ablation", "shapley", "kernel-shap", "lime", "random"):
+        assert required in names
+    assert parse_methods("PR-AG, grad-rollout,attention,pr-ag") == ["pr-ag", "gae", "raw-attention"]
+    with pytest.raises(PRXAIError, match="choose from"):
+        parse_methods("pr-ag,magic")
+    with pytest.raises(PRXAIError, match="already registered"):
+        register_method("ig", "x", "gradient", "dup", lambda *a: None)
+
+
+class _Out:
+    def __init__(self, logits):
+        self.logits = logits
+
+
+class AdditiveHF(nn.Module):
+    """HF-like classifier: class-1 logit = sum of per-token weights, class-0 logit = 0."""
+
+    def __init__(self, weights):
+        super().__init__()
+        self.emb = nn.Embedding(len(weights), 1)
+        with torch.no_grad():
+            self.emb.weight.copy_(torch.as_tensor(weights, dtype=torch.float32).view(-1, 1))
+
+    def get_input_embeddings(self):
+        return self.emb
+
+    def forward(self, input_ids, attention_mask):
+        s = (self.emb(input_ids).squeeze(-1) * attention_mask.float()).sum(1)
+        return _Out(torch.stack([torch.zeros_like(s), s], dim=1))
+
+
+@pytest.mark.parametrize("method", ["ig", "ixg", "feature-ablation", "shapley", "kernel-shap"])
+def test_captum_methods_recover_additive_weights(method):
+    weights = torch.tensor([0.0, 0.0, 0.0, 0.0, 0.0, 1.0, -2.0, 0.5, 3.0, -0.25])
+    model = AdditiveHF(weights).eval()
+    ids = torch.tensor([[2, 5, 6, 7, 8, 9, 3]])
+    mask = torch.ones_like(ids)
+    special = torch.tensor([[1, 0, 0, 0, 0, 0, 1]])
+    ctx = MethodContext(pad_token_id=0, mask_token_id=4, options={"shapley": {"n_samples": 3}})
+    torch.manual_seed(0)
+    scores = build_method(method, model, make_forward_func(model), ctx)(ids, mask, special, torch.tensor([1]))
+    assert scores.shape == ids.shape
+    # With a zero-weight [PAD] reference, every method is exact on an additive model.
+    assert torch.allclose(scores[0, 1:-1], weights[ids[0, 1:-1]], atol=1e-4), scores
+
+
+def test_lime_and_saliency_rank_additive_weights():
+    weights = torch.tensor([0.0, 0.0, 0.0, 0.0, 0.0, 1.0, -2.0, 0.5, 3.0, -0.25])
+    model = AdditiveHF(weights).eval()
+    ids = torch.tensor([[2, 5, 6, 7, 8, 9, 3]])
+    mask, special = torch.ones_like(ids), torch.tensor([[1, 0, 0, 0, 0, 0, 1]])
+    ctx = MethodContext(pad_token_id=0, options={"lime": {"n_samples": 300}})
+    torch.manual_seed(0)
+    lime = build_method("lime", model, make_forward_func(model), ctx)(ids, mask, special, torch.tensor([1]))
+    assert lime[0, 1:-1].argsort().tolist() == weights[ids[0, 1:-1]].argsort().tolist()
+    assert lime[0, 0] == 0 and lime[0, -1] == 0  # special tokens get no score
+    sal = build_method("saliency", model, make_forward_func(model), ctx)(ids, mask, special, torch.tensor([1]))
+    assert torch.allclose(sal[0], torch.ones(7))  # |d logit / d embedding| = 1 for every attended token
+
+
+def test_random_method_is_deterministic_per_input():
+    ctx = MethodContext(seed=3)
+    rnd = build_method("random", nn.Linear(1, 1), lambda i, m: None, ctx)
+    ids = torch.tensor([[2, 5, 6, 3]])
+    one = rnd(ids, torch.ones_like(ids), torch.zeros_like(ids), torch.tensor([0]))
+    assert torch.equal(one, rnd(ids, torch.ones_like(ids), torch.zeros_like(ids), torch.tensor([0])))
+    other = build_method("random", nn.Linear(1, 1), lambda i, m: None, MethodContext(seed=4))
+    assert not torch.equal(one, other(ids, torch.ones_like(ids), torch.zeros_like(ids), torch.tensor([0])))
+
+
+def test_cli_benchmark(tiny, tmp_path, monkeypatch, capsys):
+    from captum_prxai import cli
+    from captum_prxai import data as data_module
+    from captum_prxai.data import TextDataset
+
+    model, tokenizer = tiny
+    ckpt = tmp_path / "ckpt"
+    model.save_pretrained(ckpt)
+    tokenizer.save_pretrained(ckpt)
+
+    def fake_load_dataset(name, split="test"):
+        assert name == "toy" and split == "test"
+        return TextDataset("toy", split, [t for t, _ in DATA], [y for _, y in DATA], ["neg", "pos"])
+
+    monkeypatch.setattr(data_module, "load_dataset", fake_load_dataset)
+    out = tmp_path / "bench"
+    argv = ["benchmark", "--model", str(ckpt), "--dataset", "toy", "--methods", "random,rollout", "--n", "2",
+            "--out", str(out), "--max-length", "16", "--device", "cpu", "--quiet", "--no-plot"]
+    assert cli.main(argv) == 0
+    text = capsys.readouterr().out
+    assert "| Random |" in text and "| Rollout |" in text and "4 explanations computed" in text
+    assert cli.main(argv) == 0
+    assert "0 explanations computed, 4 read" in capsys.readouterr().out
+    assert cli.main(["benchmark", "--list-methods"]) == 0
+    assert "pr-ag" in capsys.readouterr().out
+    assert cli.main(argv + ["--option", "ig"]) == 2
+    assert "METHOD.KEY=VALUE" in capsys.readouterr().err
+
+
+def test_benchmark_config_key_changes_with_settings():
+    a = BenchmarkConfig().key("m", {})
+    assert a == BenchmarkConfig().key("m", {})
+    assert a != BenchmarkConfig(mode="replace").key("m", {})
+    assert a != BenchmarkConfig().key("m2", {})
+    assert a != BenchmarkConfig().key("m", {"ig": {"n_steps": 5}})
