@@ -275,3 +275,33 @@ def test_benchmark_config_key_changes_with_settings():
     assert a != BenchmarkConfig(mode="replace").key("m", {})
     assert a != BenchmarkConfig().key("m2", {})
     assert a != BenchmarkConfig().key("m", {"ig": {"n_steps": 5}})
+
+
+def test_captum_infidelity_and_sensitivity_with_pr_method(tiny):
+    """The docs/metrics.md recipe: Captum metrics with token perturbations and a PR-XAI method."""
+    from captum.metrics import infidelity, sensitivity_max
+
+    from captum_prxai import PRAttentionGradient, attention_layers
+    from captum_prxai.metrics import (
+        probability_forward,
+        token_explanation_func,
+        token_infidelity_perturb_func,
+        token_sensitivity_perturb_func,
+    )
+
+    model, tokenizer = tiny
+    enc = tokenizer([t for t, _ in DATA[:2]], padding=True, return_tensors="pt")
+    ids, mask = enc["input_ids"], enc["attention_mask"]
+    forward = make_forward_func(model)
+    pr = PRAttentionGradient(forward, attention_layers(model))
+    scores = pr.attribute(ids, target=1, additional_forward_args=(mask,))
+    special = tokenizer.all_special_ids
+    infid = infidelity(probability_forward(forward),
+                       token_infidelity_perturb_func(tokenizer.mask_token_id, special, fraction=0.3, seed=0),
+                       ids, scores, additional_forward_args=(mask,), target=1, n_perturb_samples=3)
+    assert infid.shape == (2,) and torch.isfinite(infid).all() and (infid >= 0).all()
+    sens = sensitivity_max(token_explanation_func(pr.attribute), ids,
+                           token_sensitivity_perturb_func(tokenizer.mask_token_id, special, seed=0),
+                           n_perturb_samples=3, target=1, additional_forward_args=(mask,))
+    # Replacing a token by [MASK] changes the attention graph, so the PageRank scores move.
+    assert sens.shape == (2,) and (sens > 0).all() and torch.isfinite(sens).all()

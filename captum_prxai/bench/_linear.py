@@ -37,14 +37,15 @@ class TorchRidge(Model):
             x, y = batch[0], batch[1]
             xs.append(x.reshape(x.shape[0], -1).double())
             ys.append(y.reshape(y.shape[0], -1).double())
-            ws.append(batch[2].reshape(-1).double() if len(batch) > 2 else torch.ones(x.shape[0], dtype=torch.float64))
+            ws.append(batch[2].reshape(-1).double() if len(batch) > 2
+                      else torch.ones(x.shape[0], dtype=torch.float64, device=x.device))
         x = torch.cat(xs)
         y = torch.cat(ys)
         w = torch.cat(ws).clamp_min(0)
-        design = torch.cat([x, torch.ones(x.shape[0], 1, dtype=x.dtype)], dim=1)
+        design = torch.cat([x, torch.ones(x.shape[0], 1, dtype=x.dtype, device=x.device)], dim=1)
         wd = design * w.unsqueeze(1)
         gram = design.T @ wd
-        penalty = torch.full((design.shape[1],), max(self.alpha, 1e-8), dtype=x.dtype)
+        penalty = torch.full((design.shape[1],), max(self.alpha, 1e-8), dtype=x.dtype, device=x.device)
         penalty[-1] = 1e-8
         gram = gram + torch.diag(penalty)
         coef = torch.linalg.solve(gram, wd.T @ y)  # (F + 1, outputs)
