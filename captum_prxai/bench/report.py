@@ -112,6 +112,9 @@ def write_markdown(summary: Dict[str, Dict[str, Dict[str, float]]], methods: Seq
         f"{_pct(meta.get('log_odds_fraction', 0.2))}% / {_pct(meta.get('accuracy_fraction', 0.2))}%; "
         f"seed {meta.get('seed')}."
     )
+    if meta.get("model_accuracy") is not None:
+        lines += ["", f"Model accuracy on these examples before any removal: {meta['model_accuracy']:.3f}; "
+                      f"mean probability of the predicted class: {meta.get('mean_prob', float('nan')):.3f}."]
     lines += ["", "Mean ± standard error over examples; ↑ higher is better, ↓ lower is better; "
                   "the best non-random method per column is in bold.", ""]
     header = ["Method", "n"] + [h for _, h, _ in MAIN_COLUMNS] + ["Time / example (s)", "Peak memory (MB)"]
@@ -158,13 +161,11 @@ def write_summary_json(summary: Dict[str, Any], meta: Dict[str, Any], path: Path
 
 def write_plot(records: Sequence[Dict[str, Any]], methods: Sequence[str], path: Path) -> Path:
     """Mean deletion curves (most- and least-relevant first) with ± s.e. bands, one line per method."""
-    import matplotlib
-
-    matplotlib.use("Agg", force=False) if matplotlib.get_backend().lower() != "agg" else None
-    import matplotlib.pyplot as plt
     import numpy as np
+    from matplotlib.figure import Figure  # no pyplot: leaves the user's backend alone
 
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2), sharey=True)
+    fig = Figure(figsize=(11, 4.2))
+    axes = fig.subplots(1, 2, sharey=True)
     for ax, key, title in ((axes[0], "curve_most", "Most relevant removed first (lower is better)"),
                            (axes[1], "curve_least", "Least relevant removed first (higher is better)")):
         for m in methods:
@@ -187,5 +188,4 @@ def write_plot(records: Sequence[Dict[str, Any]], methods: Sequence[str], path: 
     axes[1].legend(fontsize=8, loc="best")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
-    plt.close(fig)
     return Path(path)
