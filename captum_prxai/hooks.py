@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import contextlib
 import inspect
-import math
 import sys
 import threading
 from typing import Any, Callable, Iterator, Optional, Sequence
@@ -29,6 +28,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from captum_prxai._attention_math import RecomputedAttention, attention_probs, default_scale, repeat_heads
 from captum_prxai.exceptions import PRXAIError
 
 __all__ = [
@@ -146,19 +146,20 @@ def _configs(layers: Sequence[nn.Module]) -> list[Any]:
 
 
 @contextlib.contextmanager
-def eager_attention(layers: Sequence[nn.Module]) -> Iterator[None]:
+def eager_attention(layers: Sequence[nn.Module], implementation: str = "eager") -> Iterator[None]:
     """Switch the Hugging Face configs behind ``layers`` to eager attention, and restore them on exit.
 
     SDPA and flash attention never materialise the attention probabilities,
     so they return none. The previous setting comes back even when the body
-    raises.
+    raises. ``implementation`` names another registered attention function
+    to switch to (the recorder's own, see :class:`AttentionRecorder`).
     """
     configs = _configs(layers)
     previous = [config._attn_implementation for config in configs]
     try:
         for config in configs:
-            if config._attn_implementation != "eager":
-                config._attn_implementation = "eager"
+            if config._attn_implementation != implementation:
+                config._attn_implementation = implementation
         yield
     finally:
         for config, value in zip(configs, previous):
@@ -189,22 +190,10 @@ def _eager_sdpa(
     if sink is None:
         return _SDPA(query, key, value, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal, scale=scale,
                      enable_gqa=enable_gqa)
-    t_q, t_k = query.shape[-2], key.shape[-2]
     if enable_gqa and key.shape[-3] != query.shape[-3]:
-        repeat = query.shape[-3] // key.shape[-3]
-        key = key.repeat_interleave(repeat, dim=-3)
-        value = value.repeat_interleave(repeat, dim=-3)
-    scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
-    scores = torch.matmul(query, key.transpose(-2, -1)) * scale
-    if is_causal:
-        causal = torch.ones(t_q, t_k, dtype=torch.bool, device=query.device).tril(diagonal=t_k - t_q)
-        scores = scores.masked_fill(~causal, float("-inf"))
-    if attn_mask is not None:
-        if attn_mask.dtype == torch.bool:
-            scores = scores.masked_fill(~attn_mask, float("-inf"))
-        else:
-            scores = scores + attn_mask
-    probs = torch.softmax(scores, dim=-1)
+        groups = query.shape[-3] // key.shape[-3]
+        key, value = repeat_heads(key, groups), repeat_heads(value, groups)
+    probs = attention_probs(query, key, attn_mask, default_scale(query, scale), is_causal)
     probs = sink(probs)
     if dropout_p > 0:
         probs = F.dropout(probs, p=dropout_p)
@@ -244,6 +233,85 @@ def _patched_sdpa(layers: Sequence[nn.Module]) -> Iterator[None]:
 
 
 # --------------------------------------------------------------------------------------------
+# Recomputing attention for Hugging Face models
+# --------------------------------------------------------------------------------------------
+
+#: Name under which the recorder's attention function is registered with transformers.
+CAPTURE_IMPLEMENTATION = "prxai_capture"
+_active_recorders: list["AttentionRecorder"] = []
+_registered = False
+
+#: Attention-function arguments the recomputing path does not model; layers using them
+#: fall back to materialised weights.
+_UNSUPPORTED_KWARGS = ("softcap", "s_aux", "sinks", "position_bias")
+
+
+def _register_capture_implementation() -> None:
+    """Register :func:`_capture_attention` (and SDPA-style masks) with transformers, once."""
+    global _registered
+    if _registered:
+        return
+    from transformers import AttentionInterface, AttentionMaskInterface
+    from transformers.masking_utils import sdpa_mask
+
+    AttentionInterface.register(CAPTURE_IMPLEMENTATION, _capture_attention)
+    AttentionMaskInterface.register(CAPTURE_IMPLEMENTATION, sdpa_mask)
+    _registered = True
+
+
+def _capture_attention(
+    module: nn.Module,
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    attention_mask: Optional[Tensor],
+    dropout: float = 0.0,
+    scaling: Optional[float] = None,
+    is_causal: Optional[bool] = None,
+    **kwargs: Any,
+) -> tuple[Tensor, Optional[Tensor]]:
+    """A transformers attention function that feeds the active :class:`AttentionRecorder`.
+
+    Returns ``(output (B, T, H, D), weights)``, as transformers expects. For a
+    hooked layer the weights are ``None`` and the recorder gets the
+    head-reduced map directly: in forward for attention-only maps, in backward
+    (recomputed, see :class:`~captum_prxai._attention_math.RecomputedAttention`)
+    when gradients are needed. Layers with features this path does not model
+    (dropout in training mode, logit soft-capping, sinks, position biases) get
+    eager attention with materialised weights instead.
+    """
+    recorder = _active_recorders[-1] if _active_recorders else None
+    index = recorder._index.get(id(module)) if recorder is not None else None
+    scale = default_scale(query, scaling)
+    groups = query.shape[1] // key.shape[1]
+    causal = bool(query.shape[2] > 1 and attention_mask is None and (is_causal if is_causal is not None
+                                                                       else getattr(module, "is_causal", False)))
+    if index is not None and any(kwargs.get(name) is not None for name in _UNSUPPORTED_KWARGS):
+        raise PRXAIError(
+            f"{type(module).__name__} uses logit soft-capping, attention sinks or a position bias, which "
+            "capture='recompute' does not model; pass capture='weights' to use the model's own eager attention."
+        )
+    if recorder is None or index is None or dropout > 0:
+        probs = attention_probs(query, repeat_heads(key, groups), attention_mask, scale, causal)
+        if dropout > 0:
+            probs = F.dropout(probs, p=dropout, training=True)
+        out = torch.matmul(probs, repeat_heads(value, groups))
+        return out.transpose(1, 2).contiguous(), probs
+    if recorder.with_gradients and torch.is_grad_enabled():
+        recorder._anchor(index, query)
+
+        def sink(probs: Tensor, grad: Tensor, index: int = index) -> None:
+            recorder._store(index, probs, grad)
+
+        out = RecomputedAttention.apply(query, key, value, attention_mask, scale, causal, groups, sink)
+    else:
+        probs = attention_probs(query, repeat_heads(key, groups), attention_mask, scale, causal)
+        recorder._store(index, probs, None)
+        out = torch.matmul(probs, repeat_heads(value, groups))
+    return out.transpose(1, 2).contiguous(), None
+
+
+# --------------------------------------------------------------------------------------------
 # The recorder
 # --------------------------------------------------------------------------------------------
 
@@ -278,6 +346,15 @@ class AttentionRecorder:
             A`` extracting the attention probabilities from a hooked module.
             Default: :func:`hf_attention_weights`. Use :func:`sdpa_attention`
             for modules built on ``scaled_dot_product_attention``.
+        capture (str): How Hugging Face attention is captured. ``"recompute"``
+            swaps in an attention function whose forward is fused SDPA and
+            whose backward recomputes one layer's ``A`` at a time, so no
+            ``L x H x T x T`` maps are ever held; ``"weights"`` switches the
+            model to its own eager attention and reads the weights it returns.
+            ``"auto"`` (default) recomputes unless the model uses logit
+            soft-capping or a custom ``attention_fn`` is given. Modules that do
+            not go through transformers' attention functions (e.g. MPNet)
+            always use their returned weights.
 
     Example::
 
@@ -294,7 +371,10 @@ class AttentionRecorder:
         reduce: AttentionReducer,
         with_gradients: bool = False,
         attention_fn: Optional[AttentionExtractor] = None,
+        capture: str = "auto",
     ) -> None:
+        if capture not in ("auto", "recompute", "weights"):
+            raise PRXAIError(f"capture must be 'auto', 'recompute' or 'weights', got {capture!r}.")
         layers = list(layers)
         if not layers:
             raise PRXAIError("No attention layers were given; pass e.g. captum_prxai.attention_layers(model).")
@@ -305,8 +385,13 @@ class AttentionRecorder:
         self.reduce = reduce
         self.with_gradients = with_gradients
         self.attention_fn = attention_fn or hf_attention_weights
+        if capture == "auto":
+            softcapped = any(getattr(c, "attn_logit_softcapping", None) for c in _configs(layers))
+            capture = "weights" if attention_fn is not None or softcapped else "recompute"
+        self.capture = capture
         self.maps: list[Optional[Tensor]] = [None] * len(layers)
-        self._attention: list[Optional[Tensor]] = [None] * len(layers)
+        self._anchors: list[Optional[Tensor]] = [None] * len(layers)
+        self._index = {id(layer): i for i, layer in enumerate(layers)}
         self._handles: list[Any] = []
         self._stack: contextlib.ExitStack | None = None
 
@@ -314,7 +399,13 @@ class AttentionRecorder:
     def __enter__(self) -> "AttentionRecorder":
         stack = contextlib.ExitStack()
         try:
-            stack.enter_context(eager_attention(self.layers))
+            if self.capture == "recompute":
+                _register_capture_implementation()
+                stack.enter_context(eager_attention(self.layers, CAPTURE_IMPLEMENTATION))
+                _active_recorders.append(self)
+                stack.callback(_active_recorders.remove, self)
+            else:
+                stack.enter_context(eager_attention(self.layers))
             if self.attention_fn is sdpa_attention:
                 stack.enter_context(_patched_sdpa(self.layers))
             for index, layer in enumerate(self.layers):
@@ -331,7 +422,7 @@ class AttentionRecorder:
 
     def __exit__(self, *exc_info: Any) -> None:
         self._remove_hooks()
-        self._attention = [None] * len(self.layers)
+        self._anchors = [None] * len(self.layers)
         if self._stack is not None:
             self._stack.close()
             self._stack = None
@@ -380,8 +471,7 @@ class AttentionRecorder:
                     "(B, H, T, T) attention probabilities."
                 )
             if not self.with_gradients:
-                with torch.no_grad():
-                    self.maps[index] = self.reduce(index, attention.detach(), None)
+                self._store(index, attention, None)
                 return
             if not attention.requires_grad:
                 raise PRXAIError(
@@ -389,15 +479,18 @@ class AttentionRecorder:
                     "taken. Call attribute() with gradients enabled and make sure the attention probabilities "
                     "are computed from the layer's inputs."
                 )
-            self._attention[index] = attention
-
-            def on_grad(grad: Tensor, index: int = index, attention: Tensor = attention) -> None:
-                with torch.no_grad():
-                    self.maps[index] = self.reduce(index, attention.detach(), grad)
-
-            attention.register_hook(on_grad)
+            self._anchor(index, attention)
+            attention.register_hook(lambda grad, index=index, attention=attention: self._store(index, attention, grad))
 
         return hook
+
+    def _anchor(self, index: int, tensor: Tensor) -> None:
+        """Remember a tensor whose gradient needs layer ``index``'s attention backward."""
+        self._anchors[index] = tensor
+
+    def _store(self, index: int, attention: Tensor, grad: Optional[Tensor]) -> None:
+        with torch.no_grad():
+            self.maps[index] = self.reduce(index, attention.detach(), grad)
 
     # -- backward ---------------------------------------------------------------------------
     def backward(self, objective: Tensor) -> None:
@@ -407,12 +500,11 @@ class AttentionRecorder:
         that lead to the earliest captured attention map, and the gradients
         of the later maps are reduced by their hooks on the way.
         """
-        captured = [a for a in self._attention if a is not None]
+        captured = [a for a in self._anchors if a is not None]
         if not captured:
             raise self.missing_error()
-        earliest = captured[0]
-        torch.autograd.grad(objective, inputs=[earliest], retain_graph=False, allow_unused=True)
-        self._attention = [None] * len(self.layers)
+        torch.autograd.grad(objective, inputs=[captured[0]], retain_graph=False, allow_unused=True)
+        self._anchors = [None] * len(self.layers)
 
     def missing_error(self) -> PRXAIError:
         names = sorted({type(layer).__name__ for layer in self.layers})

@@ -87,23 +87,38 @@ def test_gradients_reach_every_layer_and_depend_on_target(tiny_model_factory, ti
     assert not torch.allclose(a, b)
 
 
-def test_attention_gradient_is_the_true_gradient(tiny_model_factory):
-    """The captured dy/dA equals the gradient autograd reports for the returned attention tensor."""
-    model = tiny_model_factory("bert")
-    ids = torch.randint(2, VOCAB, (1, 7))
-    grads = {}
-    with cp.AttentionRecorder(cp.attention_layers(model), lambda i, a, g: grads.setdefault(i, g) * 1,
-                              with_gradients=True):
-        out = model(ids, output_attentions=True)
-        attentions = out.attentions
-    reference = torch.autograd.grad(out.logits[0, 2], attentions)
-    # the recorder saw the same tensors; redo its backward on a fresh pass for comparison
-    with cp.AttentionRecorder(cp.attention_layers(model), lambda i, a, g: grads.__setitem__(i, g) or g.sum(1),
-                              with_gradients=True) as rec:
-        logits = model(ids).logits
-        rec.backward(logits[0, 2])
+@pytest.mark.parametrize("kind", ["bert", "llama", "gpt2"])
+@pytest.mark.parametrize("capture", ["recompute", "weights"])
+def test_captured_attention_and_gradient_are_the_true_ones(kind, capture, tiny_model_factory, tiny_batch):
+    """A and dy/dA seen by the recorder equal eager attention and what autograd reports for it."""
+    model = tiny_model_factory(kind)
+    ids, mask = tiny_batch
+    previous = model.config._attn_implementation
+    model.config._attn_implementation = "eager"
+    try:
+        out = model(ids, attention_mask=mask, output_attentions=True)
+        reference = torch.autograd.grad(out.logits[:, 2].sum(), out.attentions)
+        attentions = [a.detach() for a in out.attentions]
+    finally:
+        model.config._attn_implementation = previous
+    seen = {}
+
+    def reduce(layer, attention, grad):
+        seen[layer] = (attention.clone(), grad.clone())
+        return grad.sum(1)
+
+    with cp.AttentionRecorder(cp.attention_layers(model), reduce, with_gradients=True, capture=capture) as rec:
+        logits = model(ids, attention_mask=mask).logits
+        rec.backward(logits[:, 2].sum())
+    real = mask.bool()
     for i, ref in enumerate(reference):
-        assert torch.allclose(grads[i], ref, atol=1e-6)
+        attention, grad = seen[i]
+        # compare on real query rows (padding rows are excluded from every graph)
+        assert torch.allclose(attention[real[:, None, :, None].expand_as(attention)],
+                              attentions[i][real[:, None, :, None].expand_as(attention)], atol=1e-6)
+        assert torch.allclose(grad[real[:, None, :, None].expand_as(grad)],
+                              ref[real[:, None, :, None].expand_as(grad)], atol=1e-6)
+    assert torch.allclose(logits, out.logits, atol=1e-5)
 
 
 def test_runs_under_no_grad_and_with_frozen_parameters(tiny_model_factory, tiny_batch):
@@ -295,3 +310,14 @@ def test_real_minilm_encoder():
     assert torch.allclose(alone[0], scores[1, :n], atol=1e-5)
     assert torch.allclose(scores.sum(-1), torch.ones(2), atol=1e-5)
     assert model.config._attn_implementation == implementation
+
+
+@pytest.mark.parametrize("kind", ["bert", "distilbert", "llama", "gpt2"])
+def test_recompute_and_weights_capture_give_the_same_scores(kind, tiny_model_factory, tiny_batch):
+    model = tiny_model_factory(kind)
+    ids, mask = tiny_batch
+    layers = cp.attention_layers(model)
+    for method in (cp.PRAttentionGradient, cp.PRAttention, cp.GradientWeightedRollout):
+        a = method(forward_for(model), layers, capture="recompute").attribute(ids, target=1, additional_forward_args=(mask,))
+        b = method(forward_for(model), layers, capture="weights").attribute(ids, target=1, additional_forward_args=(mask,))
+        assert torch.allclose(a, b, atol=1e-5), method.__name__

@@ -29,6 +29,30 @@ _ABSOLUTE_POSITION_MODELS = {"bert", "roberta", "xlm-roberta", "distilbert", "el
 _PADDING_OFFSET_MODELS = {"roberta", "xlm-roberta", "mpnet", "camembert"}
 
 
+def attention_memory_bytes(batch: int, length: int, layers: int, heads: int, itemsize: int = 4) -> int:
+    """Rough peak memory of eager attention maps for one pass: ``(L + 3) * B * H * T^2`` elements.
+
+    Autograd keeps one ``(B, H, T, T)`` probability map per layer for the backward
+    pass, and the layer being computed needs about three more (scores, mask sum,
+    softmax output; or the incoming gradient and its product in backward).
+    """
+    return (layers + 3) * batch * heads * length * length * itemsize
+
+
+def available_memory_bytes(device: torch.device) -> Optional[int]:
+    """Free memory on ``device`` (CUDA: free device memory; CPU: ``MemAvailable``), or ``None`` if unknown."""
+    if device.type == "cuda" and torch.cuda.is_available():
+        return int(torch.cuda.mem_get_info(device)[0])
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        return None
+    return None
+
+
 @dataclass
 class CapturedGraph:
     """What one pass through the model yields for graph building."""
@@ -56,6 +80,10 @@ class AttentionGraphAttribution(GradientAttribution):
             ``"auto"`` (default) takes the last real token when the attention
             is causal (decoders) and the first token (``[CLS]``) otherwise;
             ``"first"``, ``"last"`` or a fixed index force a choice.
+        capture (str): ``"auto"`` (default), ``"recompute"`` or ``"weights"``;
+            how attention and its gradient are captured, see
+            :class:`~captum_prxai.hooks.AttentionRecorder`. Both give the same
+            scores; ``"recompute"`` never holds more than one layer's maps.
     """
 
     #: edge weight used on each layer's attention (name or callable ``(A, dA) -> W``)
@@ -68,6 +96,7 @@ class AttentionGraphAttribution(GradientAttribution):
         attention_fn: Optional[AttentionExtractor] = None,
         head_reduction: str = "mean",
         target_position: Union[str, int] = "auto",
+        capture: str = "auto",
     ) -> None:
         super().__init__(forward_func)
         if isinstance(layers, nn.Module):
@@ -81,6 +110,9 @@ class AttentionGraphAttribution(GradientAttribution):
         if not (isinstance(target_position, int) or target_position in ("auto", "first", "last")):
             raise PRXAIError(f"target_position must be 'auto', 'first', 'last' or an int, got {target_position!r}.")
         self.target_position = target_position
+        if capture not in ("auto", "recompute", "weights"):
+            raise PRXAIError(f"capture must be 'auto', 'recompute' or 'weights', got {capture!r}.")
+        self.capture = capture
 
     # -- Captum protocol ------------------------------------------------------------------------
     def has_convergence_delta(self) -> bool:
@@ -128,6 +160,7 @@ class AttentionGraphAttribution(GradientAttribution):
         mask = _find_attention_mask(attention_mask, extra, batch, length, inputs.device)
         targets = _format_target(target, batch, inputs.device)
 
+        self._check_memory(min(batch, internal_batch_size or batch), length, inputs.device)
         if internal_batch_size is None or internal_batch_size >= batch:
             scores = self._attribute_batch(inputs, targets, extra, mask)
         else:
@@ -162,7 +195,8 @@ class AttentionGraphAttribution(GradientAttribution):
                 causal_flags.append(attention.shape[-1] > 1 and bool((attention[..., 0, 1:] == 0).all()))
             return self._layer_map(layer, attention, grad)
 
-        recorder = AttentionRecorder(self.layers, keep, with_gradients=with_gradients, attention_fn=self.attention_fn)
+        recorder = AttentionRecorder(self.layers, keep, with_gradients=with_gradients, attention_fn=self.attention_fn,
+                                     capture=self.capture)
         with torch.enable_grad() if with_gradients else torch.no_grad():
             with recorder:
                 output = self.forward_func(inputs, *extra)
@@ -199,6 +233,20 @@ class AttentionGraphAttribution(GradientAttribution):
             return torch.where(mask, positions, torch.full_like(positions, length)).amin(-1)
         index = int(choice) % length
         return torch.full((batch,), index, dtype=torch.long, device=mask.device)
+
+    def _check_memory(self, batch: int, length: int, device: torch.device) -> None:
+        heads = max((getattr(getattr(layer, "config", None), "num_attention_heads", 0) or 0) for layer in self.layers)
+        if not heads:
+            return
+        need = attention_memory_bytes(batch, length, len(self.layers), heads)
+        free = available_memory_bytes(device)
+        if free is not None and need > free:
+            raise PRXAIError(
+                f"Explaining {batch} sequence(s) of {length} tokens needs about {need / 2**30:.1f} GiB for the "
+                f"attention maps of {len(self.layers)} layers x {heads} heads, but only {free / 2**30:.1f} GiB is "
+                "available. Pass internal_batch_size=1, shorten the input, or explain it in windows "
+                "(PageRankAttribution.attribute_long)."
+            )
 
     def _check_length(self, length: int) -> None:
         for layer in self.layers:

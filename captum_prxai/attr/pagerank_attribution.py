@@ -62,6 +62,8 @@ class PageRankAttribution(AttentionGraphAttribution):
             from custom modules (see :class:`captum_prxai.hooks.AttentionRecorder`).
         tol (float): PageRank tolerance. Default: 1e-6.
         max_iter (int): PageRank iteration limit. Default: 100.
+        capture (str): ``"auto"``, ``"recompute"`` or ``"weights"``; see
+            :class:`~captum_prxai.attr._base.AttentionGraphAttribution`.
 
     References:
         A. Azarkhalili, Y. Li, M. W. Libbrecht. *PR-XAI: PageRank-Based
@@ -83,8 +85,9 @@ class PageRankAttribution(AttentionGraphAttribution):
         attention_fn: Optional[AttentionExtractor] = None,
         tol: float = 1e-6,
         max_iter: int = 100,
+        capture: str = "auto",
     ) -> None:
-        super().__init__(forward_func, layers, attention_fn, head_reduction, target_position)
+        super().__init__(forward_func, layers, attention_fn, head_reduction, target_position, capture)
         edge_weight_fn(edge_weight)  # validates the name
         if graph not in GRAPHS:
             raise PRXAIError(f"Unknown graph {graph!r}; choose one of {list(GRAPHS)}.")

@@ -32,7 +32,7 @@ def _gradient(attention: Tensor, grad: Optional[Tensor]) -> Tensor:
 
 def _attention_gradient(attention: Tensor, grad: Optional[Tensor]) -> Tensor:
     assert grad is not None
-    return (attention * grad).clamp(min=0)
+    return (attention * grad).clamp_(min=0)
 
 
 #: Built-in edge weights. ``gradient`` and ``attention_gradient`` keep the positive

@@ -1,0 +1,199 @@
+"""Speed and memory of PR-XAI next to one forward, one forward + backward, and Integrated Gradients.
+
+Every measurement runs in this one process, on the same model and inputs:
+
+* ``forward``: one plain forward pass (the model's default attention, no gradients);
+* ``forward+backward``: forward and ``backward()`` with parameter gradients, as in training;
+* the attribution methods, by their benchmark names (``pr-ag``, ``pr-a``, ``gae``, ``ig`` = LIG-50).
+
+For each sequence length and batch size it reports the median wall time over
+``repeats`` runs (after one warm-up), the ratio to ``forward+backward``, and the
+peak memory above the starting level (:class:`~captum_prxai.bench._memory.PeakMemory`).
+Settings whose attention maps would not fit in memory are reported as skipped,
+with the estimate, instead of being run.
+"""
+
+from __future__ import annotations
+
+import platform
+import statistics
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Optional, Sequence
+
+import torch
+from torch import nn
+
+from captum_prxai.attr._base import attention_memory_bytes, available_memory_bytes
+from captum_prxai.bench._memory import PeakMemory
+from captum_prxai.bench.methods import MethodContext, build_method, make_forward_func
+
+__all__ = ["SpeedRow", "SpeedSettings", "run_speed_benchmark", "speed_table"]
+
+BASELINES = ("forward", "forward+backward")
+
+
+@dataclass
+class SpeedSettings:
+    lengths: Sequence[int] = (128, 512, 2048, 4096)
+    batch_sizes: Sequence[int] = (1, 16)
+    methods: Sequence[str] = ("pr-ag", "pr-a", "gae", "ig")
+    repeats: int = 3
+    ig_steps: int = 50
+    #: skip a method when one call is predicted to take longer than this (seconds)
+    max_seconds_per_call: float = 300.0
+    device: str = "cpu"
+
+
+@dataclass
+class SpeedRow:
+    model: str
+    length: int
+    batch: int
+    method: str
+    median_s: Optional[float]
+    peak_mib: Optional[float]
+    note: str = ""
+    ratio: Optional[float] = field(default=None)
+
+
+def _long_config_model(length: int) -> nn.Module:
+    """A MiniLM-sized BERT (6 layers, 384 wide, 12 heads) with enough positions, randomly initialised."""
+    from transformers import BertConfig, BertForSequenceClassification
+
+    config = BertConfig(vocab_size=30522, hidden_size=384, num_hidden_layers=6, num_attention_heads=12,
+                        intermediate_size=1536, max_position_embeddings=max(length, 512), num_labels=2)
+    torch.manual_seed(0)
+    return BertForSequenceClassification(config).eval()
+
+
+def _minilm() -> nn.Module:
+    from transformers import AutoModelForSequenceClassification
+
+    from captum_prxai.models import encoder_path
+
+    torch.manual_seed(0)
+    return AutoModelForSequenceClassification.from_pretrained(str(encoder_path("minilm")), num_labels=2).eval()
+
+
+def _measure(fn: Callable[[], object], repeats: int, device: torch.device) -> tuple[float, float]:
+    fn()  # warm-up
+    times, peak = [], 0
+    for _ in range(repeats):
+        with PeakMemory(device) as memory:
+            start = time.perf_counter()
+            fn()
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+            times.append(time.perf_counter() - start)
+        peak = max(peak, memory.peak_bytes)
+    return statistics.median(times), peak / 2**20
+
+
+def run_speed_benchmark(settings: SpeedSettings, progress: Callable[[str], None] = print) -> list[SpeedRow]:
+    """Time every (length, batch, method) of ``settings``; returns one row each."""
+    device = torch.device(settings.device)
+    rows: list[SpeedRow] = []
+    models: dict[str, nn.Module] = {}
+    for length in settings.lengths:
+        name = "minilm-l6" if length <= 512 else "bert-config-l6"
+        if name not in models:
+            models.clear()
+            models[name] = (_minilm() if name == "minilm-l6" else _long_config_model(max(settings.lengths))).to(device)
+        model = models[name]
+        layers = sum(1 for _ in model.modules() if type(_).__name__ == "BertSelfAttention")
+        heads = model.config.num_attention_heads
+        forward = make_forward_func(model)
+        context = MethodContext(pad_token_id=0, mask_token_id=103, options={"ig": {"n_steps": settings.ig_steps}})
+        explainers = {m: build_method(m, model, forward, context) for m in settings.methods}
+        for batch in settings.batch_sizes:
+            generator = torch.Generator().manual_seed(length + batch)
+            ids = torch.randint(1000, 29000, (batch, length), generator=generator).to(device)
+            ids[:, 0], ids[:, -1] = 101, 102
+            mask = torch.ones_like(ids)
+            special = torch.zeros_like(ids)
+            special[:, 0] = special[:, -1] = 1
+            target = torch.ones(batch, dtype=torch.long, device=device)
+
+            def plain_forward() -> object:
+                with torch.no_grad():
+                    return model(ids, attention_mask=mask).logits
+
+            def forward_backward() -> object:
+                model.zero_grad(set_to_none=True)
+                model(ids, attention_mask=mask).logits[:, 1].sum().backward()
+                model.zero_grad(set_to_none=True)
+                return None
+
+            need = attention_memory_bytes(batch, length, layers, heads, 4)
+            free = available_memory_bytes(device)
+            base_time: Optional[float] = None
+            for method in (*BASELINES, *settings.methods):
+                label = f"T={length} B={batch} {method}"
+                if method not in ("forward",) and free is not None and need > 0.8 * free:
+                    rows.append(SpeedRow(name, length, batch, method, None, None,
+                                         f"skipped: attention maps need ~{need / 2**30:.1f} GiB, "
+                                         f"{free / 2**30:.1f} GiB available"))
+                    progress(f"{label}: {rows[-1].note}")
+                    continue
+                if method == "ig" and base_time is not None:
+                    predicted = base_time * settings.ig_steps * 1.3
+                    if predicted > settings.max_seconds_per_call:
+                        rows.append(SpeedRow(name, length, batch, method, None, None,
+                                             f"skipped: predicted {predicted:.0f} s per call"))
+                        progress(f"{label}: {rows[-1].note}")
+                        continue
+                if method == "forward":
+                    fn = plain_forward
+                elif method == "forward+backward":
+                    fn = forward_backward
+                else:
+                    explainer = explainers[method]
+                    fn = lambda e=explainer: e(ids, mask, special, target)  # noqa: E731
+                repeats = 1 if method == "ig" else settings.repeats
+                median, peak = _measure(fn, repeats, device)
+                if method == "forward+backward":
+                    base_time = median
+                rows.append(SpeedRow(name, length, batch, method, median, peak))
+                progress(f"{label}: {median:.3f} s, peak {peak:.0f} MiB")
+            base = {(r.method): r for r in rows if r.length == length and r.batch == batch}
+            fb = base.get("forward+backward")
+            for r in rows:
+                if r.length == length and r.batch == batch and r.median_s is not None and fb and fb.median_s:
+                    r.ratio = r.median_s / fb.median_s
+    return rows
+
+
+def speed_table(rows: Sequence[SpeedRow], settings: SpeedSettings, command: str) -> str:
+    """Markdown: medians, ratios to forward+backward, and peak memory."""
+    threads = torch.get_num_threads()
+    device = settings.device
+    if device.startswith("cuda") and torch.cuda.is_available():
+        hardware = torch.cuda.get_device_name(0)
+    else:
+        hardware = f"{platform.processor() or platform.machine()}, {threads} torch thread(s)"
+    lines = [
+        f"# Speed and memory ({device})",
+        "",
+        f"Reproduce: `{command}`",
+        "",
+        f"Hardware: {hardware}; torch {torch.__version__}. Median of {settings.repeats} runs after a warm-up "
+        "(LIG: one run). `ratio` is time / (forward + backward with parameter gradients, default attention). "
+        "Peak memory is above the level before the call.",
+        "",
+        "| model | T | B | method | median (s) | ratio to fwd+bwd | peak memory (MiB) | note |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        med = "" if r.median_s is None else f"{r.median_s:.3f}"
+        ratio = "" if r.ratio is None else f"{r.ratio:.2f}×"
+        peak = "" if r.peak_mib is None else f"{r.peak_mib:.0f}"
+        lines.append(f"| {r.model} | {r.length} | {r.batch} | {r.method} | {med} | {ratio} | {peak} | {r.note} |")
+    return "\n".join(lines) + "\n"
+
+
+def write_results(rows: Sequence[SpeedRow], settings: SpeedSettings, out: Path, command: str) -> Path:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(speed_table(rows, settings, command))
+    return out

@@ -1,0 +1,45 @@
+"""``captum-prxai bench-speed``: time PR-XAI against forward, forward+backward and LIG-50."""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+
+HELP = "Time PR-XAI, GAE and LIG-50 against one forward and one forward+backward pass."
+
+
+def _ints(text: str) -> list[int]:
+    return [int(x) for x in text.split(",") if x.strip()]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--lengths", type=_ints, default=[128, 512, 2048, 4096], help="sequence lengths (comma-separated)")
+    parser.add_argument("--batch-sizes", type=_ints, default=[1, 16], help="batch sizes (comma-separated)")
+    parser.add_argument("--methods", default="pr-ag,pr-a,gae,ig", help="benchmark method names")
+    parser.add_argument("--repeats", type=int, default=3, help="timed runs per setting (median reported)")
+    parser.add_argument("--ig-steps", type=int, default=50)
+    parser.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--max-seconds", type=float, default=300.0, help="skip LIG when one call would take longer")
+    parser.add_argument("--out", default="benchmarks/results/speed_cpu.md", help="Markdown table to write")
+
+
+def run(args: argparse.Namespace) -> int:
+    import torch
+
+    from captum_prxai.bench.speed import SpeedSettings, run_speed_benchmark, speed_table, write_results
+    from captum_prxai.bench.methods import parse_methods
+    from pathlib import Path
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    settings = SpeedSettings(lengths=args.lengths, batch_sizes=args.batch_sizes, methods=parse_methods(args.methods),
+                             repeats=args.repeats, ig_steps=args.ig_steps, max_seconds_per_call=args.max_seconds,
+                             device=args.device)
+    rows = run_speed_benchmark(settings, progress=lambda line: print(line, file=sys.stderr, flush=True))
+    command = "captum-prxai bench-speed " + " ".join(shlex.quote(a) for a in sys.argv[2:])
+    path = write_results(rows, settings, Path(args.out), command)
+    print(speed_table(rows, settings, command))
+    print(f"wrote {path}")
+    return 0
