@@ -1,0 +1,25 @@
+"""PR-XAI Explorer: a local web page to browse a dataset and compare attributions side by side.
+
+The Captum Insights workflow for PR-XAI: pick examples of a dataset (search,
+filter by true class, predicted class, correct / wrong) or type a text,
+choose PR-XAI variants, attention baselines and Captum methods with their
+main parameters, and see the heatmaps side by side with the prediction and
+timings; draw the attention graph; export the comparison as one HTML file.
+
+From the shell::
+
+    captum-prxai explore --model default --dataset movie-sentences --port 8765
+
+From Python::
+
+    from captum_prxai.explorer import create_app, ServerThread
+    server = ServerThread(create_app(model, tokenizer), port=8765).start()
+
+Needs Flask (``pip install flask``).
+"""
+
+from captum_prxai.explorer.app import LOOPBACK_HOSTS, create_app
+from captum_prxai.explorer.engine import DatasetStore, Engine, model_max_tokens
+from captum_prxai.explorer.server import ServerThread, make_server
+
+__all__ = ["DatasetStore", "Engine", "LOOPBACK_HOSTS", "ServerThread", "create_app", "make_server", "model_max_tokens"]

@@ -1,0 +1,171 @@
+"""The explorer's method parameters: which knobs each method has, their ranges, and validation.
+
+The methods themselves come from the benchmark registry
+(:data:`captum_prxai.bench.methods.METHODS`); this module only says which of
+the page's parameter fields apply to which method and turns them into the
+per-method ``options`` of :class:`captum_prxai.bench.methods.MethodContext`.
+Only the parameters a method uses go into its cache key, so changing the
+IG steps does not invalidate cached PR-AG results.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+
+from captum_prxai.exceptions import PRXAIError
+
+__all__ = ["Param", "PARAMS", "method_param_names", "method_options", "param_specs"]
+
+
+@dataclass(frozen=True)
+class Param:
+    """One field of the parameter panel.
+
+    Attributes:
+        key: Name in requests (``params: {key: value}``).
+        label: Shown in the page.
+        kind: ``"float"``, ``"int"`` or ``"choice"``.
+        default: Value used when the request leaves it out (``None``: the
+            method's own default).
+        help: One line shown as a tooltip.
+        minimum: Smallest accepted value (numbers).
+        maximum: Largest accepted value (numbers).
+        choices: Accepted values (``"choice"``).
+        option: Name of the keyword the method factory receives.
+    """
+
+    key: str
+    label: str
+    kind: str
+    default: Any
+    help: str
+    minimum: Optional[float] = None
+    maximum: Optional[float] = None
+    choices: Tuple[str, ...] = ()
+    option: str = ""
+
+    def validate(self, value: Any) -> Any:
+        """The value converted to the parameter's type, or :class:`PRXAIError`."""
+        if value is None or value == "":
+            return self.default
+        if self.kind == "choice":
+            if value not in self.choices:
+                raise PRXAIError(f"parameter {self.key!r} must be one of {', '.join(self.choices)}; got {value!r}.")
+            return value
+        try:
+            number = float(value) if self.kind == "float" else int(value)
+        except (TypeError, ValueError):
+            raise PRXAIError(f"parameter {self.key!r} must be a{'n integer' if self.kind == 'int' else ' number'}; "
+                             f"got {value!r}.") from None
+        if self.kind == "int" and isinstance(value, float) and not float(value).is_integer():
+            raise PRXAIError(f"parameter {self.key!r} must be an integer; got {value!r}.")
+        if not (self.minimum <= number <= self.maximum):  # type: ignore[operator]
+            raise PRXAIError(
+                f"parameter {self.key!r} must be between {self.minimum:g} and {self.maximum:g}; got {value!r}."
+            )
+        return number
+
+    def as_json(self) -> Dict[str, Any]:
+        out: Dict[str, Any] = {"key": self.key, "label": self.label, "kind": self.kind,
+                               "default": self.default, "help": self.help}
+        if self.kind == "choice":
+            out["choices"] = list(self.choices)
+        else:
+            out["min"], out["max"] = self.minimum, self.maximum
+        return out
+
+
+#: Every field of the parameter panel, in display order.
+PARAMS: Dict[str, Param] = {
+    p.key: p
+    for p in [
+        Param("damping", "PageRank damping", "float", 0.85,
+              "probability of following an edge instead of teleporting (PR-A, PR-G, PR-AG)",
+              0.0, 0.99, option="damping"),
+        Param("teleport", "Teleport", "choice", "target",
+              "PageRank teleport: to the explained token ([CLS]) or uniform over tokens",
+              choices=("target", "uniform"), option="teleport"),
+        Param("graph", "Graph", "choice", "token",
+              "token: one node per token, layers summed; layered: one node per token and layer",
+              choices=("token", "layered"), option="graph"),
+        Param("head_reduction", "Heads", "choice", "mean",
+              "how the attention heads of a layer are combined (attention-graph methods)",
+              choices=("mean", "sum", "max"), option="head_reduction"),
+        Param("ig_steps", "IG steps", "int", 50,
+              "Integrated Gradients: number of integration steps", 1, 300, option="n_steps"),
+        Param("window", "Occlusion window", "int", 3,
+              "Occlusion: tokens hidden at once (sliding window, stride 1)", 1, 16,
+              option="sliding_window_shapes"),
+        Param("samples", "Samples", "int", None,
+              "Shapley / KernelSHAP / LIME: model evaluations to sample (empty: the method's default)",
+              1, 2000, option="n_samples"),
+    ]
+}
+
+_PR = ("damping", "teleport", "graph", "head_reduction")
+_BY_NAME: Dict[str, Tuple[str, ...]] = {
+    "ig": ("ig_steps",),
+    "occlusion": ("window",),
+    "shapley": ("samples",),
+    "kernel-shap": ("samples",),
+    "lime": ("samples",),
+}
+_BY_FAMILY: Dict[str, Tuple[str, ...]] = {
+    "pr-xai": _PR,
+    "attention": ("head_reduction",),
+}
+
+
+def method_param_names(name: str, family: str) -> Tuple[str, ...]:
+    """Keys of :data:`PARAMS` that apply to a registered method."""
+    if name in _BY_NAME:
+        return _BY_NAME[name]
+    return _BY_FAMILY.get(family, ())
+
+
+def method_options(name: str, family: str, params: Mapping[str, Any]) -> Tuple[Dict[str, Any], Dict[str, Any]]:
+    """Validate the page's parameters for one method.
+
+    Args:
+        name: Registered method name.
+        family: Its family (``"pr-xai"``, ``"attention"`` ...).
+        params: All parameters sent by the page (unrelated keys are ignored).
+
+    Returns:
+        ``(used, options)``: the validated values of the parameters this
+        method uses (its cache key; ``None`` values dropped) and the keyword
+        options for its factory.
+
+    Raises:
+        PRXAIError: A value of the wrong type or out of range.
+    """
+    used: Dict[str, Any] = {}
+    options: Dict[str, Any] = {}
+    for key in method_param_names(name, family):
+        spec = PARAMS[key]
+        value = spec.validate(params.get(key))
+        if value is None:
+            continue
+        used[key] = value
+        options[spec.option] = (int(value),) if key == "window" else value
+    return used, options
+
+
+def check_params(params: Any) -> Dict[str, Any]:
+    """The request's ``params`` object, with unknown keys refused."""
+    if params is None:
+        return {}
+    if not isinstance(params, dict):
+        raise PRXAIError("'params' must be an object such as {\"damping\": 0.85, \"ig_steps\": 50}.")
+    unknown = sorted(set(params) - set(PARAMS))
+    if unknown:
+        raise PRXAIError(f"unknown parameter(s) {', '.join(unknown)}; known: {', '.join(PARAMS)}.")
+    for key, value in params.items():
+        PARAMS[key].validate(value)
+    return dict(params)
+
+
+def param_specs() -> List[Dict[str, Any]]:
+    """JSON description of :data:`PARAMS` for the page."""
+    return [p.as_json() for p in PARAMS.values()]

@@ -1,0 +1,70 @@
+"""End-to-end test of the explorer in headless Chromium (Playwright's playwright-core from npm, system Chromium).
+
+The server runs in a thread on a free loopback port with a tiny BERT model; the
+Node script ``explorer.e2e.mjs`` drives the page. Run ``.ci/setup-browser``
+once to install Chromium and the node module; without them this test fails
+(it does not skip).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("flask")
+
+from captum_prxai.explorer import ServerThread, create_app  # noqa: E402
+from e2e._tiny import build_tiny  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = Path(__file__).resolve().parent / "explorer.e2e.mjs"
+ARTIFACTS = ROOT / "test-artifacts"
+SETUP = "run .ci/setup-browser (installs chromium with apt-get and playwright-core with npm)"
+
+
+def _requirements() -> tuple[str, str]:
+    chromium = os.environ.get("CHROMIUM", "/usr/bin/chromium")
+    node = shutil.which("node")
+    missing = []
+    if not (Path(chromium).is_file() and os.access(chromium, os.X_OK)):
+        missing.append(f"Chromium at {chromium}")
+    if node is None:
+        missing.append("node (Node.js)")
+    if not (ROOT / "node_modules" / "playwright-core" / "package.json").is_file():
+        missing.append(f"the npm module playwright-core in {ROOT / 'node_modules'}")
+    if missing:
+        pytest.fail(f"the browser test needs {', '.join(missing)}: {SETUP}.", pytrace=False)
+    return chromium, node  # type: ignore[return-value]
+
+
+def test_explorer_in_headless_chromium(tmp_path):
+    chromium, node = _requirements()
+    model, tokenizer, datasets = build_tiny(tmp_path)
+    app = create_app(model, tokenizer, datasets, model_name="tiny-bert", max_chars=300,
+                     default_methods=("pr-ag",))
+    ARTIFACTS.mkdir(exist_ok=True)
+    shot = ARTIFACTS / "explorer-e2e.png"
+    if shot.exists():
+        shot.unlink()
+    with ServerThread(app, port=0) as server:
+        proc = subprocess.run(
+            [node, str(SCRIPT), "--url", server.url, "--screenshot", str(shot), "--methods", "pr-ag,ig",
+             "--text", "a great film but a dull plot"],
+            cwd=ROOT, env={**os.environ, "CHROMIUM": chromium}, capture_output=True, text=True, timeout=240,
+        )
+    assert proc.returncode == 0, f"browser script failed:\n{proc.stderr}\n{proc.stdout}"
+    summary = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert [c["method"] for c in summary["example"]["cards"]] == ["pr-ag", "ig"]
+    assert summary["example"]["text"] in [t for t in datasets["tiny-reviews"].texts]
+    assert "300" in summary["oversized_error"] and "characters" in summary["oversized_error"]
+    assert summary["typed"]["tokens"][:3] == ["[CLS]", "a", "great"]
+    assert summary["export"]["name"].endswith(".html") and summary["export"]["bytes"] > 1000
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    engine = app.extensions["prxai_explorer"]
+    assert engine.stats()["attribution_hits"] >= 2  # the repeated request in the page hit the cache
