@@ -13,6 +13,7 @@ from captum_prxai.exceptions import PRXAIError
 from captum_prxai.graph.builders import GRAPHS, layered_transitions, teleport_vector, token_graph
 from captum_prxai.graph.edges import EdgeWeight, edge_weight_fn
 from captum_prxai.graph.pagerank import layered_pagerank, pagerank
+from captum_prxai.graph.windows import plan_windows, stitch_window_graphs
 from captum_prxai.hooks import AttentionExtractor
 
 __all__ = ["PageRankAttribution", "PRAttention", "PRGradient", "PRAttentionGradient"]
@@ -140,6 +141,73 @@ class PageRankAttribution(AttentionGraphAttribution):
             >>> scores = pr.attribute(input_ids, target=1, additional_forward_args=(attention_mask,))
         """
         return self._attribute(inputs, target, additional_forward_args, attention_mask, internal_batch_size)
+
+    @log_usage(part_of_slo=True)
+    def attribute_long(
+        self,
+        input_ids: Tensor,
+        target: Optional[int] = None,
+        window: int = 512,
+        stride: Optional[int] = None,
+        prefix: int = 1,
+        suffix: int = 1,
+        internal_batch_size: Optional[int] = None,
+    ) -> Tensor:
+        r"""Score every token of a text longer than the model accepts, with stitched sliding windows.
+
+        The ids are cut into overlapping windows of ``window`` tokens, each
+        starting with the ``prefix`` and ending with the ``suffix`` special
+        tokens of the text (``[CLS]`` and ``[SEP]`` by default). The windows
+        run as one batch through ``forward_func(window_ids, window_mask)``;
+        the text's prediction is the mean of the windows' logits, and the
+        explained objective is their mean target logit. Each window's token
+        graph is mapped back to positions in the whole text and the graphs are
+        summed (overlaps count twice), and one PageRank on the stitched graph,
+        teleporting to the first token, scores every token. Only the token
+        graph is supported.
+
+        Args:
+            input_ids (Tensor): ``(1, N)`` or ``(N,)`` ids of one text, special tokens included.
+            target (int, optional): Class to explain; default: the predicted class
+                (from the mean of the windows' logits, one extra forward pass).
+            window (int): Tokens per window, at most the model's maximum. Default: 512.
+            stride (int, optional): Content tokens between window starts.
+                Default: half a window's content, so every token is seen twice.
+            prefix (int): Leading special tokens repeated in every window. Default: 1.
+            suffix (int): Trailing special tokens repeated in every window. Default: 1.
+            internal_batch_size (int, optional): Windows per forward pass.
+
+        Returns:
+            Tensor: ``(1, N)`` scores summing to one.
+        """
+        if self.graph != "token":
+            raise PRXAIError("attribute_long supports graph='token' only.")
+        ids = input_ids.reshape(1, -1) if input_ids.dim() == 1 else input_ids
+        if ids.dim() != 2 or ids.shape[0] != 1:
+            raise PRXAIError(f"attribute_long explains one text at a time: pass ids of shape (1, N), got {tuple(ids.shape)}.")
+        length = ids.shape[1]
+        content = window - prefix - suffix
+        plan = plan_windows(length, window, stride or max(content // 2, 1), prefix, suffix)
+        window_ids = ids[0, plan.positions.clamp(min=0).to(ids.device)] * plan.mask.to(ids.device)
+        window_mask = plan.mask.to(device=ids.device, dtype=torch.long)
+        if target is None:
+            with torch.no_grad():
+                logits = self.forward_func(window_ids, window_mask)
+            target = int(getattr(logits, "logits", logits).mean(0).argmax())
+        windows = window_ids.shape[0]
+        step = internal_batch_size or windows
+        graphs = []
+        for start in range(0, windows, step):
+            part = slice(start, start + step)
+            captured = self._capture(window_ids[part], torch.full((window_ids[part].shape[0],), target,
+                                     dtype=torch.long, device=ids.device), (window_mask[part],),
+                                     plan.mask[part].to(ids.device))
+            graphs.append(token_graph(captured.maps, self.residual))
+        adjacency = stitch_window_graphs(torch.cat(graphs), plan, length)
+        teleport = teleport_vector(self.teleport, torch.ones(1, length, dtype=torch.bool, device=ids.device),
+                                   torch.zeros(1, dtype=torch.long, device=ids.device), adjacency.dtype)
+        return pagerank(adjacency.unsqueeze(0), self.damping, personalization=teleport, tol=self.tol,
+                        max_iter=self.max_iter)
 
     def _token_scores(self, graph: CapturedGraph) -> Tensor:
         dtype = graph.maps[0].dtype
