@@ -261,8 +261,6 @@ def create_app(
     # ------------------------------------------------------------------ API
     @app.get("/api/info")
     def info():
-        from captum_prxai.explorer.params import PARAMS
-
         return jsonify(
             model=model_name, model_class=type(model).__name__, label_names=engine.label_names,
             datasets=store.names, dataset=dataset, split=store.split,

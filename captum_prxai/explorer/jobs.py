@@ -93,7 +93,7 @@ class JobRunner:
         with self._lock:
             self._jobs[job.id] = job
             while len(self._jobs) > self._keep:
-                old_id, old = self._jobs.popitem(last=False)
+                _, old = self._jobs.popitem(last=False)
                 old.cancelled = True
         if job.status != "done":
             self._queue.put(job)

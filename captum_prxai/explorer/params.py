@@ -10,12 +10,12 @@ IG steps does not invalidate cached PR-AG results.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from dataclasses import dataclass
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from captum_prxai.exceptions import PRXAIError
 
-__all__ = ["Param", "PARAMS", "method_param_names", "method_options", "param_specs"]
+__all__ = ["Param", "PARAMS", "check_params", "method_param_names", "method_options", "param_specs"]
 
 
 @dataclass(frozen=True)
