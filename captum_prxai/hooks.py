@@ -372,6 +372,7 @@ class AttentionRecorder:
         with_gradients: bool = False,
         attention_fn: Optional[AttentionExtractor] = None,
         capture: str = "auto",
+        input_gradient: bool = False,
     ) -> None:
         if capture not in ("auto", "recompute", "weights"):
             raise PRXAIError(f"capture must be 'auto', 'recompute' or 'weights', got {capture!r}.")
@@ -392,6 +393,10 @@ class AttentionRecorder:
         self.maps: list[Optional[Tensor]] = [None] * len(layers)
         self._anchors: list[Optional[Tensor]] = [None] * len(layers)
         self._index = {id(layer): i for i, layer in enumerate(layers)}
+        self.input_gradient_wanted = input_gradient
+        #: ``(B, T)`` gradient x input at the first layer's input, after :meth:`backward` (``input_gradient=True``)
+        self.input_gradient: Optional[Tensor] = None
+        self._first_input: Optional[Tensor] = None
         self._handles: list[Any] = []
         self._stack: contextlib.ExitStack | None = None
 
@@ -441,7 +446,9 @@ class AttentionRecorder:
             if accepts_flag:
                 kwargs = {**kwargs, "output_attentions": True}
             if self.with_gradients and torch.is_grad_enabled():
-                args, kwargs = _require_grad_on_hidden_states(args, kwargs)
+                args, kwargs, hidden = _require_grad_on_hidden_states(args, kwargs)
+                if index == 0 and self.input_gradient_wanted:
+                    self._first_input = hidden
             if self.attention_fn is sdpa_attention:
                 module._prxai_sdpa_probs = None
 
@@ -503,8 +510,14 @@ class AttentionRecorder:
         captured = [a for a in self._anchors if a is not None]
         if not captured:
             raise self.missing_error()
-        torch.autograd.grad(objective, inputs=[captured[0]], retain_graph=False, allow_unused=True)
+        inputs = [captured[0]]
+        if self.input_gradient_wanted and self._first_input is not None:
+            inputs.append(self._first_input)
+        grads = torch.autograd.grad(objective, inputs=inputs, retain_graph=False, allow_unused=True)
+        if len(inputs) == 2 and grads[1] is not None:
+            self.input_gradient = (grads[1] * self._first_input.detach()).sum(-1)
         self._anchors = [None] * len(self.layers)
+        self._first_input = None
 
     def missing_error(self) -> PRXAIError:
         names = sorted({type(layer).__name__ for layer in self.layers})
@@ -528,17 +541,22 @@ class AttentionRecorder:
         return [m for m in self.maps if m is not None]
 
 
-def _require_grad_on_hidden_states(args: tuple, kwargs: dict) -> tuple[tuple, dict]:
-    """Make the first floating-point input require grad, so the attention joins the autograd graph."""
+def _require_grad_on_hidden_states(args: tuple, kwargs: dict) -> tuple[tuple, dict, Optional[Tensor]]:
+    """Make the first floating-point input require grad, so the attention joins the autograd graph.
+
+    Returns the (possibly replaced) arguments and that input tensor.
+    """
     for position, value in enumerate(args):
         if isinstance(value, Tensor) and value.is_floating_point():
             if not value.requires_grad:
-                args = args[:position] + (value.detach().requires_grad_(),) + args[position + 1 :]
-            return args, kwargs
+                value = value.detach().requires_grad_()
+                args = args[:position] + (value,) + args[position + 1 :]
+            return args, kwargs, value
     for name in ("hidden_states", "x", "query"):
         value = kwargs.get(name)
         if isinstance(value, Tensor) and value.is_floating_point():
             if not value.requires_grad:
-                kwargs = {**kwargs, name: value.detach().requires_grad_()}
-            return args, kwargs
-    return args, kwargs
+                value = value.detach().requires_grad_()
+                kwargs = {**kwargs, name: value}
+            return args, kwargs, value
+    return args, kwargs, None

@@ -321,3 +321,49 @@ def test_recompute_and_weights_capture_give_the_same_scores(kind, tiny_model_fac
         a = method(forward_for(model), layers, capture="recompute").attribute(ids, target=1, additional_forward_args=(mask,))
         b = method(forward_for(model), layers, capture="weights").attribute(ids, target=1, additional_forward_args=(mask,))
         assert torch.allclose(a, b, atol=1e-5), method.__name__
+
+
+def test_input_gradient_teleport_is_gradient_times_input_at_the_first_layer(tiny_model_factory, tiny_batch):
+    model = tiny_model_factory("bert")
+    ids, mask = tiny_batch
+    layers = cp.attention_layers(model)
+    # reference: gradient x input of the first attention layer's input (the embedding output)
+    inputs = {}
+    handle = layers[0].register_forward_pre_hook(lambda m, args: inputs.setdefault("h", args[0]))
+    try:
+        logits = model(ids, attention_mask=mask).logits
+        grad = torch.autograd.grad(logits[:, 1].sum(), inputs["h"])[0]
+    finally:
+        handle.remove()
+    expected = (grad * inputs["h"]).sum(-1).clamp(min=0) * mask
+    seen = {}
+    original = cp.graph.builders.teleport_vector
+
+    def spy(teleport, mask_, target_position, dtype, input_gradient=None):
+        out = original(teleport, mask_, target_position, dtype, input_gradient)
+        seen["teleport"] = out
+        return out
+
+    import captum_prxai.attr.pagerank_attribution as module
+    module.teleport_vector, saved = spy, module.teleport_vector
+    try:
+        scores = cp.PRAttentionGradient(forward_for(model), layers, teleport="input_gradient").attribute(
+            ids, target=1, additional_forward_args=(mask,))
+    finally:
+        module.teleport_vector = saved
+    assert torch.allclose(seen["teleport"], expected, atol=1e-5)
+    assert torch.equal(scores[1, 6:], torch.zeros(3))
+    assert not torch.allclose(scores, cp.PRAttentionGradient(forward_for(model), layers).attribute(
+        ids, target=1, additional_forward_args=(mask,)))
+
+
+def test_new_edge_weights_and_layer_normalisation(tiny_model_factory, tiny_batch):
+    model = tiny_model_factory("bert")
+    ids, mask = tiny_batch
+    layers = cp.attention_layers(model)
+    outs = [cp.PageRankAttribution(forward_for(model), layers, **kw).attribute(ids, target=1, additional_forward_args=(mask,))
+            for kw in ({"edge_weight": "gradient_abs"}, {"edge_weight": "attention_gradient_abs"},
+                       {"normalize_layers": True}, {})]
+    for out in outs:
+        assert torch.allclose(out.sum(-1), torch.ones(2), atol=1e-5)
+    assert not torch.allclose(outs[2], outs[3])

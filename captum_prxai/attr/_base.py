@@ -61,6 +61,7 @@ class CapturedGraph:
     mask: Tensor  #: ``(B, T)`` bool, real (non-padding) tokens
     target_position: Tensor  #: ``(B,)`` index of the token whose output is explained
     causal: bool  #: whether the attention was causal (decoder)
+    input_gradient: Optional[Tensor] = None  #: ``(B, T)`` gradient x input at the first layer, when asked for
 
 
 class AttentionGraphAttribution(GradientAttribution):
@@ -124,7 +125,10 @@ class AttentionGraphAttribution(GradientAttribution):
 
     # -- subclass hooks -------------------------------------------------------------------------
     def _needs_gradients(self) -> bool:
-        return self.edge_weight != "attention"
+        return self.edge_weight != "attention" or self._needs_input_gradient()
+
+    def _needs_input_gradient(self) -> bool:
+        return False
 
     def _layer_map(self, layer: int, attention: Tensor, grad: Optional[Tensor]) -> Tensor:
         """Per-layer ``(B, T, T)`` map kept from the hooks; override for other reductions."""
@@ -196,7 +200,7 @@ class AttentionGraphAttribution(GradientAttribution):
             return self._layer_map(layer, attention, grad)
 
         recorder = AttentionRecorder(self.layers, keep, with_gradients=with_gradients, attention_fn=self.attention_fn,
-                                     capture=self.capture)
+                                     capture=self.capture, input_gradient=self._needs_input_gradient())
         with torch.enable_grad() if with_gradients else torch.no_grad():
             with recorder:
                 output = self.forward_func(inputs, *extra)
@@ -217,7 +221,8 @@ class AttentionGraphAttribution(GradientAttribution):
                 )
         maps = [m * mask[:, None, :] * mask[:, :, None] for m in (m.to(torch.float32) if m.dtype in (torch.float16, torch.bfloat16) else m for m in maps)]
         causal = bool(causal_flags and causal_flags[0])
-        return CapturedGraph(maps=maps, mask=mask, target_position=self._target_positions(mask, causal), causal=causal)
+        return CapturedGraph(maps=maps, mask=mask, target_position=self._target_positions(mask, causal), causal=causal,
+                             input_gradient=recorder.input_gradient)
 
     def _target_positions(self, mask: Tensor, causal: bool) -> Tensor:
         batch, length = mask.shape

@@ -51,8 +51,10 @@ class PageRankAttribution(AttentionGraphAttribution):
             ``"layered"`` (one node per token and layer, residual stream as
             self-edges, solved exactly in one sweep). Default: ``"token"``.
         damping (float): PageRank damping factor. Default: 0.85.
-        teleport (str or Tensor): ``"target"`` (default), ``"uniform"`` or a
-            ``(B, T)`` weight tensor; the PageRank personalization vector.
+        teleport (str or Tensor): ``"target"`` (default), ``"uniform"``,
+            ``"input_gradient"`` (positive gradient x input at the first
+            layer, from the same backward pass) or a ``(B, T)`` weight
+            tensor; the PageRank personalization vector.
         residual (float): Weight of the residual self-edge mixed into each
             row-normalised layer map, in ``[0, 1)``. Default: 0 for the token
             graph (raw maps summed), 0.5 for the layered graph.
@@ -65,6 +67,9 @@ class PageRankAttribution(AttentionGraphAttribution):
         max_iter (int): PageRank iteration limit. Default: 100.
         capture (str): ``"auto"``, ``"recompute"`` or ``"weights"``; see
             :class:`~captum_prxai.attr._base.AttentionGraphAttribution`.
+        normalize_layers (bool): Token graph only: scale each layer's map to
+            unit total weight before summing, so all layers count the same.
+            Default: False (raw maps summed).
 
     References:
         A. Azarkhalili, Y. Li, M. W. Libbrecht. *PR-XAI: PageRank-Based
@@ -87,6 +92,7 @@ class PageRankAttribution(AttentionGraphAttribution):
         tol: float = 1e-6,
         max_iter: int = 100,
         capture: str = "auto",
+        normalize_layers: bool = False,
     ) -> None:
         super().__init__(forward_func, layers, attention_fn, head_reduction, target_position, capture)
         edge_weight_fn(edge_weight)  # validates the name
@@ -105,6 +111,7 @@ class PageRankAttribution(AttentionGraphAttribution):
         self.residual = float(residual)
         self.tol = tol
         self.max_iter = max_iter
+        self.normalize_layers = normalize_layers
 
     @log_usage(part_of_slo=True)
     def attribute(
@@ -196,24 +203,36 @@ class PageRankAttribution(AttentionGraphAttribution):
             target = int(getattr(logits, "logits", logits).mean(0).argmax())
         windows = window_ids.shape[0]
         step = internal_batch_size or windows
-        graphs = []
+        graphs, saliency = [], []
         for start in range(0, windows, step):
             part = slice(start, start + step)
             captured = self._capture(window_ids[part], torch.full((window_ids[part].shape[0],), target,
                                      dtype=torch.long, device=ids.device), (window_mask[part],),
                                      plan.mask[part].to(ids.device))
-            graphs.append(token_graph(captured.maps, self.residual))
+            graphs.append(token_graph(captured.maps, self.residual, self.normalize_layers))
+            if captured.input_gradient is not None:
+                saliency.append(captured.input_gradient)
         adjacency = stitch_window_graphs(torch.cat(graphs), plan, length)
+        input_gradient = None
+        if saliency:  # each token's gradient x input, summed over the windows that contain it
+            positions = plan.positions.to(ids.device)
+            values = torch.cat(saliency) * plan.mask.to(ids.device)
+            input_gradient = torch.zeros(1, length, dtype=values.dtype, device=ids.device)
+            input_gradient[0].index_add_(0, positions.clamp(min=0).reshape(-1), values.reshape(-1))
         teleport = teleport_vector(self.teleport, torch.ones(1, length, dtype=torch.bool, device=ids.device),
-                                   torch.zeros(1, dtype=torch.long, device=ids.device), adjacency.dtype)
+                                   torch.zeros(1, dtype=torch.long, device=ids.device), adjacency.dtype,
+                                   input_gradient)
         return pagerank(adjacency.unsqueeze(0), self.damping, personalization=teleport, tol=self.tol,
                         max_iter=self.max_iter)
 
+    def _needs_input_gradient(self) -> bool:
+        return isinstance(self.teleport, str) and self.teleport == "input_gradient"
+
     def _token_scores(self, graph: CapturedGraph) -> Tensor:
         dtype = graph.maps[0].dtype
-        teleport = teleport_vector(self.teleport, graph.mask, graph.target_position, dtype)
+        teleport = teleport_vector(self.teleport, graph.mask, graph.target_position, dtype, graph.input_gradient)
         if self.graph == "token":
-            adjacency = token_graph(graph.maps, self.residual)
+            adjacency = token_graph(graph.maps, self.residual, self.normalize_layers)
             return pagerank(
                 adjacency, self.damping, personalization=teleport, node_mask=graph.mask, tol=self.tol,
                 max_iter=self.max_iter,

@@ -27,18 +27,26 @@ from captum_prxai.graph.edges import with_residual
 __all__ = ["GRAPHS", "TELEPORTS", "token_graph", "layered_transitions", "teleport_vector", "propagate"]
 
 GRAPHS = ("token", "layered")
-TELEPORTS = ("target", "uniform")
+TELEPORTS = ("target", "uniform", "input_gradient")
 
 
-def token_graph(maps: list[Tensor], residual: float = 0.0) -> Tensor:
+def token_graph(maps: list[Tensor], residual: float = 0.0, normalize_layers: bool = False) -> Tensor:
     """Sum the per-layer maps into one ``(B, T, T)`` token graph.
 
     With ``residual > 0`` each layer is row-normalised and mixed with the
     identity (:func:`~captum_prxai.graph.edges.with_residual`) before summing.
+    With ``normalize_layers`` each layer's map is scaled to unit total weight
+    first, so every layer counts the same whatever the size of its gradients.
     """
     if residual > 0:
         maps = [with_residual(m, residual) for m in maps]
-    return torch.stack(maps).sum(0)
+    total = torch.zeros_like(maps[0])
+    for m in maps:
+        if normalize_layers:
+            mass = m.sum((-1, -2), keepdim=True)
+            m = m / torch.where(mass == 0, torch.ones_like(mass), mass)
+        total = total + m
+    return total
 
 
 def layered_transitions(maps: list[Tensor], residual: float, mask: Tensor) -> list[Tensor]:
@@ -49,17 +57,33 @@ def layered_transitions(maps: list[Tensor], residual: float, mask: Tensor) -> li
 
 
 def teleport_vector(
-    teleport: Union[str, Tensor], mask: Tensor, target_position: Tensor, dtype: torch.dtype
+    teleport: Union[str, Tensor],
+    mask: Tensor,
+    target_position: Tensor,
+    dtype: torch.dtype,
+    input_gradient: Optional[Tensor] = None,
 ) -> Tensor:
     """The ``(B, T)`` teleport (personalisation) distribution over tokens.
 
     Args:
         teleport: ``"target"`` (all mass on the explained token, e.g. ``[CLS]``),
-            ``"uniform"`` (over real tokens), or a ``(B, T)`` / ``(T,)`` tensor of
-            non-negative weights.
+            ``"uniform"`` (over real tokens), ``"input_gradient"`` (the positive
+            part of gradient x input at the first layer's input, a one-pass
+            saliency signal; examples where it is all zero teleport to the
+            target), or a ``(B, T)`` / ``(T,)`` tensor of non-negative weights.
         mask: ``(B, T)`` real-token mask.
         target_position: ``(B,)`` index of the explained token.
+        input_gradient: ``(B, T)`` gradient x input, needed for ``"input_gradient"``.
     """
+    if isinstance(teleport, str) and teleport == "input_gradient":
+        if input_gradient is None:
+            raise PRXAIError("teleport='input_gradient' needs the gradient x input of the first layer's input.")
+        vector = input_gradient.to(dtype).clamp(min=0) * mask
+        empty = vector.sum(-1) <= 0
+        if empty.any():
+            fallback = teleport_vector("target", mask, target_position, dtype)
+            vector = torch.where(empty[:, None], fallback, vector)
+        return vector
     batch, length = mask.shape
     if isinstance(teleport, Tensor):
         vector = teleport.to(device=mask.device, dtype=dtype)

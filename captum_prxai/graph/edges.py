@@ -35,6 +35,16 @@ def _attention_gradient(attention: Tensor, grad: Optional[Tensor]) -> Tensor:
     return (attention * grad).clamp_(min=0)
 
 
+def _gradient_abs(attention: Tensor, grad: Optional[Tensor]) -> Tensor:
+    assert grad is not None
+    return grad.abs()
+
+
+def _attention_gradient_abs(attention: Tensor, grad: Optional[Tensor]) -> Tensor:
+    assert grad is not None
+    return (attention * grad).abs_()
+
+
 #: Built-in edge weights. ``gradient`` and ``attention_gradient`` keep the positive
 #: part per head, as in Chefer et al. (2021): an edge that lowers the target is no path
 #: for relevance.
@@ -42,6 +52,8 @@ EDGE_WEIGHTS: dict[str, EdgeWeight] = {
     "attention": _attention,
     "gradient": _gradient,
     "attention_gradient": _attention_gradient,
+    "gradient_abs": _gradient_abs,
+    "attention_gradient_abs": _attention_gradient_abs,
 }
 
 #: Head reductions: ``(B, H, T, T) -> (B, T, T)``.
