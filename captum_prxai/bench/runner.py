@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -352,9 +351,7 @@ def run_benchmark(
                         accuracy_fraction=config.accuracy_fraction, mode=config.mode,
                         replacement_id=replacement_id, pad_token_id=ctx.pad_token_id, batch_size=batch_size,
                     )
-                except Exception as err:  # keep benchmarking the other methods
-                    if isinstance(err, KeyboardInterrupt):
-                        raise
+                except Exception as err:  # keep benchmarking the other methods (Ctrl-C still stops)
                     message = f"{type(err).__name__}: {err}"
                     errors.append((index, name, message))
                     bar.write(f"warning: {name} failed on example {index}: {message}")
