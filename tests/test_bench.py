@@ -82,7 +82,9 @@ def test_runner_end_to_end_and_resume(tiny, tmp_path):
     assert labels == [METHODS[m].label for m in methods]
     summary = json.loads((out / "summary.json").read_text())
     assert list(summary["methods"]) == methods
-    assert summary["methods"]["ig"]["comprehensiveness"]["n"] == 3
+    ig_comp = summary["methods"]["ig"]["comprehensiveness"]
+    assert ig_comp["n"] == 3
+    assert ig_comp["ci95_low"] <= ig_comp["mean"] <= ig_comp["ci95_high"]
     cache_lines = (out / "cache.jsonl").read_text().splitlines()
     assert len(cache_lines) == 9
     rec = json.loads(cache_lines[0])
