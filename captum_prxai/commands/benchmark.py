@@ -26,7 +26,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="'default' (embedded MiniLM sentiment model), a local checkpoint folder, or the name "
                              "of a model trained with 'captum-prxai train' (default: %(default)s)")
     parser.add_argument("--dataset", default="movie-sentences",
-                        help="dataset name (see 'captum-prxai datasets'); its test split is used "
+                        help="dataset name (see 'captum-prxai datasets'); the split comes from --split "
                              "(default: %(default)s)")
     parser.add_argument("--split", default="test", choices=("test", "train", "all"),
                         help="dataset split (default: %(default)s)")
