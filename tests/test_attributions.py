@@ -367,3 +367,22 @@ def test_new_edge_weights_and_layer_normalisation(tiny_model_factory, tiny_batch
     for out in outs:
         assert torch.allclose(out.sum(-1), torch.ones(2), atol=1e-5)
     assert not torch.allclose(outs[2], outs[3])
+
+
+def test_attention_sink_edges_are_dropped_for_decoders(tiny_model_factory, tiny_batch):
+    model = tiny_model_factory("gpt2")
+    ids, mask = tiny_batch
+    layers = cp.attention_layers(model)
+    kept = cp.PRAttention(forward_for(model), layers, sink="keep").attribute(ids, additional_forward_args=(mask,))
+    auto = cp.PRAttention(forward_for(model), layers).attribute(ids, additional_forward_args=(mask,))
+    dropped = cp.PRAttention(forward_for(model), layers, sink="drop").attribute(ids, additional_forward_args=(mask,))
+    assert torch.allclose(auto, dropped)
+    # with a uniform-free target teleport, the first token gets no mass once its in-edges are gone
+    assert torch.all(dropped[:, 0] == 0) and torch.all(kept[:, 0] > 0)
+    assert torch.allclose(dropped.sum(-1), torch.ones(2), atol=1e-5)
+    # encoders are left alone by "auto"
+    bert = tiny_model_factory("bert")
+    a = cp.PRAttention(forward_for(bert), cp.attention_layers(bert)).attribute(ids, additional_forward_args=(mask,))
+    b = cp.PRAttention(forward_for(bert), cp.attention_layers(bert), sink="keep").attribute(
+        ids, additional_forward_args=(mask,))
+    assert torch.allclose(a, b)

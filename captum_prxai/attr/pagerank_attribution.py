@@ -10,7 +10,7 @@ from torch import Tensor, nn
 
 from captum_prxai.attr._base import AttentionGraphAttribution, CapturedGraph, TargetType
 from captum_prxai.exceptions import PRXAIError
-from captum_prxai.graph.builders import GRAPHS, layered_transitions, teleport_vector, token_graph
+from captum_prxai.graph.builders import GRAPHS, drop_sink_edges, layered_transitions, teleport_vector, token_graph
 from captum_prxai.graph.edges import EdgeWeight, edge_weight_fn
 from captum_prxai.graph.pagerank import layered_pagerank, pagerank
 from captum_prxai.graph.windows import plan_windows, stitch_window_graphs
@@ -70,6 +70,10 @@ class PageRankAttribution(AttentionGraphAttribution):
         normalize_layers (bool): Token graph only: scale each layer's map to
             unit total weight before summing, so all layers count the same.
             Default: False (raw maps summed).
+        sink (str): ``"drop"`` removes the edges into the first token (the
+            attention sink of decoders), ``"keep"`` leaves them, ``"auto"``
+            (default) drops them when the attention is causal. See
+            :func:`~captum_prxai.graph.builders.drop_sink_edges`.
 
     References:
         A. Azarkhalili, Y. Li, M. W. Libbrecht. *PR-XAI: PageRank-Based
@@ -93,6 +97,7 @@ class PageRankAttribution(AttentionGraphAttribution):
         max_iter: int = 100,
         capture: str = "auto",
         normalize_layers: bool = False,
+        sink: str = "auto",
     ) -> None:
         super().__init__(forward_func, layers, attention_fn, head_reduction, target_position, capture)
         edge_weight_fn(edge_weight)  # validates the name
@@ -112,6 +117,9 @@ class PageRankAttribution(AttentionGraphAttribution):
         self.tol = tol
         self.max_iter = max_iter
         self.normalize_layers = normalize_layers
+        if sink not in ("auto", "keep", "drop"):
+            raise PRXAIError(f"sink must be 'auto', 'keep' or 'drop', got {sink!r}.")
+        self.sink = sink
 
     @log_usage(part_of_slo=True)
     def attribute(
@@ -231,13 +239,16 @@ class PageRankAttribution(AttentionGraphAttribution):
     def _token_scores(self, graph: CapturedGraph) -> Tensor:
         dtype = graph.maps[0].dtype
         teleport = teleport_vector(self.teleport, graph.mask, graph.target_position, dtype, graph.input_gradient)
+        maps = graph.maps
+        if self.sink == "drop" or (self.sink == "auto" and graph.causal):
+            maps = drop_sink_edges(maps, graph.mask)
         if self.graph == "token":
-            adjacency = token_graph(graph.maps, self.residual, self.normalize_layers)
+            adjacency = token_graph(maps, self.residual, self.normalize_layers)
             return pagerank(
                 adjacency, self.damping, personalization=teleport, node_mask=graph.mask, tol=self.tol,
                 max_iter=self.max_iter,
             )
-        transitions = layered_transitions(graph.maps, self.residual, graph.mask)
+        transitions = layered_transitions(maps, self.residual, graph.mask)
         layers = len(transitions)
         personalization = torch.zeros(teleport.shape[0], layers + 1, teleport.shape[1], dtype=dtype, device=teleport.device)
         personalization[:, layers] = teleport

@@ -24,7 +24,7 @@ from torch import Tensor
 from captum_prxai.exceptions import PRXAIError
 from captum_prxai.graph.edges import with_residual
 
-__all__ = ["GRAPHS", "TELEPORTS", "token_graph", "layered_transitions", "teleport_vector", "propagate"]
+__all__ = ["GRAPHS", "TELEPORTS", "drop_sink_edges", "token_graph", "layered_transitions", "teleport_vector", "propagate"]
 
 GRAPHS = ("token", "layered")
 TELEPORTS = ("target", "uniform", "input_gradient")
@@ -47,6 +47,22 @@ def token_graph(maps: list[Tensor], residual: float = 0.0, normalize_layers: boo
             m = m / torch.where(mass == 0, torch.ones_like(mass), mass)
         total = total + m
     return total
+
+
+def drop_sink_edges(maps: list[Tensor], mask: Tensor) -> list[Tensor]:
+    """Remove the edges into each example's first real token (the *attention sink* of decoders).
+
+    Causal language models park a large share of their attention on the first
+    position whatever it holds (Xiao et al., 2024, "Efficient Streaming
+    Language Models with Attention Sinks"). Left in, that node soaks up most
+    of the PageRank mass; without its in-edges, each row is renormalised over
+    the tokens that carry content. The first token then scores only what it
+    receives by teleport.
+    """
+    positions = torch.arange(mask.shape[1], device=mask.device).expand_as(mask)
+    first = torch.where(mask, positions, torch.full_like(positions, mask.shape[1])).amin(-1)
+    keep = (positions != first[:, None]).to(maps[0].dtype)
+    return [m * keep[:, None, :] for m in maps]
 
 
 def layered_transitions(maps: list[Tensor], residual: float, mask: Tensor) -> list[Tensor]:
