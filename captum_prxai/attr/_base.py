@@ -18,15 +18,13 @@ from captum._utils.common import _format_additional_forward_args
 from captum.attr import GradientAttribution
 from torch import Tensor, nn
 
+from captum_prxai._limits import max_input_length
 from captum_prxai.exceptions import PRXAIError
 from captum_prxai.graph.edges import edge_weight_fn, reduce_heads
 from captum_prxai.hooks import AttentionExtractor, AttentionRecorder
 
 TargetType = Union[None, int, Sequence[int], Tensor]
 
-# Models whose learned absolute positions make longer inputs fail.
-_ABSOLUTE_POSITION_MODELS = {"bert", "roberta", "xlm-roberta", "distilbert", "electra", "mpnet", "camembert"}
-_PADDING_OFFSET_MODELS = {"roberta", "xlm-roberta", "mpnet", "camembert"}
 
 
 def attention_memory_bytes(batch: int, length: int, layers: int, heads: int, itemsize: int = 4) -> int:
@@ -256,7 +254,7 @@ class AttentionGraphAttribution(GradientAttribution):
     def _check_length(self, length: int) -> None:
         for layer in self.layers:
             config = getattr(layer, "config", None)
-            limit = _max_length(config) if config is not None else None
+            limit = max_input_length(config) if config is not None else None
             if limit is not None and length > limit:
                 raise PRXAIError(
                     f"The input has {length} tokens but this {config.model_type} model accepts at most {limit}. "
@@ -264,20 +262,6 @@ class AttentionGraphAttribution(GradientAttribution):
                     f"{limit})) or explain it in windows."
                 )
             return
-
-
-def _max_length(config: Any) -> Optional[int]:
-    model_type = getattr(config, "model_type", None)
-    if model_type == "gpt2":
-        return getattr(config, "n_positions", None)
-    if model_type not in _ABSOLUTE_POSITION_MODELS:
-        return None
-    limit = getattr(config, "max_position_embeddings", None)
-    if limit is None:
-        return None
-    if model_type in _PADDING_OFFSET_MODELS:
-        limit -= (getattr(config, "pad_token_id", 1) or 0) + 1
-    return int(limit)
 
 
 def _find_attention_mask(

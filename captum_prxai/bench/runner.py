@@ -27,6 +27,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 import torch
 from torch import Tensor, nn
 
+from captum_prxai._limits import max_input_length
 from captum_prxai.bench.methods import (
     Explainer,
     ForwardFunc,
@@ -149,17 +150,8 @@ def _display_name(model: nn.Module) -> str:
 
 
 def _model_limit(model: nn.Module, tokenizer: Any) -> int:
-    limits = []
-    config = getattr(model, "config", None)
-    pos = getattr(config, "max_position_embeddings", None)
-    if isinstance(pos, int) and pos > 0:
-        if getattr(config, "model_type", "") in ("roberta", "xlm-roberta", "camembert", "mpnet"):
-            pos -= (getattr(config, "pad_token_id", 1) or 0) + 1
-        limits.append(pos)
-    tok_max = getattr(tokenizer, "model_max_length", None)
-    if isinstance(tok_max, int) and 0 < tok_max < 1_000_000:
-        limits.append(tok_max)
-    return min(limits) if limits else 512
+    limit = max_input_length(getattr(model, "config", None), tokenizer)
+    return 512 if limit is None else limit
 
 
 def _text_sha(text: str) -> str:

@@ -17,6 +17,7 @@ import argparse
 import sys
 from typing import Any
 
+from captum_prxai._limits import max_input_length
 from captum_prxai.exceptions import PRXAIError
 
 HELP = "Explain one prediction: PR-XAI token scores in the terminal and as an HTML page."
@@ -69,17 +70,7 @@ def parse_methods(spec: str) -> list[str]:
 
 def _model_limit(model: Any, tokenizer: Any) -> int | None:
     """Longest input (in tokens, special tokens included) the model accepts."""
-    config = getattr(model, "config", None)
-    limits = []
-    pos = getattr(config, "max_position_embeddings", None)
-    if isinstance(pos, int) and pos > 0:
-        if getattr(config, "model_type", "") in ("roberta", "xlm-roberta", "camembert", "mpnet"):
-            pos -= (getattr(config, "pad_token_id", 1) or 0) + 1
-        limits.append(pos)
-    tok_max = getattr(tokenizer, "model_max_length", None)
-    if isinstance(tok_max, int) and 0 < tok_max < 1_000_000:
-        limits.append(tok_max)
-    return min(limits) if limits else None
+    return max_input_length(getattr(model, "config", None), tokenizer)
 
 
 def _load(model_arg: str):
