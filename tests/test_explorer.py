@@ -403,3 +403,51 @@ def test_command_line_checks(capsys):
     assert "unknown method 'nope'" in capsys.readouterr().err
     assert main(["explore", "--dataset", "nope", "--no-browser"]) == 2
     assert "unknown dataset 'nope'" in capsys.readouterr().err
+
+
+def test_command_serves_the_loaded_model_on_loopback(tiny, monkeypatch, capsys):
+    """`captum-prxai explore` wiring: model loaded by name, app built, server on 127.0.0.1, browser opened."""
+    import webbrowser
+
+    import captum_prxai.explorer as explorer
+    import captum_prxai.models as models
+    from captum_prxai.cli import main
+
+    model, tokenizer, _ = tiny
+    loaded, served, opened = [], [], []
+
+    class FakeServer:
+        server_port = 8799
+
+        def serve_forever(self):
+            raise KeyboardInterrupt
+
+        def server_close(self):
+            served.append("closed")
+
+    def fake_make_server(app, host, port):
+        served.append((app, host, port))
+        return FakeServer()
+
+    monkeypatch.setattr(models, "load_model", lambda name: loaded.append(name) or (model, tokenizer))
+    monkeypatch.setattr(explorer, "make_server", fake_make_server)
+    monkeypatch.setattr(webbrowser, "open", opened.append)
+    assert main(["explore", "--model", "my-model", "--dataset", "tweets", "--port", "8799",
+                 "--methods", "pr-a,rollout"]) == 0
+    out = capsys.readouterr().out
+    assert loaded == ["my-model"]
+    app, host, port = served[0]
+    assert (host, port) == ("127.0.0.1", 8799) and served[-1] == "closed"
+    assert "PR-XAI explorer: http://127.0.0.1:8799/" in out and "warning" not in out
+    assert opened == ["http://127.0.0.1:8799/"]
+    client = app.test_client()
+    info = client.get("/api/info").json
+    assert info["model"] == "my-model" and info["dataset"] == "tweets"
+    assert info["default_methods"] == ["pr-a", "rollout"]
+    assert client.get("/api/info", headers={"Host": "evil.example"}).status_code == 403
+
+    served.clear()
+    assert main(["explore", "--host", "0.0.0.0", "--port", "8799", "--no-browser"]) == 0
+    assert "warning: listening on 0.0.0.0" in capsys.readouterr().out
+    assert served[0][0].test_client().get("/api/info", headers={"Host": "lab:8799"}).status_code == 200
+    assert len(opened) == 1  # --no-browser
