@@ -1,11 +1,12 @@
 // End-to-end check of the captum-prxai explorer in headless Chromium (Playwright, system browser).
 //
 //   node tests/e2e/explorer.e2e.mjs --url http://127.0.0.1:8765/ --screenshot test-artifacts/explorer.png
-//   node tests/e2e/explorer.e2e.mjs --url ... --mode shot --query "gripping" --methods pr-ag,ig --screenshot docs/images/explorer.png
+//   node tests/e2e/explorer.e2e.mjs --url ... --mode shot --index 23 --methods pr-ag,ig --screenshot docs/images/explorer.png
 //
 // mode "test" (default): picks a dataset example and two methods, checks the heatmaps, the filters,
 // an oversized text, a typed text, the graph view and the export download, then takes a screenshot.
-// mode "shot": only picks an example (first match of --query) and explains it, for documentation.
+// mode "shot": only picks an example (--index N of the first page, or the first match of --query) and
+// explains it, for documentation.
 // Prints one JSON line with what it saw; exits 1 with a message on the first failed check.
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -84,7 +85,8 @@ try {
       .some((e) => e.textContent.toLowerCase().includes(q.toLowerCase())), args.query);
   }
   // 1. a dataset example with two methods
-  const first = page.locator("#examples li").first();
+  const first = args.index !== undefined ? page.locator(`#examples li[data-index="${args.index}"]`)
+    : page.locator("#examples li").first();
   const exampleText = await first.locator(".ex-text").textContent();
   await first.click();
   check((await page.inputValue("#text")) === exampleText, "clicking an example puts its text in the text box");
