@@ -149,3 +149,64 @@ def test_load_default_classifies_movie_sentences():
     acc = evaluate(model, tok, test.texts, test.labels, max_length=64)
     assert acc >= 0.75, acc
     assert time.time() - t0 < 20
+
+
+# --------------------------------------------------------------------------- decoder classifiers
+
+
+@pytest.fixture(scope="module")
+def tiny_decoder():
+    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+
+    tok = AutoTokenizer.from_pretrained(str(encoder_path("minilm")))  # any local tokenizer works
+    torch.manual_seed(0)
+    cfg = LlamaConfig(vocab_size=tok.vocab_size, hidden_size=32, intermediate_size=64,
+                      num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=2,
+                      max_position_embeddings=128, attn_implementation="eager")
+    return LlamaForCausalLM(cfg).eval(), tok
+
+
+def test_label_word_classifier_reads_last_position(tiny_decoder):
+    from captum_prxai.models.decoder import LabelWordClassifier
+
+    lm, tok = tiny_decoder
+    clf = LabelWordClassifier(lm, tok, ["negative", "positive"], "review: {text} sentiment:")
+    texts = ["a fine film", "a much longer and rather more tedious film than anyone wanted"]
+    enc = clf.encode(texts)
+    assert enc["attention_mask"][0].sum() < enc["attention_mask"][1].sum()  # first one is padded
+    with torch.no_grad():
+        out = clf(**enc)
+        assert out.shape == (2, 2)
+        alone = clf(**clf.encode(texts[:1]))
+        torch.testing.assert_close(out[:1], alone, atol=1e-5, rtol=1e-4)  # padding has no effect
+        n = int(enc["attention_mask"][1].sum())
+        full = lm(input_ids=enc["input_ids"][1:, :n]).logits[0, -1]
+    neg, pos = (tok(w, add_special_tokens=False).input_ids[0] for w in ("negative", "positive"))
+    torch.testing.assert_close(out[1], full[[neg, pos]], atol=1e-5, rtol=1e-4)
+
+
+def test_label_word_classifier_calibration_and_gradients(tiny_decoder):
+    from captum_prxai.models.decoder import LabelWordClassifier
+
+    lm, tok = tiny_decoder
+    clf = LabelWordClassifier(lm, tok, ["negative", "positive"], "review: {text} sentiment:")
+    enc = clf.encode(["a fine film", "dull"])
+    with torch.no_grad():
+        raw = clf(**enc)
+    bias = clf.calibrate(["N/A", ""])
+    with torch.no_grad():
+        torch.testing.assert_close(clf(**clf.encode(["N/A", ""])).mean(0), torch.zeros(2), atol=1e-5, rtol=0)
+        torch.testing.assert_close(clf(**enc), raw - bias)
+    emb = lm.get_input_embeddings()(enc["input_ids"]).detach().requires_grad_(True)
+    logits = lm(inputs_embeds=emb, attention_mask=enc["attention_mask"]).logits
+    logits[0, -1].sum().backward()
+    assert emb.grad is not None and emb.grad.abs().sum() > 0
+    with pytest.raises(PRXAIError, match="share their first token"):
+        LabelWordClassifier(lm, tok, ["good", "good"], "{text}")
+
+
+def test_unknown_decoder_name():
+    from captum_prxai.models.decoder import gguf_path
+
+    with pytest.raises(PRXAIError, match="unknown decoder"):
+        gguf_path("gpt-5")
