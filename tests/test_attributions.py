@@ -386,3 +386,14 @@ def test_attention_sink_edges_are_dropped_for_decoders(tiny_model_factory, tiny_
     b = cp.PRAttention(forward_for(bert), cp.attention_layers(bert), sink="keep").attribute(
         ids, additional_forward_args=(mask,))
     assert torch.allclose(a, b)
+
+
+def test_signed_scores_take_the_sign_of_gradient_times_input(tiny_model_factory, tiny_batch):
+    model = tiny_model_factory("bert")
+    ids, mask = tiny_batch
+    layers = cp.attention_layers(model)
+    plain = cp.PRAttentionGradient(forward_for(model), layers).attribute(ids, target=1, additional_forward_args=(mask,))
+    signed = cp.PRAttentionGradient(forward_for(model), layers, signed=True).attribute(
+        ids, target=1, additional_forward_args=(mask,))
+    assert torch.allclose(signed.abs(), plain, atol=1e-6)
+    assert (signed < 0).any() and (signed > 0).any()

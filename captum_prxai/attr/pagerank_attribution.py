@@ -74,6 +74,11 @@ class PageRankAttribution(AttentionGraphAttribution):
             attention sink of decoders), ``"keep"`` leaves them, ``"auto"``
             (default) drops them when the attention is causal. See
             :func:`~captum_prxai.graph.builders.drop_sink_edges`.
+        signed (bool): Give each token's PageRank score the sign of its
+            gradient x input at the first layer (from the same backward pass),
+            so tokens that push against the target rank last. PageRank says
+            how much a token matters; the sign says in which direction.
+            Default: False (non-negative scores summing to one).
 
     References:
         A. Azarkhalili, Y. Li, M. W. Libbrecht. *PR-XAI: PageRank-Based
@@ -98,6 +103,7 @@ class PageRankAttribution(AttentionGraphAttribution):
         capture: str = "auto",
         normalize_layers: bool = False,
         sink: str = "auto",
+        signed: bool = False,
     ) -> None:
         super().__init__(forward_func, layers, attention_fn, head_reduction, target_position, capture)
         edge_weight_fn(edge_weight)  # validates the name
@@ -120,6 +126,7 @@ class PageRankAttribution(AttentionGraphAttribution):
         if sink not in ("auto", "keep", "drop"):
             raise PRXAIError(f"sink must be 'auto', 'keep' or 'drop', got {sink!r}.")
         self.sink = sink
+        self.signed = bool(signed)
 
     @log_usage(part_of_slo=True)
     def attribute(
@@ -147,7 +154,8 @@ class PageRankAttribution(AttentionGraphAttribution):
 
         Returns:
             Tensor: ``(B, T)`` float scores for token ids (zero on padding,
-            summing to one per example); for embeddings, a tensor of the
+            summing to one per example, or their absolute values do with
+            ``signed=True``); for embeddings, a tensor of the
             input's shape whose sum over the last axis is the token score.
 
         Examples::
@@ -230,11 +238,19 @@ class PageRankAttribution(AttentionGraphAttribution):
         teleport = teleport_vector(self.teleport, torch.ones(1, length, dtype=torch.bool, device=ids.device),
                                    torch.zeros(1, dtype=torch.long, device=ids.device), adjacency.dtype,
                                    input_gradient)
-        return pagerank(adjacency.unsqueeze(0), self.damping, personalization=teleport, tol=self.tol,
-                        max_iter=self.max_iter)
+        scores = pagerank(adjacency.unsqueeze(0), self.damping, personalization=teleport, tol=self.tol,
+                          max_iter=self.max_iter)
+        return self._apply_sign(scores, input_gradient)
 
     def _needs_input_gradient(self) -> bool:
-        return isinstance(self.teleport, str) and self.teleport == "input_gradient"
+        return self.signed or (isinstance(self.teleport, str) and self.teleport == "input_gradient")
+
+    def _apply_sign(self, scores: Tensor, input_gradient: Optional[Tensor]) -> Tensor:
+        if not self.signed:
+            return scores
+        if input_gradient is None:
+            raise PRXAIError("signed=True needs gradients; the attention maps were captured without a backward pass.")
+        return torch.where(input_gradient < 0, -scores, scores)
 
     def _token_scores(self, graph: CapturedGraph) -> Tensor:
         dtype = graph.maps[0].dtype
@@ -244,16 +260,17 @@ class PageRankAttribution(AttentionGraphAttribution):
             maps = drop_sink_edges(maps, graph.mask)
         if self.graph == "token":
             adjacency = token_graph(maps, self.residual, self.normalize_layers)
-            return pagerank(
+            scores = pagerank(
                 adjacency, self.damping, personalization=teleport, node_mask=graph.mask, tol=self.tol,
                 max_iter=self.max_iter,
             )
+            return self._apply_sign(scores, graph.input_gradient)
         transitions = layered_transitions(maps, self.residual, graph.mask)
         layers = len(transitions)
         personalization = torch.zeros(teleport.shape[0], layers + 1, teleport.shape[1], dtype=dtype, device=teleport.device)
         personalization[:, layers] = teleport
         scores = layered_pagerank(transitions, self.damping, personalization)[:, 0]
-        return scores / scores.sum(-1, keepdim=True)
+        return self._apply_sign(scores / scores.sum(-1, keepdim=True), graph.input_gradient)
 
 
 class PRAttention(PageRankAttribution):

@@ -53,6 +53,9 @@ def _grid() -> List[Dict[str, Any]]:
     grid.append({"edge_weight": "gradient", "normalize_layers": True})
     grid.append({"edge_weight": "attention_gradient", "residual": 0.5})
     grid.append({"edge_weight": "attention_gradient", "head_reduction": "max"})
+    for edge in ("attention", "gradient", "attention_gradient"):
+        grid.append({"edge_weight": edge, "signed": True})
+    grid.append({"edge_weight": "attention_gradient", "teleport": "input_gradient", "signed": True})
     grid.append({"edge_weight": "gradient", "teleport": "input_gradient", "damping": 0.5})
     grid.append({"edge_weight": "attention_gradient", "teleport": "input_gradient", "damping": 0.5})
     return grid
