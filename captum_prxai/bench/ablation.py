@@ -56,6 +56,11 @@ def _grid() -> List[Dict[str, Any]]:
     for edge in ("attention", "gradient", "attention_gradient"):
         grid.append({"edge_weight": edge, "signed": True})
     grid.append({"edge_weight": "attention_gradient", "teleport": "input_gradient", "signed": True})
+    for damping in (0.5, 0.7):
+        grid.append({"edge_weight": "gradient", "damping": damping, "normalize_layers": True})
+        grid.append({"edge_weight": "gradient", "damping": damping, "signed": True})
+        grid.append({"edge_weight": "gradient", "damping": damping, "normalize_layers": True, "signed": True})
+        grid.append({"edge_weight": "attention_gradient", "damping": damping, "normalize_layers": True})
     grid.append({"edge_weight": "gradient", "teleport": "input_gradient", "damping": 0.5})
     grid.append({"edge_weight": "attention_gradient", "teleport": "input_gradient", "damping": 0.5})
     return grid
