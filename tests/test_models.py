@@ -94,9 +94,9 @@ def test_tiny_finetune_end_to_end_through_cache(tiny_dir, tmp_path, monkeypatch)
 
 
 def test_tiny_lora_finetune_is_deterministic(tiny_dir, tmp_path, monkeypatch):
-    monkeypatch.setenv("CAPTUM_PRXAI_CACHE", str(tmp_path))
-    sl = load_dataset("movie-sentences", "train")[:32]
+    sl = load_dataset("movie-sentences", "train")[:32]  # from the real cache
     te = load_dataset("movie-sentences", "test")[:16]
+    monkeypatch.setenv("CAPTUM_PRXAI_CACHE", str(tmp_path))
     kw = dict(method="lora", max_steps=3, batch_size=8, lora_rank=2, threads=1, progress=False)
     a = train_classifier(tiny_dir, (sl, te), name="a", **kw)
     b = train_classifier(tiny_dir, (sl, te), name="b", **kw)

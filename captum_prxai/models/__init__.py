@@ -4,6 +4,10 @@ Example::
 
     from captum_prxai.models import load_default
     model, tokenizer = load_default()   # MiniLM-L6 fine-tuned on movie-sentences
+
+    from captum_prxai.models import load_decoder_classifier
+    clf = load_decoder_classifier("smollm2")   # zero-shot decoder, forward -> (B, 2) logits
+    logits = clf(**clf.encode(["A gorgeous, witty film."]))
 """
 
 from captum_prxai.models.load import ENCODERS, encoder_path, load_default, load_model
@@ -11,6 +15,8 @@ from captum_prxai.models.train import TrainConfig, TrainResult, evaluate, train_
 
 __all__ = [
     "ENCODERS",
+    "LabelWordClassifier",
+    "load_decoder_classifier",
     "TrainConfig",
     "TrainResult",
     "encoder_path",
@@ -19,3 +25,12 @@ __all__ = [
     "load_model",
     "train_classifier",
 ]
+
+
+def __getattr__(name: str):
+    # decoder support imports torch at module level: load it only when asked for
+    if name in ("LabelWordClassifier", "load_decoder_classifier", "load_decoder"):
+        from captum_prxai.models import decoder
+
+        return getattr(decoder, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
