@@ -148,7 +148,7 @@ def test_load_default_classifies_movie_sentences():
     test = load_dataset("movie-sentences", "test")[:100]
     acc = evaluate(model, tok, test.texts, test.labels, max_length=64)
     assert acc >= 0.75, acc
-    assert time.time() - t0 < 20
+    assert time.time() - t0 < 60  # ~4 s alone; generous for a loaded CI machine
 
 
 # --------------------------------------------------------------------------- decoder classifiers
