@@ -397,3 +397,17 @@ def test_signed_scores_take_the_sign_of_gradient_times_input(tiny_model_factory,
         ids, target=1, additional_forward_args=(mask,))
     assert torch.allclose(signed.abs(), plain, atol=1e-6)
     assert (signed < 0).any() and (signed > 0).any()
+
+
+def test_left_padded_decoder_batch_explains_the_last_token(tiny_model_factory):
+    model = tiny_model_factory("llama")
+    ids = torch.tensor([[0, 0, 5, 6, 7, 8], [3, 4, 5, 6, 7, 8]])
+    mask = torch.tensor([[0, 0, 1, 1, 1, 1], [1, 1, 1, 1, 1, 1]])
+    pr = cp.PRAttentionGradient(forward_for(model), cp.attention_layers(model))
+    batched = pr.attribute(ids, target=1, additional_forward_args=(mask,))
+    alone = pr.attribute(ids[:1, 2:], target=1, additional_forward_args=(mask[:1, 2:],))
+    assert torch.equal(batched[0, :2], torch.zeros(2))
+    assert torch.allclose(batched[0, 2:], alone[0], atol=1e-5)
+    forced = cp.PRAttentionGradient(forward_for(model), cp.attention_layers(model), target_position="last").attribute(
+        ids, target=1, additional_forward_args=(mask,))
+    assert torch.allclose(batched, forced, atol=1e-6)

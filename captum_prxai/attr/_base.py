@@ -193,8 +193,7 @@ class AttentionGraphAttribution(GradientAttribution):
 
         def keep(layer: int, attention: Tensor, grad: Optional[Tensor]) -> Tensor:
             if not causal_flags:
-                # causal attention: the first query sees only the first key (a cheap (B, H, T) check)
-                causal_flags.append(attention.shape[-1] > 1 and bool((attention[..., 0, 1:] == 0).all()))
+                causal_flags.append(_is_causal(attention, mask))
             return self._layer_map(layer, attention, grad)
 
         recorder = AttentionRecorder(self.layers, keep, with_gradients=with_gradients, attention_fn=self.attention_fn,
@@ -262,6 +261,22 @@ class AttentionGraphAttribution(GradientAttribution):
                     f"{limit})) or explain it in windows."
                 )
             return
+
+
+def _is_causal(attention: Tensor, mask: Tensor) -> bool:
+    """Whether each example's first real query attends to no later real key (a cheap ``(B, H, T)`` check).
+
+    Looking at the first *real* row makes the check hold for left-padded
+    batches, whose padding rows may attend anywhere.
+    """
+    length = attention.shape[-1]
+    if int(mask.sum(-1).max()) < 2:
+        return False
+    positions = torch.arange(length, device=mask.device).expand_as(mask)
+    first = torch.where(mask, positions, torch.full_like(positions, length)).amin(-1).clamp(max=length - 1)
+    rows = attention[torch.arange(attention.shape[0], device=attention.device), :, first]  # (B, H, T)
+    later = (positions > first[:, None]) & mask
+    return bool((rows.masked_select(later[:, None, :].expand_as(rows)) == 0).all())
 
 
 def _find_attention_mask(
