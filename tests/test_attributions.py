@@ -411,3 +411,17 @@ def test_left_padded_decoder_batch_explains_the_last_token(tiny_model_factory):
     forced = cp.PRAttentionGradient(forward_for(model), cp.attention_layers(model), target_position="last").attribute(
         ids, target=1, additional_forward_args=(mask,))
     assert torch.allclose(batched, forced, atol=1e-6)
+
+
+def test_self_loops_dropped_for_causal_graphs_only(tiny_model_factory, tiny_batch):
+    ids, mask = tiny_batch
+    for kind, causal in (("gpt2", True), ("bert", False)):
+        model = tiny_model_factory(kind)
+        layers = cp.attention_layers(model)
+        auto = cp.PRAttentionGradient(forward_for(model), layers).attribute(ids, target=1, additional_forward_args=(mask,))
+        drop = cp.PRAttentionGradient(forward_for(model), layers, self_loops="drop").attribute(
+            ids, target=1, additional_forward_args=(mask,))
+        keep = cp.PRAttentionGradient(forward_for(model), layers, self_loops="keep").attribute(
+            ids, target=1, additional_forward_args=(mask,))
+        assert torch.allclose(auto, drop if causal else keep)
+        assert not torch.allclose(drop, keep)

@@ -10,7 +10,14 @@ from torch import Tensor, nn
 
 from captum_prxai.attr._base import AttentionGraphAttribution, CapturedGraph, TargetType
 from captum_prxai.exceptions import PRXAIError
-from captum_prxai.graph.builders import GRAPHS, drop_sink_edges, layered_transitions, teleport_vector, token_graph
+from captum_prxai.graph.builders import (
+    GRAPHS,
+    drop_self_loops,
+    drop_sink_edges,
+    layered_transitions,
+    teleport_vector,
+    token_graph,
+)
 from captum_prxai.graph.edges import EdgeWeight, edge_weight_fn
 from captum_prxai.graph.pagerank import layered_pagerank, pagerank
 from captum_prxai.graph.windows import plan_windows, stitch_window_graphs
@@ -79,6 +86,10 @@ class PageRankAttribution(AttentionGraphAttribution):
             so tokens that push against the target rank last. PageRank says
             how much a token matters; the sign says in which direction.
             Default: False (non-negative scores summing to one).
+        self_loops (str): Token graph only. ``"drop"`` removes each token's
+            edge to itself, ``"keep"`` leaves it, ``"auto"`` (default) drops
+            self-loops when the attention is causal, where they trap the walk
+            (see :func:`~captum_prxai.graph.builders.drop_self_loops`).
 
     References:
         A. Azarkhalili, Y. Li, M. W. Libbrecht. *PR-XAI: PageRank-Based
@@ -104,6 +115,7 @@ class PageRankAttribution(AttentionGraphAttribution):
         normalize_layers: bool = False,
         sink: str = "auto",
         signed: bool = False,
+        self_loops: str = "auto",
     ) -> None:
         super().__init__(forward_func, layers, attention_fn, head_reduction, target_position, capture)
         edge_weight_fn(edge_weight)  # validates the name
@@ -127,6 +139,9 @@ class PageRankAttribution(AttentionGraphAttribution):
             raise PRXAIError(f"sink must be 'auto', 'keep' or 'drop', got {sink!r}.")
         self.sink = sink
         self.signed = bool(signed)
+        if self_loops not in ("auto", "keep", "drop"):
+            raise PRXAIError(f"self_loops must be 'auto', 'keep' or 'drop', got {self_loops!r}.")
+        self.self_loops = self_loops
 
     @log_usage(part_of_slo=True)
     def attribute(
@@ -259,6 +274,8 @@ class PageRankAttribution(AttentionGraphAttribution):
         if self.sink == "drop" or (self.sink == "auto" and graph.causal):
             maps = drop_sink_edges(maps, graph.mask)
         if self.graph == "token":
+            if self.self_loops == "drop" or (self.self_loops == "auto" and graph.causal):
+                maps = drop_self_loops(maps)
             adjacency = token_graph(maps, self.residual, self.normalize_layers)
             scores = pagerank(
                 adjacency, self.damping, personalization=teleport, node_mask=graph.mask, tol=self.tol,

@@ -24,7 +24,7 @@ from torch import Tensor
 from captum_prxai.exceptions import PRXAIError
 from captum_prxai.graph.edges import with_residual
 
-__all__ = ["GRAPHS", "TELEPORTS", "drop_sink_edges", "token_graph", "layered_transitions", "teleport_vector", "propagate"]
+__all__ = ["GRAPHS", "TELEPORTS", "drop_self_loops", "drop_sink_edges", "token_graph", "layered_transitions", "teleport_vector", "propagate"]
 
 GRAPHS = ("token", "layered")
 TELEPORTS = ("target", "uniform", "input_gradient")
@@ -63,6 +63,19 @@ def drop_sink_edges(maps: list[Tensor], mask: Tensor) -> list[Tensor]:
     first = torch.where(mask, positions, torch.full_like(positions, mask.shape[1])).amin(-1)
     keep = (positions != first[:, None]).to(maps[0].dtype)
     return [m * keep[:, None, :] for m in maps]
+
+
+def drop_self_loops(maps: list[Tensor]) -> list[Tensor]:
+    """Remove each token's attention to itself from the token graph.
+
+    In a causal graph every walk runs towards the start of the text, and a
+    node whose only remaining out-edge is its self-loop (the token right after
+    a removed sink, or the first token itself) traps the walker until it
+    teleports, collecting mass it does not deserve. Without self-loops such a
+    node is dangling and hands its mass back through the teleport vector.
+    """
+    eye = torch.eye(maps[0].shape[-1], dtype=maps[0].dtype, device=maps[0].device)
+    return [m * (1 - eye) for m in maps]
 
 
 def layered_transitions(maps: list[Tensor], residual: float, mask: Tensor) -> list[Tensor]:
