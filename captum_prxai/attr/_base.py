@@ -27,14 +27,19 @@ TargetType = Union[None, int, Sequence[int], Tensor]
 
 
 
-def attention_memory_bytes(batch: int, length: int, layers: int, heads: int, itemsize: int = 4) -> int:
-    """Rough peak memory of eager attention maps for one pass: ``(L + 3) * B * H * T^2`` elements.
+def attention_memory_bytes(
+    batch: int, length: int, layers: int, heads: int, itemsize: int = 4, capture: str = "recompute"
+) -> int:
+    """Rough peak memory of the attention maps of one attribution pass.
 
-    Autograd keeps one ``(B, H, T, T)`` probability map per layer for the backward
-    pass, and the layer being computed needs about three more (scores, mask sum,
-    softmax output; or the incoming gradient and its product in backward).
+    With ``capture="recompute"`` only one layer's maps exist at a time: about
+    five ``(B, H, T, T)`` tensors in its backward (probabilities, their
+    gradient, the softmax gradient, the edge product and a temporary). With
+    ``capture="weights"`` autograd keeps one map per layer for the backward
+    pass, plus about three for the layer being computed: ``(L + 3)`` maps.
     """
-    return (layers + 3) * batch * heads * length * length * itemsize
+    maps = 5 if capture == "recompute" else layers + 3
+    return maps * batch * heads * length * length * itemsize
 
 
 def available_memory_bytes(device: torch.device) -> Optional[int]:
@@ -240,7 +245,8 @@ class AttentionGraphAttribution(GradientAttribution):
         heads = max((getattr(getattr(layer, "config", None), "num_attention_heads", 0) or 0) for layer in self.layers)
         if not heads:
             return
-        need = attention_memory_bytes(batch, length, len(self.layers), heads)
+        capture = "weights" if self.capture == "weights" or self.attention_fn is not None else "recompute"
+        need = attention_memory_bytes(batch, length, len(self.layers), heads, capture=capture)
         free = available_memory_bytes(device)
         if free is not None and need > free:
             raise PRXAIError(

@@ -131,7 +131,8 @@ def run_speed_benchmark(settings: SpeedSettings, progress: Callable[[str], None]
             base_time: Optional[float] = None
             for method in (*BASELINES, *settings.methods):
                 label = f"T={length} B={batch} {method}"
-                if method not in ("forward",) and free is not None and need > 0.8 * free:
+                if method in ("pr-ag", "pr-a", "pr-g", "gae", "rollout", "raw-attention") and free is not None \
+                        and need > 0.8 * free:
                     rows.append(SpeedRow(name, length, batch, method, None, None,
                                          f"skipped: attention maps need ~{need / 2**30:.1f} GiB, "
                                          f"{free / 2**30:.1f} GiB available"))
