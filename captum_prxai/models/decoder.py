@@ -195,6 +195,10 @@ class LabelWordClassifier(nn.Module):
                              add_special_tokens=not self.chat)
         return {"input_ids": enc["input_ids"], "attention_mask": enc["attention_mask"]}
 
+    def get_input_embeddings(self) -> nn.Module:
+        """The LM's token embeddings (for embedding-level methods such as Integrated Gradients)."""
+        return self.lm.get_input_embeddings()
+
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
         if attention_mask is None:
             attention_mask = torch.ones_like(input_ids)
