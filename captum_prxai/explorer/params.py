@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
+from captum_prxai.attr.pagerank_attribution import DEFAULT_DAMPING
 from captum_prxai.exceptions import PRXAIError
 
 __all__ = ["Param", "PARAMS", "check_params", "method_param_names", "method_options", "param_specs"]
@@ -80,7 +81,7 @@ class Param:
 PARAMS: Dict[str, Param] = {
     p.key: p
     for p in [
-        Param("damping", "PageRank damping", "float", 0.85,
+        Param("damping", "PageRank damping", "float", DEFAULT_DAMPING,
               "probability of following an edge instead of teleporting (PR-A, PR-G, PR-AG)",
               0.0, 0.99, option="damping"),
         Param("teleport", "Teleport", "choice", "target",
