@@ -61,6 +61,8 @@ def _grid() -> List[Dict[str, Any]]:
         grid.append({"edge_weight": "gradient", "damping": damping, "signed": True})
         grid.append({"edge_weight": "gradient", "damping": damping, "normalize_layers": True, "signed": True})
         grid.append({"edge_weight": "attention_gradient", "damping": damping, "normalize_layers": True})
+    for edge in ("gradient", "attention_gradient"):  # decoders: keep the attention sink and self-loops
+        grid.append({"edge_weight": edge, "damping": 0.7, "sink": "keep", "self_loops": "keep"})
     grid.append({"edge_weight": "gradient", "damping": 0.7, "self_loops": "drop"})
     grid.append({"edge_weight": "attention_gradient", "damping": 0.7, "self_loops": "drop"})
     grid.append({"edge_weight": "gradient", "teleport": "input_gradient", "damping": 0.5})
