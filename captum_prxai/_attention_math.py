@@ -55,7 +55,11 @@ def default_scale(query: Tensor, scale: Optional[float]) -> float:
 
 
 class RecomputedAttention(torch.autograd.Function):
-    """SDPA forward; backward recomputes ``A``, reports ``(A, dA)`` to ``sink`` and returns ``dq, dk, dv``."""
+    """SDPA forward; backward recomputes ``A``, reports ``(A, dA)`` to ``sink`` and returns ``dq, dk, dv``.
+
+    With ``capture_only`` (the earliest hooked layer, when nothing below it
+    needs a gradient) the backward stops after reporting ``(A, dA)``.
+    """
 
     @staticmethod
     def forward(  # type: ignore[override]
@@ -68,6 +72,7 @@ class RecomputedAttention(torch.autograd.Function):
         causal: bool,
         groups: int,
         sink: GradientSink,
+        capture_only: bool = False,
     ) -> Tensor:
         out = F.scaled_dot_product_attention(
             query, repeat_heads(key, groups), repeat_heads(value, groups), attn_mask=mask, scale=scale,
@@ -75,6 +80,7 @@ class RecomputedAttention(torch.autograd.Function):
         )
         ctx.save_for_backward(query, key, value, mask if mask is not None else torch.empty(0))
         ctx.has_mask, ctx.scale, ctx.causal, ctx.groups, ctx.sink = mask is not None, scale, causal, groups, sink
+        ctx.capture_only = capture_only
         return out
 
     @staticmethod
@@ -85,6 +91,8 @@ class RecomputedAttention(torch.autograd.Function):
         probs = attention_probs(query, key_full, mask if ctx.has_mask else None, ctx.scale, ctx.causal)
         grad_probs = torch.matmul(grad_out, value_full.transpose(-1, -2))
         ctx.sink(probs, grad_probs)
+        if ctx.capture_only:  # the earliest layer: nothing below it needs a gradient
+            return None, None, None, None, None, None, None, None, None
         need_q, need_k, need_v = ctx.needs_input_grad[:3]
         grad_q = grad_k = grad_v = None
         if need_q or need_k:
@@ -98,7 +106,7 @@ class RecomputedAttention(torch.autograd.Function):
             del grad_scores
         if need_v:
             grad_v = _sum_groups(torch.matmul(probs.transpose(-1, -2), grad_out), groups)
-        return grad_q, grad_k, grad_v, None, None, None, None, None
+        return grad_q, grad_k, grad_v, None, None, None, None, None, None
 
 
 def _sum_groups(grad: Tensor, groups: int) -> Tensor:

@@ -303,7 +303,8 @@ def _capture_attention(
         def sink(probs: Tensor, grad: Tensor, index: int = index) -> None:
             recorder._store(index, probs, grad)
 
-        out = RecomputedAttention.apply(query, key, value, attention_mask, scale, causal, groups, sink)
+        capture_only = index == 0 and not recorder.input_gradient_wanted
+        out = RecomputedAttention.apply(query, key, value, attention_mask, scale, causal, groups, sink, capture_only)
     else:
         probs = attention_probs(query, repeat_heads(key, groups), attention_mask, scale, causal)
         recorder._store(index, probs, None)
