@@ -4,7 +4,8 @@ Every measurement runs in this one process, on the same model and inputs:
 
 * ``forward``: one plain forward pass (the model's default attention, no gradients);
 * ``forward+backward``: forward and ``backward()`` with parameter gradients, as in training;
-* the attribution methods, by their benchmark names (``pr-ag``, ``pr-a``, ``gae``, ``ig`` = LIG-50).
+* the attribution methods, by their benchmark names (``pr-ag``, ``pr-a``, ``gae``, ``ig`` = LIG-50,
+  its interpolation steps run in chunks of about 8k tokens).
 
 For each sequence length and batch size it reports the median wall time over
 ``repeats`` runs (after one warm-up), the ratio to ``forward+backward``, and the
@@ -105,7 +106,11 @@ def run_speed_benchmark(settings: SpeedSettings, progress: Callable[[str], None]
         layers = sum(1 for _ in model.modules() if type(_).__name__ == "BertSelfAttention")
         heads = model.config.num_attention_heads
         forward = make_forward_func(model)
-        context = MethodContext(pad_token_id=0, mask_token_id=103, options={"ig": {"n_steps": settings.ig_steps}})
+        # LIG expands every example into ig_steps copies; chunk them to about 8k tokens per pass so long
+        # inputs fit in memory (all 50 steps of a 2048-token input at once need > 16 GB)
+        ig_chunk = max(1, 8192 // length)
+        context = MethodContext(pad_token_id=0, mask_token_id=103,
+                                options={"ig": {"n_steps": settings.ig_steps, "internal_batch_size": ig_chunk}})
         explainers = {m: build_method(m, model, forward, context) for m in settings.methods}
         for batch in settings.batch_sizes:
             generator = torch.Generator().manual_seed(length + batch)
