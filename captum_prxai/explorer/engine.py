@@ -17,6 +17,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
+from captum_prxai._limits import max_input_length
 from captum_prxai.exceptions import PRXAIError
 from captum_prxai.explorer.params import method_options
 
@@ -32,17 +33,7 @@ GRAPH_EDGES = {"pr-a": "attention", "pr-g": "gradient", "pr-ag": "attention_grad
 
 def model_max_tokens(model: Any, tokenizer: Any) -> Optional[int]:
     """Longest input, in tokens with special tokens, that ``model`` accepts (``None``: no known limit)."""
-    config = getattr(model, "config", None)
-    limits = []
-    pos = getattr(config, "max_position_embeddings", None) or getattr(config, "n_positions", None)
-    if isinstance(pos, int) and pos > 0:
-        if getattr(config, "model_type", "") in ("roberta", "xlm-roberta", "camembert", "mpnet"):
-            pos -= (getattr(config, "pad_token_id", 1) or 0) + 1
-        limits.append(pos)
-    tok_max = getattr(tokenizer, "model_max_length", None)
-    if isinstance(tok_max, int) and 0 < tok_max < 1_000_000:
-        limits.append(tok_max)
-    return min(limits) if limits else None
+    return max_input_length(getattr(model, "config", None), tokenizer)
 
 
 @dataclass(frozen=True)
