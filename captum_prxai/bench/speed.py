@@ -16,8 +16,12 @@ with the estimate, instead of being run.
 
 from __future__ import annotations
 
+import os
 import platform
+import resource
 import statistics
+import subprocess
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,6 +49,8 @@ class SpeedSettings:
     #: skip a method when one call is predicted to take longer than this (seconds)
     max_seconds_per_call: float = 300.0
     device: str = "cpu"
+    #: measure CPU peak memory in a fresh process per cell (RSS sampling in one process misses reuse)
+    memory_subprocess: bool = True
 
 
 @dataclass
@@ -92,6 +98,71 @@ def _measure(fn: Callable[[], object], repeats: int, device: torch.device) -> tu
     return statistics.median(times), peak / 2**20
 
 
+def _setup(length: int, batch: int, settings: SpeedSettings, model: Optional[nn.Module] = None):
+    """Model, inputs and the callable of every method, for one (length, batch) cell."""
+    device = torch.device(settings.device)
+    if model is None:
+        model = (_minilm() if length <= 512 else _long_config_model(max(max(settings.lengths), length))).to(device)
+    forward = make_forward_func(model)
+    # LIG expands every example into ig_steps copies; chunk them to about 8k tokens per pass so long
+    # inputs fit in memory (all 50 steps of a 2048-token input at once need > 16 GB)
+    ig_chunk = max(1, 8192 // length)
+    context = MethodContext(pad_token_id=0, mask_token_id=103,
+                            options={"ig": {"n_steps": settings.ig_steps, "internal_batch_size": ig_chunk}})
+    generator = torch.Generator().manual_seed(length + batch)
+    ids = torch.randint(1000, 29000, (batch, length), generator=generator).to(device)
+    ids[:, 0], ids[:, -1] = 101, 102
+    mask = torch.ones_like(ids)
+    special = torch.zeros_like(ids)
+    special[:, 0] = special[:, -1] = 1
+    target = torch.ones(batch, dtype=torch.long, device=device)
+
+    def plain_forward() -> object:
+        with torch.no_grad():
+            return model(ids, attention_mask=mask).logits
+
+    def forward_backward() -> object:
+        model.zero_grad(set_to_none=True)
+        model(ids, attention_mask=mask).logits[:, 1].sum().backward()
+        model.zero_grad(set_to_none=True)
+        return None
+
+    calls: dict[str, Callable[[], object]] = {"forward": plain_forward, "forward+backward": forward_backward}
+    for method in settings.methods:
+        explainer = build_method(method, model, forward, context)
+        calls[method] = lambda e=explainer: e(ids, mask, special, target)
+    return model, calls
+
+
+def _rss() -> int:
+    with open("/proc/self/statm") as fh:
+        return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def child_peak_memory(method: str, length: int, batch: int, threads: int = 1) -> int:
+    """Peak resident memory above the level before one call of ``method``, in a process of its own.
+
+    ``ru_maxrss`` only grows, so each measurement needs a fresh process: the
+    model and inputs are built first, then one call runs.
+    """
+    torch.set_num_threads(threads)
+    settings = SpeedSettings(lengths=(length,), batch_sizes=(batch,),
+                             methods=tuple(m for m in (method,) if m not in BASELINES))
+    _, calls = _setup(length, batch, settings)
+    before = _rss()
+    calls[method]()
+    return max(0, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - before)
+
+
+def _peak_in_subprocess(method: str, length: int, batch: int) -> Optional[float]:
+    code = ("import sys; from captum_prxai.bench.speed import child_peak_memory; "
+            f"print(child_peak_memory({method!r}, {length}, {batch}))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    if done.returncode != 0 or not done.stdout.strip():
+        return None
+    return int(done.stdout.strip().splitlines()[-1]) / 2**20
+
+
 def run_speed_benchmark(settings: SpeedSettings, progress: Callable[[str], None] = print) -> list[SpeedRow]:
     """Time every (length, batch, method) of ``settings``; returns one row each."""
     device = torch.device(settings.device)
@@ -99,39 +170,11 @@ def run_speed_benchmark(settings: SpeedSettings, progress: Callable[[str], None]
     models: dict[str, nn.Module] = {}
     for length in settings.lengths:
         name = "minilm-l6" if length <= 512 else "bert-config-l6"
-        if name not in models:
-            models.clear()
-            models[name] = (_minilm() if name == "minilm-l6" else _long_config_model(max(settings.lengths))).to(device)
-        model = models[name]
-        layers = sum(1 for _ in model.modules() if type(_).__name__ == "BertSelfAttention")
-        heads = model.config.num_attention_heads
-        forward = make_forward_func(model)
-        # LIG expands every example into ig_steps copies; chunk them to about 8k tokens per pass so long
-        # inputs fit in memory (all 50 steps of a 2048-token input at once need > 16 GB)
-        ig_chunk = max(1, 8192 // length)
-        context = MethodContext(pad_token_id=0, mask_token_id=103,
-                                options={"ig": {"n_steps": settings.ig_steps, "internal_batch_size": ig_chunk}})
-        explainers = {m: build_method(m, model, forward, context) for m in settings.methods}
         for batch in settings.batch_sizes:
-            generator = torch.Generator().manual_seed(length + batch)
-            ids = torch.randint(1000, 29000, (batch, length), generator=generator).to(device)
-            ids[:, 0], ids[:, -1] = 101, 102
-            mask = torch.ones_like(ids)
-            special = torch.zeros_like(ids)
-            special[:, 0] = special[:, -1] = 1
-            target = torch.ones(batch, dtype=torch.long, device=device)
-
-            def plain_forward() -> object:
-                with torch.no_grad():
-                    return model(ids, attention_mask=mask).logits
-
-            def forward_backward() -> object:
-                model.zero_grad(set_to_none=True)
-                model(ids, attention_mask=mask).logits[:, 1].sum().backward()
-                model.zero_grad(set_to_none=True)
-                return None
-
-            need = attention_memory_bytes(batch, length, layers, heads, 4)
+            model, calls = _setup(length, batch, settings, models.get(name))
+            models = {name: model}
+            layers = sum(1 for _ in model.modules() if type(_).__name__ == "BertSelfAttention")
+            need = attention_memory_bytes(batch, length, layers, model.config.num_attention_heads, 4)
             free = available_memory_bytes(device)
             base_time: Optional[float] = None
             for method in (*BASELINES, *settings.methods):
@@ -150,21 +193,16 @@ def run_speed_benchmark(settings: SpeedSettings, progress: Callable[[str], None]
                                              f"skipped: predicted {predicted:.0f} s per call"))
                         progress(f"{label}: {rows[-1].note}")
                         continue
-                if method == "forward":
-                    fn = plain_forward
-                elif method == "forward+backward":
-                    fn = forward_backward
-                else:
-                    explainer = explainers[method]
-                    fn = lambda e=explainer: e(ids, mask, special, target)  # noqa: E731
                 repeats = 1 if method == "ig" else settings.repeats
-                median, peak = _measure(fn, repeats, device)
+                median, peak = _measure(calls[method], repeats, device)
+                if settings.memory_subprocess and device.type == "cpu":
+                    peak = _peak_in_subprocess(method, length, batch)
                 if method == "forward+backward":
                     base_time = median
                 rows.append(SpeedRow(name, length, batch, method, median, peak))
-                progress(f"{label}: {median:.3f} s, peak {peak:.0f} MiB")
-            base = {(r.method): r for r in rows if r.length == length and r.batch == batch}
-            fb = base.get("forward+backward")
+                progress(f"{label}: {median:.3f} s, peak {peak if peak is not None else float('nan'):.0f} MiB")
+            fb = next((r for r in rows if r.length == length and r.batch == batch and r.method == "forward+backward"),
+                      None)
             for r in rows:
                 if r.length == length and r.batch == batch and r.median_s is not None and fb and fb.median_s:
                     r.ratio = r.median_s / fb.median_s
@@ -186,7 +224,8 @@ def speed_table(rows: Sequence[SpeedRow], settings: SpeedSettings, command: str)
         "",
         f"Hardware: {hardware}; torch {torch.__version__}. Median of {settings.repeats} runs after a warm-up "
         "(LIG: one run). `ratio` is time / (forward + backward with parameter gradients, default attention). "
-        "Peak memory is above the level before the call.",
+        "Peak memory is the growth of resident memory during one call, each measured in a fresh process "
+        "(on GPU: the CUDA allocator's peak).",
         "",
         "| model | T | B | method | median (s) | ratio to fwd+bwd | peak memory (MiB) | note |",
         "|---|---|---|---|---|---|---|---|",
