@@ -2,8 +2,10 @@
 
 Each sub-command lives in its own module under :mod:`captum_prxai.commands`
 and exposes ``HELP`` (one line), ``add_arguments(parser)`` and
-``run(args) -> int``. Modules are imported only when their command runs, so
-``captum-prxai --help`` stays fast.
+``run(args) -> int``. Those modules import torch, transformers and friends
+inside ``run`` only, so building the parser (and ``captum-prxai --help``)
+stays fast. Errors of the :class:`~captum_prxai.exceptions.PRXAIError` kind
+print as one line, without a traceback, and exit with status 2.
 """
 
 from __future__ import annotations
