@@ -3,38 +3,65 @@
 The flow: capture attention (:mod:`captum_prxai.hooks`) -> build the graph
 (:mod:`captum_prxai.graph`) -> PageRank (:func:`pagerank`) -> token scores
 (:mod:`captum_prxai.attr`).
+
+The public names below are imported on first use (PEP 562), so that the
+command line starts without loading torch.
 """
 
-from captum_prxai.attr import (
-    AttentionGraphAttribution,
-    AttentionRollout,
-    GradientWeightedRollout,
-    PageRankAttribution,
-    PRAttention,
-    PRAttentionGradient,
-    PRGradient,
-    RawAttention,
-)
-from captum_prxai.exceptions import ConvergenceError, PRXAIError
-from captum_prxai.graph import layered_pagerank, pagerank
-from captum_prxai.hooks import AttentionRecorder, attention_layers, sdpa_attention
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
-__all__ = [
-    "AttentionGraphAttribution",
-    "AttentionRecorder",
-    "AttentionRollout",
-    "ConvergenceError",
-    "GradientWeightedRollout",
-    "PRAttention",
-    "PRAttentionGradient",
-    "PRGradient",
-    "PRXAIError",
-    "PageRankAttribution",
-    "RawAttention",
-    "attention_layers",
-    "layered_pagerank",
-    "pagerank",
-    "sdpa_attention",
-]
+_EXPORTS = {
+    "AttentionGraphAttribution": "captum_prxai.attr",
+    "AttentionRollout": "captum_prxai.attr",
+    "GradientWeightedRollout": "captum_prxai.attr",
+    "PRAttention": "captum_prxai.attr",
+    "PRAttentionGradient": "captum_prxai.attr",
+    "PRGradient": "captum_prxai.attr",
+    "PageRankAttribution": "captum_prxai.attr",
+    "RawAttention": "captum_prxai.attr",
+    "ConvergenceError": "captum_prxai.exceptions",
+    "PRXAIError": "captum_prxai.exceptions",
+    "layered_pagerank": "captum_prxai.graph",
+    "pagerank": "captum_prxai.graph",
+    "AttentionRecorder": "captum_prxai.hooks",
+    "attention_layers": "captum_prxai.hooks",
+    "sdpa_attention": "captum_prxai.hooks",
+}
+_SUBMODULES = {"attr", "bench", "data", "exceptions", "explorer", "graph", "hooks", "metrics", "models", "viz"}
+
+__all__ = sorted(_EXPORTS)
+
+if TYPE_CHECKING:  # pragma: no cover
+    from captum_prxai.attr import (
+        AttentionGraphAttribution,
+        AttentionRollout,
+        GradientWeightedRollout,
+        PageRankAttribution,
+        PRAttention,
+        PRAttentionGradient,
+        PRGradient,
+        RawAttention,
+    )
+    from captum_prxai.exceptions import ConvergenceError, PRXAIError
+    from captum_prxai.graph import layered_pagerank, pagerank
+    from captum_prxai.hooks import AttentionRecorder, attention_layers, sdpa_attention
+
+
+def __getattr__(name: str) -> Any:
+    if name in _EXPORTS:
+        value = getattr(importlib.import_module(_EXPORTS[name]), name)
+    elif name in _SUBMODULES:
+        value = importlib.import_module(f"captum_prxai.{name}")
+    else:
+        raise AttributeError(f"module 'captum_prxai' has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS) | _SUBMODULES)
