@@ -16,6 +16,7 @@ from typing import Any, Callable, Optional, Sequence, Union
 import torch
 from captum._utils.common import _format_additional_forward_args
 from captum.attr import GradientAttribution
+from captum.log import log_usage
 from torch import Tensor, nn
 
 from captum_prxai._limits import max_input_length
@@ -125,6 +126,43 @@ class AttentionGraphAttribution(GradientAttribution):
     @property
     def multiplies_by_inputs(self) -> bool:
         return False
+
+    @log_usage(part_of_slo=True)
+    def attribute(
+        self,
+        inputs: Tensor,
+        target: TargetType = None,
+        additional_forward_args: Any = None,
+        attention_mask: Optional[Tensor] = None,
+        internal_batch_size: Optional[int] = None,
+    ) -> Tensor:
+        r"""Score every input token from one pass through the model.
+
+        Args:
+            inputs (Tensor): Token ids ``(B, T)`` or input embeddings ``(B, T, D)``.
+            target (int, sequence of int or Tensor, optional): The output
+                index to explain, one for all or one per example. ``None``
+                explains each example's predicted class.
+            additional_forward_args (Any, optional): Further arguments of
+                ``forward_func``, e.g. ``(attention_mask,)``.
+            attention_mask (Tensor, optional): ``(B, T)`` padding mask. If
+                omitted, the first 0/1 ``(B, T)`` integer tensor of
+                ``additional_forward_args`` is used; else every token is real.
+            internal_batch_size (int, optional): Process the batch in chunks
+                of this size.
+
+        Returns:
+            Tensor: ``(B, T)`` float scores for token ids, exactly zero on
+            padding; for embeddings, a tensor of the input's shape whose sum
+            over the last axis is the token score. PageRank scores sum to one
+            per example (their absolute values, with ``signed=True``).
+
+        Examples::
+
+            >>> pr = PRAttentionGradient(forward, attention_layers(model))
+            >>> scores = pr.attribute(input_ids, target=1, additional_forward_args=(attention_mask,))
+        """
+        return self._attribute(inputs, target, additional_forward_args, attention_mask, internal_batch_size)
 
     # -- subclass hooks -------------------------------------------------------------------------
     def _needs_gradients(self) -> bool:

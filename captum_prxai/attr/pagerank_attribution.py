@@ -8,7 +8,7 @@ import torch
 from captum.log import log_usage
 from torch import Tensor, nn
 
-from captum_prxai.attr._base import AttentionGraphAttribution, CapturedGraph, TargetType
+from captum_prxai.attr._base import AttentionGraphAttribution, CapturedGraph
 from captum_prxai.exceptions import PRXAIError
 from captum_prxai.graph.builders import (
     GRAPHS,
@@ -149,43 +149,6 @@ class PageRankAttribution(AttentionGraphAttribution):
         if self_loops not in ("auto", "keep", "drop"):
             raise PRXAIError(f"self_loops must be 'auto', 'keep' or 'drop', got {self_loops!r}.")
         self.self_loops = self_loops
-
-    @log_usage(part_of_slo=True)
-    def attribute(
-        self,
-        inputs: Tensor,
-        target: TargetType = None,
-        additional_forward_args: Any = None,
-        attention_mask: Optional[Tensor] = None,
-        internal_batch_size: Optional[int] = None,
-    ) -> Tensor:
-        r"""Score every input token by PageRank on the attention graph.
-
-        Args:
-            inputs (Tensor): Token ids ``(B, T)`` or input embeddings ``(B, T, D)``.
-            target (int, sequence of int or Tensor, optional): The output
-                index to explain, one for all or one per example. ``None``
-                explains each example's predicted class.
-            additional_forward_args (Any, optional): Further arguments of
-                ``forward_func``, e.g. ``(attention_mask,)``.
-            attention_mask (Tensor, optional): ``(B, T)`` padding mask. If
-                omitted, the first 0/1 ``(B, T)`` integer tensor of
-                ``additional_forward_args`` is used; else every token is real.
-            internal_batch_size (int, optional): Process the batch in chunks
-                of this size.
-
-        Returns:
-            Tensor: ``(B, T)`` float scores for token ids (zero on padding,
-            summing to one per example, or their absolute values do with
-            ``signed=True``); for embeddings, a tensor of the
-            input's shape whose sum over the last axis is the token score.
-
-        Examples::
-
-            >>> pr = PRAttentionGradient(forward, attention_layers(model))
-            >>> scores = pr.attribute(input_ids, target=1, additional_forward_args=(attention_mask,))
-        """
-        return self._attribute(inputs, target, additional_forward_args, attention_mask, internal_batch_size)
 
     @log_usage(part_of_slo=True)
     def attribute_long(

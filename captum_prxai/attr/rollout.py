@@ -2,50 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 import torch
-from captum.log import log_usage
 from torch import Tensor
 
-from captum_prxai.attr._base import AttentionGraphAttribution, CapturedGraph, TargetType
+from captum_prxai.attr._base import AttentionGraphAttribution, CapturedGraph
 from captum_prxai.graph.builders import propagate, teleport_vector
 from captum_prxai.graph.edges import with_residual
 
 __all__ = ["RawAttention", "AttentionRollout", "GradientWeightedRollout"]
 
-_ATTRIBUTE_DOC = r"""
-        Args:
-            inputs (Tensor): Token ids ``(B, T)`` or input embeddings ``(B, T, D)``.
-            target (int, sequence of int or Tensor, optional): Output index to
-                explain; ``None`` explains the predicted class.
-            additional_forward_args (Any, optional): Further arguments of
-                ``forward_func``, e.g. ``(attention_mask,)``.
-            attention_mask (Tensor, optional): ``(B, T)`` padding mask (found in
-                ``additional_forward_args`` when omitted).
-            internal_batch_size (int, optional): Chunk size for large batches.
-
-        Returns:
-            Tensor: ``(B, T)`` scores (zero on padding), or the input's shape
-            for embeddings.
-"""
-
-
 class _RowOfTarget(AttentionGraphAttribution):
-    """Shared ``attribute`` for baselines that read the explained token's row of a relevance matrix."""
-
-    @log_usage(part_of_slo=True)
-    def attribute(
-        self,
-        inputs: Tensor,
-        target: TargetType = None,
-        additional_forward_args: Any = None,
-        attention_mask: Optional[Tensor] = None,
-        internal_batch_size: Optional[int] = None,
-    ) -> Tensor:
-        return self._attribute(inputs, target, additional_forward_args, attention_mask, internal_batch_size)
-
-    attribute.__doc__ = "Score every input token.\n" + _ATTRIBUTE_DOC
+    """Baselines that read the explained token's row of a relevance matrix."""
 
     def _start(self, graph: CapturedGraph) -> Tensor:
         return teleport_vector("target", graph.mask, graph.target_position, graph.maps[0].dtype)
