@@ -169,7 +169,14 @@ def write_plot(records: Sequence[Dict[str, Any]], methods: Sequence[str], path: 
     import numpy as np
     from matplotlib.figure import Figure  # no pyplot: leaves the user's backend alone
 
-    fig = Figure(figsize=(11, 4.2))
+    import matplotlib
+
+    shown = [m for m in methods if any(r["method"] == m for r in records)]
+    # distinct colours for up to 20 methods; the legend sits below the panels so it hides no curve
+    palette = matplotlib.colormaps["tab20" if len(shown) > 10 else "tab10"]
+    colours = {m: palette(i % palette.N) for i, m in enumerate(shown)}
+    legend_rows = (len(shown) + 3) // 4
+    fig = Figure(figsize=(11, 4.2 + 0.28 * legend_rows))
     axes = fig.subplots(1, 2, sharey=True)
     for ax, key, title in ((axes[0], "curve_most", "Most relevant removed first (lower is better)"),
                            (axes[1], "curve_least", "Least relevant removed first (higher is better)")):
@@ -180,7 +187,7 @@ def write_plot(records: Sequence[Dict[str, Any]], methods: Sequence[str], path: 
             arr = np.asarray(curves, dtype=float)
             x = np.asarray([r["curve_fractions"] for r in records if r["method"] == m][0]) * 100
             mean = arr.mean(axis=0)
-            line, = ax.plot(x, mean, marker="o", markersize=3, label=_label(m),
+            line, = ax.plot(x, mean, marker="o", markersize=3, label=_label(m), color=colours[m],
                             linestyle="--" if m == "random" else "-")
             if arr.shape[0] > 1:
                 sem = arr.std(axis=0, ddof=1) / np.sqrt(arr.shape[0])
@@ -190,7 +197,8 @@ def write_plot(records: Sequence[Dict[str, Any]], methods: Sequence[str], path: 
         ax.set_xlabel("tokens removed (%)")
         ax.grid(alpha=0.3)
     axes[0].set_ylabel("probability of the predicted class")
-    axes[1].legend(fontsize=8, loc="best")
-    fig.tight_layout()
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=4, fontsize=8, frameon=False)
+    fig.tight_layout(rect=(0, 0.065 * legend_rows, 1, 1))
     fig.savefig(path, dpi=120)
     return Path(path)
