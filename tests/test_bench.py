@@ -306,3 +306,16 @@ def test_captum_infidelity_and_sensitivity_with_pr_method(tiny):
                            n_perturb_samples=3, target=1, additional_forward_args=(mask,))
     # Replacing a token by [MASK] changes the attention graph, so the PageRank scores move.
     assert sens.shape == (2,) and (sens > 0).all() and torch.isfinite(sens).all()
+
+
+def test_ablation_variant_names_match_their_settings():
+    """A variant named ...:0.85 runs at damping 0.85 whatever the library default is."""
+
+    import captum_prxai
+    from captum_prxai.bench.ablation import VARIANTS
+
+    for name, kwargs in VARIANTS.items():
+        edge, graph, teleport, damping = name.split(":")[1:5]
+        assert kwargs["graph"] == graph and kwargs["teleport"] == teleport
+        assert kwargs["damping"] == float(damping)
+        captum_prxai.PageRankAttribution(lambda *a: None, [captum_prxai.hooks.nn.Linear(1, 1)], **kwargs)

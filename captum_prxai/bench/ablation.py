@@ -70,7 +70,10 @@ def _grid() -> List[Dict[str, Any]]:
     return grid
 
 
-VARIANTS: Dict[str, Dict[str, Any]] = {variant_name(**kw): kw for kw in _grid()}
+#: Every setting a variant's name shows is passed explicitly, so a name keeps its meaning when the
+#: library's defaults change.
+_NAMED = {"edge_weight": "attention_gradient", "graph": "token", "teleport": "target", "damping": 0.85}
+VARIANTS: Dict[str, Dict[str, Any]] = {variant_name(**kw): {**_NAMED, **kw} for kw in _grid()}
 
 
 def register_variants(variants: Dict[str, Dict[str, Any]] = VARIANTS) -> List[str]:
