@@ -16,6 +16,7 @@ with the estimate, instead of being run.
 
 from __future__ import annotations
 
+import gc
 import os
 import platform
 import resource
@@ -149,9 +150,25 @@ def child_peak_memory(method: str, length: int, batch: int, threads: int = 1) ->
     settings = SpeedSettings(lengths=(length,), batch_sizes=(batch,),
                              methods=tuple(m for m in (method,) if m not in BASELINES))
     _, calls = _setup(length, batch, settings)
+    gc.collect()
+    _reset_peak()
     before = _rss()
     calls[method]()
-    return max(0, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - before)
+    return max(0, _peak_rss() - before)
+
+
+def _reset_peak() -> None:
+    """Reset the kernel's resident-memory high-water mark (``VmHWM``), so loading the model does not count."""
+    with open("/proc/self/clear_refs", "w") as fh:
+        fh.write("5")
+
+
+def _peak_rss() -> int:
+    with open("/proc/self/status") as fh:
+        for line in fh:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
 def _peak_in_subprocess(method: str, length: int, batch: int) -> Optional[float]:
@@ -206,6 +223,25 @@ def run_speed_benchmark(settings: SpeedSettings, progress: Callable[[str], None]
             for r in rows:
                 if r.length == length and r.batch == batch and r.median_s is not None and fb and fb.median_s:
                     r.ratio = r.median_s / fb.median_s
+    return rows
+
+
+def run_memory_benchmark(settings: SpeedSettings, progress: Callable[[str], None] = print) -> list[SpeedRow]:
+    """Peak memory only (one fresh process per cell), for every (length, batch, method) of ``settings``."""
+    rows: list[SpeedRow] = []
+    for length in settings.lengths:
+        name = "minilm-l6" if length <= 512 else "bert-config-l6"
+        for batch in settings.batch_sizes:
+            for method in (*BASELINES, *settings.methods):
+                peak = _peak_in_subprocess(method, length, batch)
+                note = "" if peak is not None else "failed (out of memory?)"
+                rows.append(SpeedRow(name, length, batch, method, None, peak, note))
+                progress(f"T={length} B={batch} {method}: peak {peak if peak is not None else float('nan'):.0f} MiB")
+            fb = next((r for r in rows if r.length == length and r.batch == batch and r.method == "forward+backward"),
+                      None)
+            for r in rows:
+                if r.length == length and r.batch == batch and r.peak_mib is not None and fb and fb.peak_mib:
+                    r.ratio = r.peak_mib / fb.peak_mib
     return rows
 
 

@@ -22,13 +22,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--max-seconds", type=float, default=300.0, help="skip LIG when one call would take longer")
+    parser.add_argument("--memory-only", action="store_true",
+                        help="measure peak memory only (a fresh process per cell); 'ratio' is then to the "
+                             "peak memory of forward+backward")
     parser.add_argument("--out", default="benchmarks/results/speed_cpu.md", help="Markdown table to write")
 
 
 def run(args: argparse.Namespace) -> int:
     import torch
 
-    from captum_prxai.bench.speed import SpeedSettings, run_speed_benchmark, speed_table, write_results
+    from captum_prxai.bench.speed import (
+        SpeedSettings,
+        run_memory_benchmark,
+        run_speed_benchmark,
+        speed_table,
+        write_results,
+    )
     from captum_prxai.bench.methods import parse_methods
     from pathlib import Path
 
@@ -37,7 +46,8 @@ def run(args: argparse.Namespace) -> int:
     settings = SpeedSettings(lengths=args.lengths, batch_sizes=args.batch_sizes, methods=parse_methods(args.methods),
                              repeats=args.repeats, ig_steps=args.ig_steps, max_seconds_per_call=args.max_seconds,
                              device=args.device)
-    rows = run_speed_benchmark(settings, progress=lambda line: print(line, file=sys.stderr, flush=True))
+    runner = run_memory_benchmark if args.memory_only else run_speed_benchmark
+    rows = runner(settings, progress=lambda line: print(line, file=sys.stderr, flush=True))
     command = "captum-prxai bench-speed " + " ".join(shlex.quote(a) for a in sys.argv[2:])
     path = write_results(rows, settings, Path(args.out), command)
     print(speed_table(rows, settings, command))
