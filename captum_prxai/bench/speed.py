@@ -253,15 +253,19 @@ def speed_table(rows: Sequence[SpeedRow], settings: SpeedSettings, command: str)
         hardware = torch.cuda.get_device_name(0)
     else:
         hardware = f"{platform.processor() or platform.machine()}, {threads} torch thread(s)"
+    memory_only = all(r.median_s is None for r in rows)
+    measured = ("`ratio` is peak memory / that of forward + backward with parameter gradients (default attention)."
+                if memory_only else
+                f"Median of {settings.repeats} runs after a warm-up (LIG: one run). `ratio` is time / (forward + "
+                "backward with parameter gradients, default attention).")
     lines = [
-        f"# Speed and memory ({device})",
+        f"# {'Peak memory' if memory_only else 'Speed and memory'} ({device})",
         "",
         f"Reproduce: `{command}`",
         "",
-        f"Hardware: {hardware}; torch {torch.__version__}. Median of {settings.repeats} runs after a warm-up "
-        "(LIG: one run). `ratio` is time / (forward + backward with parameter gradients, default attention). "
-        "Peak memory is the growth of resident memory during one call, each measured in a fresh process "
-        "(on GPU: the CUDA allocator's peak).",
+        f"Hardware: {hardware}; torch {torch.__version__}. {measured} "
+        "Peak memory is the growth of resident memory during one call, each measured in a fresh process with "
+        "the high-water mark reset after loading (on GPU: the CUDA allocator's peak).",
         "",
         "| model | T | B | method | median (s) | ratio to fwd+bwd | peak memory (MiB) | note |",
         "|---|---|---|---|---|---|---|---|",
