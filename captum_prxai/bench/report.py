@@ -166,10 +166,11 @@ def write_summary_json(summary: Dict[str, Any], meta: Dict[str, Any], path: Path
 
 def write_plot(records: Sequence[Dict[str, Any]], methods: Sequence[str], path: Path) -> Path:
     """Mean deletion curves (most- and least-relevant first) with ± s.e. bands, one line per method."""
+    import matplotlib
     import numpy as np
     from matplotlib.figure import Figure  # no pyplot: leaves the user's backend alone
 
-    import matplotlib
+    from captum_prxai.viz.curves import draw_curves
 
     shown = [m for m in methods if any(r["method"] == m for r in records)]
     # distinct colours for up to 20 methods; the legend sits below the panels so it hides no curve
@@ -180,22 +181,18 @@ def write_plot(records: Sequence[Dict[str, Any]], methods: Sequence[str], path: 
     axes = fig.subplots(1, 2, sharey=True)
     for ax, key, title in ((axes[0], "curve_most", "Most relevant removed first (lower is better)"),
                            (axes[1], "curve_least", "Least relevant removed first (higher is better)")):
-        for m in methods:
-            curves = [r[key] for r in records if r["method"] == m]
-            if not curves:
-                continue
-            arr = np.asarray(curves, dtype=float)
-            x = np.asarray([r["curve_fractions"] for r in records if r["method"] == m][0]) * 100
-            mean = arr.mean(axis=0)
-            line, = ax.plot(x, mean, marker="o", markersize=3, label=_label(m), color=colours[m],
-                            linestyle="--" if m == "random" else "-")
+        means, sems, fractions = {}, {}, None
+        for m in shown:
+            arr = np.asarray([r[key] for r in records if r["method"] == m], dtype=float)
+            fractions = np.asarray(next(r["curve_fractions"] for r in records if r["method"] == m)) * 100
+            means[_label(m)] = arr.mean(axis=0)
             if arr.shape[0] > 1:
-                sem = arr.std(axis=0, ddof=1) / np.sqrt(arr.shape[0])
-                ax.fill_between(x, mean - sem, mean + sem, color=line.get_color(), alpha=0.15)
+                sems[_label(m)] = arr.std(axis=0, ddof=1) / np.sqrt(arr.shape[0])
+        draw_curves(ax, means, fractions, bands=sems, colors={_label(m): colours[m] for m in shown},
+                    dashed=(_label("random"),))
         ax.set_title(title, fontsize=10)
         ax.ticklabel_format(axis="y", useOffset=False)
         ax.set_xlabel("tokens removed (%)")
-        ax.grid(alpha=0.3)
     axes[0].set_ylabel("probability of the predicted class")
     handles, labels = axes[0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="lower center", ncol=4, fontsize=8, frameon=False)

@@ -13,7 +13,7 @@ from typing import Any, Mapping, Sequence
 
 from captum_prxai.exceptions import PRXAIError
 
-__all__ = ["plot_deletion_curves", "curve_auc"]
+__all__ = ["plot_deletion_curves", "curve_auc", "draw_curves"]
 
 
 def _as_list(values: Any) -> list[float]:
@@ -32,6 +32,44 @@ def curve_auc(values: Sequence[float], fractions: Sequence[float]) -> float:
     area = sum((xs[i + 1] - xs[i]) * (ys[i + 1] + ys[i]) / 2 for i in range(len(xs) - 1))
     span = xs[-1] - xs[0]
     return area / span if span else 0.0
+
+
+def draw_curves(
+    ax: Any,
+    curves: Mapping[str, Any],
+    fractions: Any,
+    *,
+    bands: Mapping[str, Any] | None = None,
+    colors: Mapping[str, Any] | None = None,
+    dashed: Sequence[str] = ("random", "Random"),
+    show_auc: bool = False,
+) -> None:
+    """Draw one curve per method on ``ax``, with optional ± bands (e.g. standard errors).
+
+    The single drawing routine behind :func:`plot_deletion_curves` and the
+    benchmark's ``deletion_curves.png``.
+
+    Raises:
+        PRXAIError: if a curve's length differs from ``fractions``.
+    """
+    xs = _as_list(fractions)
+    markers = "osD^v<>ph*"
+    for k, (name, values) in enumerate(curves.items()):
+        ys = _as_list(values)
+        if len(ys) != len(xs):
+            raise PRXAIError(
+                f"curve {name!r} has {len(ys)} points but there are {len(xs)} fractions; "
+                "pass one value per fraction."
+            )
+        label = f"{name} (AUC {curve_auc(ys, xs):.3f})" if show_auc else str(name)
+        style = {"color": colors[name]} if colors and name in colors else {}
+        line, = ax.plot(xs, ys, marker=markers[k % len(markers)], markersize=3.5, linewidth=1.6, label=label,
+                        linestyle="--" if name in dashed else "-", **style)
+        if bands is not None and name in bands:
+            spread = _as_list(bands[name])
+            ax.fill_between(xs, [y - e for y, e in zip(ys, spread)], [y + e for y, e in zip(ys, spread)],
+                            color=line.get_color(), alpha=0.15)
+    ax.grid(True, alpha=0.3)
 
 
 def plot_deletion_curves(
@@ -73,21 +111,11 @@ def plot_deletion_curves(
     xs = _as_list(fractions)
     fig = Figure(figsize=(6.0, 4.0), dpi=110, layout="constrained")
     ax = fig.add_subplot()
-    markers = "osD^v<>ph*"
-    for k, (name, values) in enumerate(curves.items()):
-        ys = _as_list(values)
-        if len(ys) != len(xs):
-            raise PRXAIError(
-                f"curve {name!r} has {len(ys)} points but there are {len(xs)} fractions; "
-                "pass one value per fraction."
-            )
-        label = f"{name} (AUC {curve_auc(ys, xs):.3f})" if show_auc else str(name)
-        ax.plot(xs, ys, marker=markers[k % len(markers)], markersize=3.5, linewidth=1.6, label=label)
+    draw_curves(ax, curves, xs, show_auc=show_auc)
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     ax.set_title(title)
     ax.set_xlim(min(xs), max(xs))
-    ax.grid(True, alpha=0.3)
     ax.legend(fontsize="small", frameon=False)
     if path is not None:
         path = Path(path)
