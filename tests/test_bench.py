@@ -319,3 +319,16 @@ def test_ablation_variant_names_match_their_settings():
         assert kwargs["graph"] == graph and kwargs["teleport"] == teleport
         assert kwargs["damping"] == float(damping)
         captum_prxai.PageRankAttribution(lambda *a: None, [captum_prxai.hooks.nn.Linear(1, 1)], **kwargs)
+
+
+def test_speed_ratios_are_relative_to_forward_backward_within_a_cell():
+    from captum_prxai.bench.speed import SpeedRow, SpeedSettings, _set_ratios, speed_table
+
+    rows = [SpeedRow("m", 128, 1, "forward+backward", 2.0, 4.0), SpeedRow("m", 128, 1, "pr-ag", 1.0, 8.0),
+            SpeedRow("m", 512, 1, "pr-ag", 3.0, None, "skipped")]
+    _set_ratios(rows, 128, 1, "median_s")
+    assert [r.ratio for r in rows] == [1.0, 0.5, None]
+    _set_ratios(rows, 128, 1, "peak_mib")
+    assert [r.ratio for r in rows][:2] == [1.0, 2.0]
+    table = speed_table(rows, SpeedSettings(), "captum-prxai bench-speed")
+    assert "| m | 128 | 1 | pr-ag | 1.000 | 2.00× | 8 |  |" in table and "skipped" in table

@@ -218,11 +218,7 @@ def run_speed_benchmark(settings: SpeedSettings, progress: Callable[[str], None]
                     base_time = median
                 rows.append(SpeedRow(name, length, batch, method, median, peak))
                 progress(f"{label}: {median:.3f} s, peak {peak if peak is not None else float('nan'):.0f} MiB")
-            fb = next((r for r in rows if r.length == length and r.batch == batch and r.method == "forward+backward"),
-                      None)
-            for r in rows:
-                if r.length == length and r.batch == batch and r.median_s is not None and fb and fb.median_s:
-                    r.ratio = r.median_s / fb.median_s
+            _set_ratios(rows, length, batch, "median_s")
     return rows
 
 
@@ -237,12 +233,17 @@ def run_memory_benchmark(settings: SpeedSettings, progress: Callable[[str], None
                 note = "" if peak is not None else "failed (out of memory?)"
                 rows.append(SpeedRow(name, length, batch, method, None, peak, note))
                 progress(f"T={length} B={batch} {method}: peak {peak if peak is not None else float('nan'):.0f} MiB")
-            fb = next((r for r in rows if r.length == length and r.batch == batch and r.method == "forward+backward"),
-                      None)
-            for r in rows:
-                if r.length == length and r.batch == batch and r.peak_mib is not None and fb and fb.peak_mib:
-                    r.ratio = r.peak_mib / fb.peak_mib
+            _set_ratios(rows, length, batch, "peak_mib")
     return rows
+
+
+def _set_ratios(rows: list[SpeedRow], length: int, batch: int, field: str) -> None:
+    """Each row's ``field`` relative to forward+backward's, within one (length, batch) cell."""
+    cell = [r for r in rows if r.length == length and r.batch == batch]
+    base = next((getattr(r, field) for r in cell if r.method == "forward+backward"), None)
+    for r in cell:
+        if getattr(r, field) is not None and base:
+            r.ratio = getattr(r, field) / base
 
 
 def speed_table(rows: Sequence[SpeedRow], settings: SpeedSettings, command: str) -> str:
