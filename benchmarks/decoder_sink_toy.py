@@ -3,13 +3,18 @@
 A tiny Llama classifier is trained so that one inserted sentiment word decides the label; a faithful
 attribution ranks that word first. Compares PR-AG with the sink and self-loop options.
 """
-import os, time, math, random
-import torch, torch.nn as nn, torch.nn.functional as F
+import random
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+import transformers as tf
+
 import captum_prxai
-from captum_prxai import PRAttentionGradient, PRAttention, sdpa_attention
-T0=time.time()
-FAST = os.environ.get("PRXAI_TUTORIAL_FAST") == "1"
-torch.manual_seed(0); random.seed(0)
+
+torch.set_num_threads(1)
+torch.manual_seed(0)
+random.seed(0)
 
 POSITIVE = ["good", "great", "superb", "moving", "funny"]
 NEGATIVE = ["bad", "awful", "boring", "dull", "clumsy"]
@@ -34,48 +39,6 @@ def encode(texts, cls_first=True, pad_left=False):
         ids[i, sl] = torch.tensor(r); mask[i, sl] = 1
     return ids, mask
 
-class SelfAttention(nn.Module):
-    def __init__(self, dim, heads):
-        super().__init__()
-        self.heads = heads
-        self.qkv = nn.Linear(dim, 3 * dim)
-        self.out = nn.Linear(dim, dim)
-        self.use_sdpa = True
-    def forward(self, x, key_padding_mask):
-        B, T, D = x.shape
-        q, k, v = self.qkv(x).view(B, T, 3, self.heads, D // self.heads).permute(2, 0, 3, 1, 4)
-        allowed = key_padding_mask[:, None, None, :].bool()      # (B, 1, 1, T): attend to real tokens only
-        if self.use_sdpa:
-            y = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed)
-        else:
-            scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
-            probs = scores.masked_fill(~allowed, float("-inf")).softmax(-1)
-            self.last_attention = probs                                 # (B, H, T, T), kept for inspection
-            y = probs @ v
-        return self.out(y.transpose(1, 2).reshape(B, T, D))
-
-class Block(nn.Module):
-    def __init__(self, dim, heads):
-        super().__init__()
-        self.norm1, self.norm2 = nn.LayerNorm(dim), nn.LayerNorm(dim)
-        self.attn = SelfAttention(dim, heads)
-        self.mlp = nn.Sequential(nn.Linear(dim, 4 * dim), nn.GELU(), nn.Linear(4 * dim, dim))
-    def forward(self, x, mask):
-        x = x + self.attn(self.norm1(x), mask)
-        return x + self.mlp(self.norm2(x))
-
-class TinyClassifier(nn.Module):
-    def __init__(self, vocab, dim=32, heads=2, layers=2, classes=2, max_len=32):
-        super().__init__()
-        self.embed = nn.Embedding(vocab, dim); self.pos = nn.Embedding(max_len, dim)
-        self.blocks = nn.ModuleList(Block(dim, heads) for _ in range(layers))
-        self.head = nn.Linear(dim, classes)
-    def forward(self, input_ids, attention_mask):
-        x = self.embed(input_ids) + self.pos.weight[: input_ids.shape[1]]
-        for block in self.blocks:
-            x = block(x, attention_mask)
-        return self.head(x[:, 0])   # classify from [CLS]
-
 def train(model, steps, batch=64, lr=3e-3, **enc_kwargs):
     rng = random.Random(1)
     opt = torch.optim.AdamW(model.parameters(), lr=lr)
@@ -92,9 +55,6 @@ def train(model, steps, batch=64, lr=3e-3, **enc_kwargs):
         acc = (model(ids, mask).argmax(-1) == torch.tensor(labels)).float().mean().item()
     return acc
 
-torch.manual_seed(0)
-
-import transformers as tf
 torch.set_num_threads(1)
 cfg = tf.LlamaConfig(vocab_size=len(VOCAB), hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=64, num_labels=2, pad_token_id=0)
 torch.manual_seed(0)
@@ -103,7 +63,7 @@ def dfwd(i, m): return dec(input_ids=i, attention_mask=m).logits
 class W(nn.Module):
     def __init__(s, m): super().__init__(); s.m=m
     def forward(s, i, m): return s.m(input_ids=i, attention_mask=m).logits
-acc = train(W(dec), 300, cls_first=False); 
+acc = train(W(dec), 300, cls_first=False)
 rng = random.Random(5)
 exs = [make_example(rng) for _ in range(100)]
 texts = [t for t,_ in exs]
