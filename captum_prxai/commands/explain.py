@@ -17,7 +17,7 @@ import argparse
 import sys
 from typing import Any
 
-from captum_prxai._limits import max_input_length
+from captum_prxai._limits import encode_text, max_input_length
 from captum_prxai.exceptions import PRXAIError
 
 HELP = "Explain one prediction: PR-XAI token scores in the terminal and as an HTML page."
@@ -108,34 +108,14 @@ def explain_text(
 
     if not text or not text.strip():
         raise PRXAIError('the text is empty; give the sentence to explain, e.g. captum-prxai explain "a moving film".')
-    from transformers.utils import logging as hf_logging
-
-    limit = _model_limit(model, tokenizer)
-    verbosity = hf_logging.get_verbosity()
-    hf_logging.set_verbosity_error()  # we report over-long texts ourselves
-    try:
-            encoded = tokenizer(text, return_tensors="pt", truncation=False, return_special_tokens_mask=True)
-    finally:
-        hf_logging.set_verbosity(verbosity)
-    length = int(encoded["input_ids"].shape[1])
-    truncated = False
-    if limit is not None and length > limit:
-        if not truncate:
-            raise PRXAIError(
-                f"the text has {length} tokens but this model accepts at most {limit}; shorten it, "
-                "or pass --truncate to explain only its first tokens."
-            )
-        encoded = tokenizer(text, return_tensors="pt", truncation=True, max_length=limit,
-                            return_special_tokens_mask=True)
-        truncated = True
-    input_ids = encoded["input_ids"]
-    attention_mask = encoded.get("attention_mask")
-    if attention_mask is None:
-        attention_mask = torch.ones_like(input_ids)
-    special = encoded.get("special_tokens_mask")
-    if special is None:
-        special = torch.zeros_like(input_ids)
-    tokens = tokenizer.convert_ids_to_tokens(input_ids[0].tolist())
+    encoded = encode_text(
+        tokenizer, text, _model_limit(model, tokenizer), truncate,
+        lambda length, limit: PRXAIError(
+            f"the text has {length} tokens but this model accepts at most {limit}; shorten it, "
+            "or pass --truncate to explain only its first tokens."
+        ),
+    )
+    input_ids, attention_mask, special, tokens, truncated = encoded[:5]
 
     with torch.no_grad():
         logits = model(input_ids=input_ids, attention_mask=attention_mask).logits

@@ -17,7 +17,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
-from captum_prxai._limits import max_input_length
+from captum_prxai._limits import encode_text, max_input_length
 from captum_prxai.exceptions import PRXAIError
 from captum_prxai.explorer.params import method_options
 
@@ -200,37 +200,15 @@ class Engine:
 
     def encode(self, text: str, truncate: bool = False) -> Encoded:
         """Tokenise ``text``; refuse it if it is longer than the model accepts (unless ``truncate``)."""
-        import torch
-        from transformers.utils import logging as hf_logging
+        def too_long(length: int, limit: int) -> Exception:
+            return InputTooLong(
+                f"the text has {length} tokens but this model accepts at most {limit}; "
+                f"shorten it, or tick 'truncate' to explain only its first {limit} tokens."
+            )
 
         with self.lock:
-            verbosity = hf_logging.get_verbosity()
-            hf_logging.set_verbosity_error()  # we report over-long texts ourselves
-            try:
-                enc = self.tokenizer(text, return_tensors="pt", truncation=False, return_special_tokens_mask=True)
-                full = int(enc["input_ids"].shape[1])
-                truncated = False
-                if self.max_tokens is not None and full > self.max_tokens:
-                    if not truncate:
-                        raise InputTooLong(
-                            f"the text has {full} tokens but this model accepts at most {self.max_tokens}; "
-                            "shorten it, or tick 'truncate' to explain only its first "
-                            f"{self.max_tokens} tokens."
-                        )
-                    enc = self.tokenizer(text, return_tensors="pt", truncation=True, max_length=self.max_tokens,
-                                         return_special_tokens_mask=True)
-                    truncated = True
-            finally:
-                hf_logging.set_verbosity(verbosity)
-            ids = enc["input_ids"]
-            mask = enc.get("attention_mask")
-            if mask is None:
-                mask = torch.ones_like(ids)
-            special = enc.get("special_tokens_mask")
-            if special is None:
-                special = torch.zeros_like(ids)
-            tokens = self.tokenizer.convert_ids_to_tokens(ids[0].tolist())
-        return Encoded(ids, mask, special, [str(t) for t in tokens], truncated, full)
+            ids, mask, special, tokens, truncated, full = encode_text(self.tokenizer, text, self.max_tokens, truncate, too_long)
+        return Encoded(ids, mask, special, tokens, truncated, full)
 
     # ------------------------------------------------------------------ predictions
     def predict(self, enc: Encoded) -> List[float]:
