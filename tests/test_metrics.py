@@ -291,17 +291,41 @@ def test_metrics_run_without_grad():
     assert seen and not any(seen)
 
 
-def test_batching_limits_forward_batch_size():
+def test_batching_limits_forward_batch_size_and_runs_each_distinct_input_once():
     model, weights, ids, mask, special, oracle, _ = _random_additive_problem(n=3)
-    sizes = []
+    sizes, seen_rows = [], []
 
     def fwd(i, m):
         sizes.append(i.shape[0])
+        seen_rows.extend(tuple(r) for r in torch.cat([i, m], dim=1).tolist())
         return model(i, m)
 
     evaluate_faithfulness(fwd, ids, mask, special, oracle, batch_size=4)
-    # 1 unperturbed pass of 3, then 3 * (5 + 5 + 10 + 10 + 2) = 96 perturbed rows in chunks <= 4.
-    assert sizes[0] == 3 and max(sizes) == 4 and sum(sizes) == 3 + 96
+    # 1 unperturbed pass of 3, then at most 3 * (5 + 5 + 10 + 10 + 2) = 96 perturbed rows in chunks <= 4;
+    # bins and curve points that remove the same tokens are the same input and run once.
+    perturbed = seen_rows[3:]
+    assert sizes[0] == 3 and max(sizes[1:]) <= 4
+    assert len(perturbed) == len(set(perturbed)) < 96
+
+
+def test_chunks_drop_trailing_padding_without_changing_results():
+    model, weights, ids, mask, special, oracle, _ = _random_additive_problem(n=3)
+    widths = []
+
+    def trimmed(i, m):
+        widths.append((i.shape[1], int(m.sum(dim=1).max())))
+        return model(i, m)
+
+    def full_width(i, m):  # pads every chunk back to the original width
+        pad = ids.shape[1] - i.shape[1]
+        return model(torch.nn.functional.pad(i, (0, pad)), torch.nn.functional.pad(m, (0, pad)))
+
+    a = evaluate_faithfulness(trimmed, ids, mask, special, oracle, batch_size=4)
+    b = evaluate_faithfulness(full_width, ids, mask, special, oracle, batch_size=4)
+    assert any(w < ids.shape[1] for w, _ in widths[1:])
+    assert all(w == longest for w, longest in widths[1:])  # right-packed rows: cut right after the longest
+    for key in ("comprehensiveness", "sufficiency", "aopc_most", "aopc_least", "log_odds", "accuracy"):
+        torch.testing.assert_close(a[key], b[key])
 
 
 # ----------------------------------------------------------------- captum integration

@@ -89,7 +89,7 @@ def test_tiny_finetune_end_to_end_through_cache(tiny_dir, tmp_path, monkeypatch)
     assert card["hyperparameters"]["seed"] == 0 and card["accuracy"] == round(res.accuracy, 4)
     assert res.accuracy >= 0.8  # the toy task is separable by one word
     model, tok = load_model("tiny-toy")  # by name, from the cache
-    assert not model.training and model.config._attn_implementation == "eager"
+    assert not model.training and model.config._attn_implementation == "sdpa"  # fast inference; PR-XAI captures its own
     assert evaluate(model, tok, test.texts, test.labels, 64) == pytest.approx(res.accuracy)
 
 
@@ -143,7 +143,7 @@ def test_load_default_classifies_movie_sentences():
     t0 = time.time()
     model, tok = load_default()
     assert not model.training
-    assert model.config._attn_implementation == "eager"
+    assert model.config._attn_implementation == "sdpa"
     assert model.config.id2label == {0: "negative", 1: "positive"}
     test = load_dataset("movie-sentences", "test")[:100]
     acc = evaluate(model, tok, test.texts, test.labels, max_length=64)

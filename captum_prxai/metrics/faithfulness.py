@@ -95,13 +95,28 @@ class _Setup(NamedTuple):
 
 
 def _forward_probs(forward_func: ForwardFunc, ids: Tensor, mask: Tensor, batch_size: int) -> Tensor:
-    """Softmax probabilities ``(N, C)`` computed in chunks, without gradients."""
+    """Softmax probabilities ``(N, C)`` computed in chunks, without gradients.
+
+    Identical rows are run once, rows are grouped by length, and each chunk is
+    cut after its last attended column, so a chunk of short (deleted) inputs
+    does not pay for the padding of the longest one. Only trailing columns that
+    are padding in every row of the chunk are dropped, which a model that
+    honours its attention mask cannot see.
+    """
     if batch_size < 1:
         raise PRXAIError(f"batch_size must be a positive integer, got {batch_size}.")
+    rows, inverse = torch.unique(torch.cat([ids, mask.to(ids.dtype)], dim=1), dim=0, return_inverse=True)
+    u_ids, u_mask = rows[:, : ids.shape[1]], rows[:, ids.shape[1] :].to(mask.dtype)
+    attended = u_mask != 0
+    columns = torch.arange(1, ids.shape[1] + 1, device=ids.device)
+    lengths = (attended * columns).amax(dim=1).clamp_min(1)
+    order = torch.argsort(lengths, descending=True, stable=True)
     outs: List[Tensor] = []
     with torch.no_grad():
-        for start in range(0, ids.shape[0], batch_size):
-            logits = forward_func(ids[start : start + batch_size], mask[start : start + batch_size])
+        for start in range(0, order.numel(), batch_size):
+            chunk = order[start : start + batch_size]
+            width = int(lengths[chunk].max())
+            logits = forward_func(u_ids[chunk, :width], u_mask[chunk, :width])
             if not isinstance(logits, Tensor):
                 logits = getattr(logits, "logits", logits)
             if not isinstance(logits, Tensor) or logits.dim() != 2:
@@ -110,7 +125,9 @@ def _forward_probs(forward_func: ForwardFunc, ids: Tensor, mask: Tensor, batch_s
                     f"{type(logits).__name__} {tuple(getattr(logits, 'shape', ()))}."
                 )
             outs.append(torch.softmax(logits.detach().float(), dim=-1))
-    return torch.cat(outs, dim=0)
+    probs = torch.empty(order.numel(), outs[0].shape[1], device=outs[0].device)
+    probs[order.to(probs.device)] = torch.cat(outs, dim=0)
+    return probs[inverse.to(probs.device)]
 
 
 def _resolve_target(target: TargetLike, probs: Tensor) -> Tensor:

