@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 _EXPORTS = {
+    "AttentionFlow": "captum_prxai.attr",
     "AttentionGraphAttribution": "captum_prxai.attr",
     "AttentionRollout": "captum_prxai.attr",
     "GradientWeightedRollout": "captum_prxai.attr",
@@ -38,6 +39,7 @@ __all__ = sorted(_EXPORTS)
 
 if TYPE_CHECKING:  # pragma: no cover
     from captum_prxai.attr import (
+        AttentionFlow,
         AttentionGraphAttribution,
         AttentionRollout,
         GradientWeightedRollout,

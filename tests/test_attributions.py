@@ -13,7 +13,7 @@ def _hook_ids(model):
 
 
 METHODS = [cp.PRAttention, cp.PRGradient, cp.PRAttentionGradient, cp.RawAttention, cp.AttentionRollout,
-           cp.GradientWeightedRollout]
+           cp.GradientWeightedRollout, cp.AttentionFlow]
 
 
 @pytest.mark.parametrize("kind", ARCHITECTURES)

@@ -1,10 +1,12 @@
 """Captum ``Attribution`` subclasses built on attention graphs."""
 
 from captum_prxai.attr._base import AttentionGraphAttribution
+from captum_prxai.attr.attention_flow import AttentionFlow
 from captum_prxai.attr.pagerank_attribution import PageRankAttribution, PRAttention, PRAttentionGradient, PRGradient
 from captum_prxai.attr.rollout import AttentionRollout, GradientWeightedRollout, RawAttention
 
 __all__ = [
+    "AttentionFlow",
     "AttentionGraphAttribution",
     "AttentionRollout",
     "GradientWeightedRollout",

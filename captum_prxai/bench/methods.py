@@ -415,6 +415,9 @@ def _register_defaults() -> None:
         ("rollout", "Rollout", "AttentionRollout", "attention rollout (Abnar & Zuidema, 2020)", ()),
         ("gae", "GAE", "GradientWeightedRollout",
          "gradient-weighted attention rollout (Chefer et al., 2021)", ("grad-rollout",)),
+        ("attention-flow", "Attention flow", "AttentionFlow",
+         "max flow through the layered attention graph (Abnar & Zuidema, 2020); slow on long inputs",
+         ("flow",)),
     ]
     for name, label, cls, desc, aliases in att:
         register_method(name, label, "attention", desc, _pr_factory(cls, name, label), aliases)
