@@ -332,3 +332,28 @@ def test_speed_ratios_are_relative_to_forward_backward_within_a_cell():
     assert [r.ratio for r in rows][:2] == [1.0, 2.0]
     table = speed_table(rows, SpeedSettings(), "captum-prxai bench-speed")
     assert "| m | 128 | 1 | pr-ag | 1.000 | 2.00× | 8 |  |" in table and "skipped" in table
+
+
+def test_write_matrix_ranks_methods_per_run_and_overall(tmp_path):
+    from captum_prxai.bench.report import write_matrix
+
+    def run(folder, comp):
+        folder.mkdir()
+        stat = lambda v: {"mean": v, "sem": 0.01, "n": 10}  # noqa: E731
+        methods = {m: {"comprehensiveness": stat(c), "sufficiency": stat(0.1), "aopc_most": stat(0.2),
+                       "time_s": stat(0.5)} for m, c in comp.items()}
+        meta = {"model": "toy", "n_examples": 10, "max_length": 64, "model_accuracy": 0.9}
+        (folder / "summary.json").write_text(json.dumps({"meta": meta, "methods": methods}))
+        return folder
+
+    a = run(tmp_path / "a", {"pr-g": 0.4, "gae": 0.3, "random": 0.5})
+    b = run(tmp_path / "b", {"pr-g": 0.2, "gae": 0.3, "random": 0.1})
+    text = write_matrix([("A", a), ("B", b), ("missing", tmp_path / "none")], tmp_path / "m.md").read_text()
+    assert "## missing" not in text and text.count("Model `toy`, 10 examples") == 2
+    section_a = text.split("## A")[1].split("## B")[0]
+    # sorted by comprehensiveness; the random control is listed but not ranked
+    assert section_a.index("Random") < section_a.index("PR-G") < section_a.index("GAE")
+    assert "| Random | 0.500 ± 0.010 | 0.100 ± 0.010 | 0.200 ± 0.010 | 0.500 | – |" in section_a
+    assert "| PR-G | 0.400 ± 0.010" in section_a and section_a.split("| PR-G |")[1].split("\n")[0].endswith("| 1 |")
+    overall = text.split("## Mean rank on comprehensiveness")[1]
+    assert "| PR-G | 2 | 1.50 |" in overall and "| GAE | 2 | 1.50 |" in overall and "Random" not in overall

@@ -11,7 +11,8 @@ from typing import Any, Dict, List, Optional, Sequence
 from captum_prxai.metrics.faithfulness import _pct
 from captum_prxai.metrics.stats import bootstrap_ci, mean_sem
 
-__all__ = ["MAIN_COLUMNS", "summarize", "write_csv", "write_markdown", "write_summary_json", "write_plot"]
+__all__ = ["MAIN_COLUMNS", "summarize", "write_csv", "write_markdown", "write_summary_json", "write_plot",
+           "write_matrix"]
 
 #: (record key, header, higher is better?) of the main table
 MAIN_COLUMNS = [
@@ -199,3 +200,57 @@ def write_plot(records: Sequence[Dict[str, Any]], methods: Sequence[str], path: 
     fig.tight_layout(rect=(0, 0.065 * legend_rows, 1, 1))
     fig.savefig(path, dpi=120)
     return Path(path)
+
+
+#: (summary key, header) of the matrix tables; all but sufficiency are higher-is-better
+MATRIX_COLUMNS = [("comprehensiveness", "Comp. ↑"), ("sufficiency", "Suff. ↓"), ("aopc_most", "AOPC ↑")]
+
+
+def write_matrix(cells: Sequence[Any], path: Path, title: str = "Faithfulness matrix",
+                 intro: str = "", control: str = "random") -> Path:
+    """Collect several benchmark runs into one Markdown file, with each method's rank per run.
+
+    Args:
+        cells: ``(heading, out_dir)`` pairs, one per finished :func:`run_benchmark`
+            run (folders without a ``summary.json`` are skipped).
+        path: The Markdown file to write.
+        title: Its title; ``intro``: a paragraph under it.
+        control: The control method, listed but not ranked.
+
+    Each run gets a table (method x comprehensiveness, sufficiency, AOPC,
+    time), methods sorted by comprehensiveness and ranked 1 (best) onwards;
+    a last table gives each method's mean rank over the runs it took part in.
+    """
+    lines = [f"# {title}", ""] + ([intro, ""] if intro else [])
+    ranks: Dict[str, List[int]] = {}
+    for heading, out_dir in cells:
+        summary_file = Path(out_dir) / "summary.json"
+        if not summary_file.is_file():
+            continue
+        data = json.loads(summary_file.read_text())
+        meta, methods = data["meta"], data["methods"]
+        order = sorted(methods, key=lambda m: -methods[m]["comprehensiveness"]["mean"])
+        ranked = [m for m in order if m != control]
+        for place, m in enumerate(ranked, 1):
+            ranks.setdefault(m, []).append(place)
+        accuracy = meta.get("model_accuracy")
+        about = f"Model `{meta.get('model')}`, {meta.get('n_examples')} examples, at most {meta.get('max_length')} tokens"
+        about += f", model accuracy on them {accuracy:.3f}." if accuracy is not None else "."
+        rows = []
+        for m in order:
+            row = [_label(m)] + [_fmt(methods[m].get(key)) for key, _ in MATRIX_COLUMNS]
+            row += [_num(methods[m]["time_s"]["mean"], 3) if "time_s" in methods[m] else "",
+                    str(ranked.index(m) + 1) if m in ranked else "–"]
+            rows.append(row)
+        lines += [f"## {heading}", "", about, ""]
+        lines += _table(["Method"] + [h for _, h in MATRIX_COLUMNS] + ["Time / example (s)", "Rank"], rows)
+        lines.append("")
+    if ranks:
+        lines += ["## Mean rank on comprehensiveness", ""]
+        rows = [[_label(m), str(len(r)), f"{sum(r) / len(r):.2f}"]
+                for m, r in sorted(ranks.items(), key=lambda kv: (sum(kv[1]) / len(kv[1]), kv[0]))]
+        lines += _table(["Method", "Runs", "Mean rank"], rows)
+        lines.append("")
+    path = Path(path)
+    path.write_text("\n".join(lines), encoding="utf-8")
+    return path

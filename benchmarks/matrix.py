@@ -1,0 +1,106 @@
+"""The faithfulness matrix: datasets x architectures x methods, on the held-out half of each test split.
+
+Each cell is one :func:`captum_prxai.bench.run_benchmark` run written to
+``benchmarks/results/matrix/<cell>/`` (resumable: rerun the same command to
+continue or extend it). ``--summary`` collects every finished cell into
+``benchmarks/results/matrix.md``: comprehensiveness, sufficiency and AOPC per
+method and cell, and each method's rank among the methods of its cell.
+
+Examples come from the ``holdout`` half of the test split (see
+:func:`captum_prxai.bench.ablation.dataset_half`), the half the PR-XAI
+defaults were not tuned on.
+
+    python benchmarks/matrix.py --cell minilm--movie-reviews --threads 1
+    python benchmarks/matrix.py --summary
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Dict, Optional, Sequence
+
+import torch
+
+RESULTS = Path(__file__).resolve().parent / "results"
+MATRIX_DIR = RESULTS / "matrix"
+
+#: Methods of short-text cells, and of long-text cells (attention flow and occlusion are too slow at 512 tokens).
+SHORT_METHODS = "pr-g,pr-ag,pr-a,gae,rollout,raw-attention,attention-flow,ig,ixg,saliency,occlusion,random"
+LONG_METHODS = "pr-g,pr-ag,gae,rollout,ig,random"
+
+
+@dataclass(frozen=True)
+class Cell:
+    architecture: str
+    dataset: str
+    model: str
+    long: bool = False
+
+    @property
+    def name(self) -> str:
+        return f"{self.architecture}--{self.dataset}"
+
+
+CELLS: Dict[str, Cell] = {c.name: c for c in [
+    Cell("minilm", "movie-sentences", "default"),
+    Cell("minilm", "uncertainty", "minilm-uncertainty"),
+    Cell("minilm", "tweets", "minilm-tweets"),
+    Cell("minilm", "movie-reviews", "minilm-movie-reviews", long=True),
+    Cell("minilm", "bbc-news", "minilm-bbc-news", long=True),
+    Cell("mpnet", "movie-sentences", "mpnet-movie-sentences"),
+]}
+
+
+def run_cell(cell: Cell, n: Optional[int], methods: Optional[str], argv: Sequence[str]) -> Path:
+    from captum_prxai.bench.ablation import dataset_half
+    from captum_prxai.bench.runner import run_benchmark
+    from captum_prxai.data import load_dataset
+    from captum_prxai.models import load_model
+
+    model, tokenizer = load_model(cell.model)
+    dataset = dataset_half(load_dataset(cell.dataset, "test"), "holdout")
+    out = MATRIX_DIR / cell.name
+    run_benchmark(model, tokenizer, dataset, methods or (LONG_METHODS if cell.long else SHORT_METHODS),
+                  n=n or (100 if cell.long else 200), out_dir=out, model_name=cell.model)
+    command = "python benchmarks/matrix.py " + " ".join(shlex.quote(a) for a in argv)
+    (out / "COMMAND").write_text(command + "\n")
+    return out / "summary.md"
+
+
+def write_summary(path: Path = RESULTS / "matrix.md") -> Path:
+    """Collect every finished cell into ``benchmarks/results/matrix.md``."""
+    from captum_prxai.bench.report import write_matrix
+
+    cells = [(f"{c.architecture} × {c.dataset} ({'long' if c.long else 'short'})", MATRIX_DIR / c.name)
+             for c in CELLS.values()]
+    intro = ("Held-out half of each test split; ERASER deletion metrics, mean ± standard error over examples; "
+             "rank = place among the cell's methods on comprehensiveness (1 = best, the random control unranked). "
+             "Each cell's folder under [`matrix/`](matrix/) has its full table, deletion curves, per-example CSV "
+             "and the exact command (`COMMAND`).")
+    return write_matrix(cells, path, intro=intro)
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cell", action="append", default=[], choices=sorted(CELLS), help="cell(s) to run")
+    parser.add_argument("--n", type=int, default=None, help="examples (default 200 short, 100 long)")
+    parser.add_argument("--methods", default=None, help="override the cell's methods")
+    parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--summary", action="store_true", help="write benchmarks/results/matrix.md")
+    args = parser.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    for name in args.cell:
+        print(run_cell(CELLS[name], args.n, args.methods, argv), flush=True)
+    if args.summary:
+        print(write_summary())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
