@@ -21,7 +21,7 @@ import shlex
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, Optional, Sequence
+from typing import Dict, Optional, Sequence, Tuple
 
 import torch
 
@@ -39,6 +39,8 @@ class Cell:
     dataset: str
     model: str
     long: bool = False
+    #: methods whose scores were computed elsewhere: (name, label, JSON Lines file under results/)
+    precomputed: Tuple[Tuple[str, str, str], ...] = ()
 
     @property
     def name(self) -> str:
@@ -46,7 +48,9 @@ class Cell:
 
 
 CELLS: Dict[str, Cell] = {c.name: c for c in [
-    Cell("minilm", "movie-sentences", "default"),
+    # AttnLRP runs in its own environment (lxt needs transformers 4.x): see benchmarks/attnlrp/README.md
+    Cell("minilm", "movie-sentences", "default",
+         precomputed=(("attnlrp", "AttnLRP (lxt)", "attnlrp-minilm-movie-sentences/scores.jsonl"),)),
     Cell("minilm", "uncertainty", "minilm-uncertainty"),
     Cell("minilm", "tweets", "minilm-tweets"),
     Cell("minilm", "movie-reviews", "minilm-movie-reviews", long=True),
@@ -56,6 +60,7 @@ CELLS: Dict[str, Cell] = {c.name: c for c in [
 
 
 def run_cell(cell: Cell, n: Optional[int], methods: Optional[str], argv: Sequence[str]) -> Path:
+    from captum_prxai.bench import register_precomputed
     from captum_prxai.bench.ablation import dataset_half
     from captum_prxai.bench.runner import run_benchmark
     from captum_prxai.data import load_dataset
@@ -64,7 +69,11 @@ def run_cell(cell: Cell, n: Optional[int], methods: Optional[str], argv: Sequenc
     model, tokenizer = load_model(cell.model)
     dataset = dataset_half(load_dataset(cell.dataset, "test"), "holdout")
     out = MATRIX_DIR / cell.name
-    run_benchmark(model, tokenizer, dataset, methods or (LONG_METHODS if cell.long else SHORT_METHODS),
+    extra = ""
+    for name, label, scores in cell.precomputed:
+        register_precomputed(name, RESULTS / scores, label=label, overwrite=True)
+        extra += f",{name}"
+    run_benchmark(model, tokenizer, dataset, methods or (LONG_METHODS if cell.long else SHORT_METHODS) + extra,
                   n=n or (100 if cell.long else 200), out_dir=out, model_name=cell.model)
     command = "python benchmarks/matrix.py " + " ".join(shlex.quote(a) for a in argv)
     (out / "COMMAND").write_text(command + "\n")

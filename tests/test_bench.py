@@ -357,3 +357,27 @@ def test_write_matrix_ranks_methods_per_run_and_overall(tmp_path):
     assert "| PR-G | 0.400 ± 0.010" in section_a and section_a.split("| PR-G |")[1].split("\n")[0].endswith("| 1 |")
     overall = text.split("## Mean rank on comprehensiveness")[1]
     assert "| PR-G | 2 | 1.50 |" in overall and "| GAE | 2 | 1.50 |" in overall and "Random" not in overall
+
+
+def test_precomputed_scores_become_a_method(tmp_path):
+    from captum_prxai.bench import METHODS, build_method, register_precomputed
+
+    path = tmp_path / "scores.jsonl"
+    path.write_text(json.dumps({"input_ids": [101, 7, 8, 102], "scores": [0.0, 0.5, -1.0, 0.0]}) + "\n\n")
+    try:
+        register_precomputed("ext-toy", path, label="External")
+        explainer = build_method("ext-toy", None, None, None)
+        ids = torch.tensor([[101, 7, 8, 102, 0]])
+        mask = torch.tensor([[1, 1, 1, 1, 0]])
+        scores = explainer(ids, mask, torch.zeros_like(ids), torch.tensor([1]))
+        assert scores.tolist() == [[0.0, 0.5, -1.0, 0.0, 0.0]] and explainer.label == "External"
+        with pytest.raises(PRXAIError, match="has no scores for this input"):
+            explainer(torch.tensor([[101, 9, 102]]), torch.ones(1, 3, dtype=torch.long), None, torch.tensor([0]))
+    finally:
+        METHODS.pop("ext-toy", None)
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps({"input_ids": [1, 2], "scores": [0.1]}) + "\n")
+    with pytest.raises(PRXAIError, match="2 input_ids but 1 scores"):
+        register_precomputed("ext-bad", bad)
+    with pytest.raises(PRXAIError, match="no precomputed scores"):
+        register_precomputed("ext-none", tmp_path / "none.jsonl")

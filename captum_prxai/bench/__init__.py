@@ -25,6 +25,7 @@ from captum_prxai.bench.methods import (
     make_forward_func,
     parse_methods,
     register_method,
+    register_precomputed,
     resolve_method,
 )
 from captum_prxai.bench.runner import BenchmarkConfig, BenchmarkResult, run_benchmark, select_examples
@@ -41,6 +42,7 @@ __all__ = [
     "make_forward_func",
     "parse_methods",
     "register_method",
+    "register_precomputed",
     "resolve_method",
     "run_benchmark",
     "select_examples",

@@ -15,8 +15,10 @@ Register your own method with :func:`register_method`.
 from __future__ import annotations
 
 import hashlib
+import json
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Optional, Sequence
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Optional, Sequence, Union
 
 import torch
 from torch import Tensor, nn
@@ -34,6 +36,7 @@ __all__ = [
     "Explainer",
     "METHODS",
     "register_method",
+    "register_precomputed",
     "available_methods",
     "resolve_method",
     "parse_methods",
@@ -158,6 +161,60 @@ def register_method(name: str, label: str, family: str, description: str, factor
     spec = MethodSpec(key, label, family, description, factory, tuple(a.lower() for a in aliases))
     METHODS[key] = spec
     return spec
+
+
+def register_precomputed(name: str, path: Union[str, Path], label: Optional[str] = None,
+                         description: Optional[str] = None, overwrite: bool = False) -> MethodSpec:
+    """Register token scores computed elsewhere (another library, another environment) as a method.
+
+    The file is JSON Lines, one object per explained input with ``"input_ids"``
+    (the token ids exactly as the benchmark tokenises the text) and
+    ``"scores"`` (one float per token). The benchmark then scores these
+    explanations with the same metrics as every other method; the time it
+    reports is only the look-up.
+
+    Args:
+        name: Method name; ``label``/``description``: shown in reports.
+        path: The JSON Lines file.
+        overwrite: Replace an existing method of the same name.
+
+    Raises:
+        PRXAIError: Missing or malformed file; at run time, an input the file
+            does not cover.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise PRXAIError(f"no precomputed scores at {path}.")
+    table: Dict[tuple, List[float]] = {}
+    for line_no, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+            ids, scores = [int(i) for i in rec["input_ids"]], [float(v) for v in rec["scores"]]
+        except (ValueError, KeyError, TypeError) as err:
+            raise PRXAIError(f"{path}:{line_no}: expected JSON with input_ids and scores ({err}).") from None
+        if len(ids) != len(scores):
+            raise PRXAIError(f"{path}:{line_no}: {len(ids)} input_ids but {len(scores)} scores.")
+        table[tuple(ids)] = scores
+
+    def factory(model: nn.Module, forward_func: ForwardFunc, ctx: MethodContext) -> Explainer:
+        def explain(ids: Tensor, mask: Tensor, special: Tensor, target: Tensor) -> Tensor:
+            rows = []
+            for row, row_mask in zip(ids.tolist(), mask.tolist()):
+                real = tuple(i for i, m in zip(row, row_mask) if m)
+                if real not in table:
+                    raise PRXAIError(f"{path} has no scores for this input ({len(real)} tokens); "
+                                     "compute them for the same examples and tokenisation.")
+                scores = table[real] + [0.0] * (len(row) - len(real))
+                rows.append(scores)
+            return torch.tensor(rows, dtype=torch.float32, device=ids.device)
+
+        return Explainer(key, label or name, explain, None)
+
+    key = name.strip().lower()
+    return register_method(name, label or name, "precomputed", description or f"scores read from {path}",
+                           factory, overwrite=overwrite)
 
 
 def available_methods() -> List[str]:
