@@ -52,7 +52,7 @@ class Cell:
 
 CELLS: Dict[str, Cell] = {c.name: c for c in [
     # AttnLRP runs in its own environment (lxt needs transformers 4.x): see benchmarks/attnlrp/README.md
-    Cell("minilm", "movie-sentences", "default",
+    Cell("minilm", "movie-sentences", "default", methods=SHORT_METHODS + ",kernel-shap,lime",
          precomputed=(("attnlrp", "AttnLRP (lxt)", "attnlrp-minilm-movie-sentences/scores.jsonl"),)),
     Cell("minilm", "uncertainty", "minilm-uncertainty"),
     Cell("minilm", "tweets", "minilm-tweets"),
