@@ -11,7 +11,6 @@ Run (from the repository root; needs ``pip install gguf``)::
 from __future__ import annotations
 
 import argparse
-import shlex
 import sys
 from pathlib import Path
 
@@ -32,7 +31,7 @@ def main(argv=None) -> int:
     torch.set_num_threads(args.threads)
 
     from captum_prxai.bench.ablation import dataset_half, register_variants, VARIANTS
-    from captum_prxai.bench.runner import run_benchmark
+    from captum_prxai.bench.runner import run_benchmark, write_command
     from captum_prxai.commands.benchmark import parse_options
     from captum_prxai.data import load_dataset
     from captum_prxai.models.decoder import load_decoder_classifier
@@ -46,8 +45,7 @@ def main(argv=None) -> int:
     out = Path(args.out or f"benchmarks/results/decoder-{args.decoder}-{args.dataset}")
     result = run_benchmark(classifier, tokenizer, dataset, methods, n=args.n, out_dir=out,
                            method_options=parse_options(args.option), model_name=args.decoder)
-    (out / "COMMAND").write_text("python benchmarks/decoder_benchmark.py "
-                                 + " ".join(shlex.quote(a) for a in (argv or sys.argv[1:])) + "\n")
+    write_command(out, "python benchmarks/decoder_benchmark.py", argv or sys.argv[1:])
     print(result.files.get("markdown", out))
     return 0
 

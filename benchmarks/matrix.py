@@ -17,7 +17,6 @@ defaults were not tuned on.
 from __future__ import annotations
 
 import argparse
-import shlex
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -66,7 +65,7 @@ CELLS: Dict[str, Cell] = {c.name: c for c in [
 def run_cell(cell: Cell, n: Optional[int], methods: Optional[str], argv: Sequence[str]) -> Path:
     from captum_prxai.bench import register_precomputed
     from captum_prxai.bench.ablation import dataset_half
-    from captum_prxai.bench.runner import run_benchmark
+    from captum_prxai.bench.runner import run_benchmark, write_command
     from captum_prxai.data import load_dataset
     from captum_prxai.models import load_model
 
@@ -80,8 +79,7 @@ def run_cell(cell: Cell, n: Optional[int], methods: Optional[str], argv: Sequenc
     default_methods = cell.methods or (LONG_METHODS if cell.long else SHORT_METHODS)
     run_benchmark(model, tokenizer, dataset, (methods or default_methods) + extra,
                   n=n or cell.n or (100 if cell.long else 200), out_dir=out, model_name=cell.model)
-    command = "python benchmarks/matrix.py " + " ".join(shlex.quote(a) for a in argv)
-    (out / "COMMAND").write_text(command + "\n")
+    write_command(out, "python benchmarks/matrix.py", argv)
     return out / "summary.md"
 
 

@@ -381,3 +381,10 @@ def test_precomputed_scores_become_a_method(tmp_path):
         register_precomputed("ext-bad", bad)
     with pytest.raises(PRXAIError, match="no precomputed scores"):
         register_precomputed("ext-none", tmp_path / "none.jsonl")
+
+
+def test_write_command_quotes_arguments(tmp_path):
+    from captum_prxai.bench.runner import write_command
+
+    path = write_command(tmp_path, "python benchmarks/matrix.py", ["--cell", "a b", "--n", "3"])
+    assert path.read_text() == "python benchmarks/matrix.py --cell 'a b' --n 3\n"

@@ -2,19 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from torch import Tensor
 
 from captum_prxai.attr._base import CapturedGraph
-from captum_prxai.attr.rollout import _RowOfTarget
+from captum_prxai.attr.rollout import AttentionRollout
 from captum_prxai.graph.builders import layered_transitions
 from captum_prxai.graph.flow import layered_max_flow
 
 __all__ = ["AttentionFlow"]
 
 
-class AttentionFlow(_RowOfTarget):
+class AttentionFlow(AttentionRollout):
     r"""Attention flow (Abnar & Zuidema, 2020).
 
     Builds the layered graph of attention rollout (head-averaged maps mixed
@@ -22,28 +20,17 @@ class AttentionFlow(_RowOfTarget):
     renormalised) and scores each input token by the value of a maximum flow
     from the explained token at the last layer (``[CLS]``, or the last token of
     a decoder) down to that input token. Where rollout multiplies the maps, flow
-    is limited by the narrowest layer on each path.
+    is limited by the narrowest layer on each path. Takes the arguments of
+    :class:`AttentionRollout` (``residual``: weight of the identity).
 
     Cost: one forward pass, then one maximum-flow problem per input token on a
     graph of ``(L + 1) T`` nodes and ``L T^2`` edges, solved on the CPU with
     SciPy (Dinic). Affordable for sentences, prohibitive for long documents:
     see ``benchmarks/results/attention_flow_cost.md``.
 
-    Args:
-        residual (float): Weight of the identity (residual connection) in each
-            layer's transition; default 0.5.
-        Other arguments as in
-        :class:`~captum_prxai.attr.AttentionGraphAttribution`.
-
     References:
         S. Abnar, W. Zuidema. *Quantifying Attention Flow in Transformers.* ACL 2020.
     """
-
-    edge_weight = "attention"
-
-    def __init__(self, *args: Any, residual: float = 0.5, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.residual = residual
 
     def _token_scores(self, graph: CapturedGraph) -> Tensor:
         transitions = layered_transitions(graph.maps, self.residual, graph.mask)

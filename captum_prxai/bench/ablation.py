@@ -14,7 +14,6 @@ Run::
 from __future__ import annotations
 
 import argparse
-import shlex
 import sys
 from pathlib import Path
 from typing import Any, Dict, List, Sequence
@@ -124,7 +123,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
 
-    from captum_prxai.bench.runner import run_benchmark
+    from captum_prxai.bench.runner import run_benchmark, write_command
     from captum_prxai.commands.benchmark import parse_options
     from captum_prxai.data import load_dataset
     from captum_prxai.models import load_default, load_model
@@ -138,8 +137,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     result = run_benchmark(model, tokenizer, dataset, methods, n=args.n, out_dir=out,
                            method_options=parse_options(args.option), max_length=args.max_length,
                            model_name=args.model)
-    command = "python -m captum_prxai.bench.ablation " + " ".join(shlex.quote(a) for a in (argv or sys.argv[1:]))
-    (out / "COMMAND").write_text(command + "\n")
+    write_command(out, "python -m captum_prxai.bench.ablation", argv or sys.argv[1:])
     print(result.files.get("markdown", out))
     return 0
 

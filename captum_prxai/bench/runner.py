@@ -39,7 +39,7 @@ from captum_prxai.bench.methods import (
 from captum_prxai.exceptions import PRXAIError
 from captum_prxai.metrics import ERASER_BINS, evaluate_faithfulness
 
-__all__ = ["BenchmarkConfig", "BenchmarkResult", "run_benchmark", "select_examples", "CACHE_FILE"]
+__all__ = ["BenchmarkConfig", "BenchmarkResult", "run_benchmark", "select_examples", "write_command", "CACHE_FILE"]
 
 CACHE_FILE = "cache.jsonl"
 _CACHE_VERSION = 1
@@ -133,6 +133,15 @@ def select_examples(size: int, n: Optional[int], seed: int = 0) -> List[int]:
         raise PRXAIError(f"n must be a positive number of examples, got {n}.")
     order = torch.randperm(size, generator=torch.Generator().manual_seed(seed)).tolist()
     return sorted(order[: size if n is None else min(n, size)])
+
+
+def write_command(out_dir: Union[str, Path], program: str, argv: Sequence[str]) -> Path:
+    """Write ``out_dir/COMMAND``: the exact command line that reproduces a result folder."""
+    import shlex
+
+    path = Path(out_dir) / "COMMAND"
+    path.write_text(" ".join([program] + [shlex.quote(a) for a in argv]) + "\n")
+    return path
 
 
 def _model_fingerprint(model: nn.Module) -> str:
