@@ -269,6 +269,19 @@ def test_cli_benchmark(tiny, tmp_path, monkeypatch, capsys):
     assert cli.main(argv + ["--option", "ig"]) == 2
     assert "METHOD.KEY=VALUE" in capsys.readouterr().err
 
+    # scores computed elsewhere join the same table
+    first = tokenizer(DATA[0][0], truncation=True, max_length=16)["input_ids"]
+    ext = tmp_path / "ext.jsonl"
+    ext.write_text(json.dumps({"input_ids": first, "scores": [1.0] * len(first)}) + "\n")
+    ext_argv = ["benchmark", "--model", str(ckpt), "--dataset", "toy", "--methods", "ext", "--n", str(len(DATA)),
+                "--out", str(tmp_path / "ext"), "--max-length", "16", "--device", "cpu", "--quiet", "--no-plot",
+                "--precomputed", f"ext={ext}"]
+    assert cli.main(ext_argv) == 1  # the other examples have no scores: reported, not a crash
+    out_text = capsys.readouterr().out
+    assert "| ext |" in out_text and "1 explanations computed" in out_text and "has no scores" in out_text
+    assert cli.main(ext_argv[:-1] + ["ext"]) == 2
+    assert "NAME=FILE" in capsys.readouterr().err
+
 
 def test_benchmark_config_key_changes_with_settings():
     a = BenchmarkConfig().key("m", {})

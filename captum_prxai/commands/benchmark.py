@@ -51,6 +51,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--option", action="append", default=[], metavar="METHOD.KEY=VALUE",
                         help="method option, e.g. ig.n_steps=20 or shapley.n_samples=10 (value parsed as JSON; "
                              "repeatable)")
+    parser.add_argument("--precomputed", action="append", default=[], metavar="NAME=FILE",
+                        help="add a method whose token scores were computed elsewhere: a JSON Lines file with "
+                             "input_ids and scores per input (repeatable; see bench.register_precomputed)")
     parser.add_argument("--no-resume", action="store_true",
                         help="ignore and overwrite the cache in --out instead of resuming")
     parser.add_argument("--no-plot", action="store_true", help="do not draw deletion_curves.png")
@@ -99,10 +102,15 @@ def run(args: argparse.Namespace) -> int:
         raise PRXAIError(f"--n must be at least 1, got {args.n}.")
     import torch
 
-    from captum_prxai.bench import BenchmarkConfig, parse_methods, run_benchmark
+    from captum_prxai.bench import BenchmarkConfig, parse_methods, register_precomputed, run_benchmark
     from captum_prxai.data import load_dataset, suggested_max_length
     from captum_prxai.models import load_default, load_model
 
+    for item in args.precomputed:
+        name, sep, path = item.partition("=")
+        if not sep or not name.strip() or not path:
+            raise PRXAIError(f"--precomputed takes NAME=FILE, got {item!r}.")
+        register_precomputed(name.strip(), path, overwrite=True)
     methods = parse_methods(args.methods)
     options = parse_options(args.option)
     dataset = load_dataset(args.dataset, args.split)
