@@ -36,7 +36,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--methods", default=DEFAULT_METHODS,
         help="comma-separated attribution methods from the benchmark registry "
-             "(pr-ag, pr-a, pr-g, raw-attention, rollout, gae, ig, ixg, saliency, occlusion, feature-ablation, "
+             "(pr-ag, pr-a, pr-g, raw-attention, rollout, gae, attention-flow, ig, ixg, saliency, occlusion, feature-ablation, "
              "shapley, kernel-shap, lime, random; see 'captum-prxai benchmark --help') (default: %(default)s)",
     )
     parser.add_argument("--target", type=int, default=None,
