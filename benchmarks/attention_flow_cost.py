@@ -64,7 +64,7 @@ def main(argv=None) -> int:
         "|---:|---:|---:|---:|---:|",
     ]
     for length, capture, rollout, flow in rows:
-        lines.append(f"| {length} | {capture:.3f} | {rollout * 1e3:.2f} | {flow:.2f} | {flow / capture:.0f}× |")
+        lines.append(f"| {length} | {capture:.3f} | {rollout * 1e3:.2f} | {flow:.2f} | {flow / capture:.1f}× |")
     command = "python benchmarks/attention_flow_cost.py " + " ".join(shlex.quote(a) for a in (argv or sys.argv[1:]))
     lines += ["", f"Command: `{command}`", ""]
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
