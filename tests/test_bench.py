@@ -108,6 +108,28 @@ def test_runner_end_to_end_and_resume(tiny, tmp_path):
     assert replaced.n_computed == 3
 
 
+def test_an_interrupted_run_is_the_sample_of_a_smaller_n(tiny, tmp_path):
+    model, tokenizer = tiny
+    out = tmp_path / "out"
+    calls = []
+
+    def counting(ids, mask):
+        calls.append(1)
+        if len(calls) > 12:  # stop part-way through the run of n=5
+            raise KeyboardInterrupt
+        return model(ids, attention_mask=mask).logits
+
+    with pytest.raises(KeyboardInterrupt):
+        run_benchmark(model, tokenizer, DATA, ["random"], n=5, out_dir=out, progress=False, plot=False,
+                      forward_func=counting)
+    finished = len((out / "cache.jsonl").read_text().splitlines())
+    assert 0 < finished < 5
+    smaller = run_benchmark(model, tokenizer, DATA, ["random"], n=finished, out_dir=out, progress=False, plot=False,
+                            forward_func=lambda i, m: model(i, attention_mask=m).logits)
+    assert smaller.n_computed == 0 and smaller.n_cached == finished
+    assert sorted(r["example"] for r in smaller.records) == select_examples(len(DATA), finished)
+
+
 def test_runner_interrupted_cache_line_is_skipped(tiny, tmp_path):
     model, tokenizer = tiny
     out = tmp_path / "out"

@@ -127,12 +127,17 @@ def _dataset_items(dataset: Any) -> Tuple[List[str], List[Optional[int]], List[s
     return texts, labels, [], "dataset"
 
 
-def select_examples(size: int, n: Optional[int], seed: int = 0) -> List[int]:
-    """Indices of the examples benchmarked: a seeded random sample of ``n`` (all if ``n`` is None)."""
+def _sample_order(size: int, n: Optional[int], seed: int = 0) -> List[int]:
+    """The first ``n`` indices of a seeded permutation, in that order: every prefix is the sample of a smaller ``n``."""
     if n is not None and n < 1:
         raise PRXAIError(f"n must be a positive number of examples, got {n}.")
     order = torch.randperm(size, generator=torch.Generator().manual_seed(seed)).tolist()
-    return sorted(order[: size if n is None else min(n, size)])
+    return order[: size if n is None else min(n, size)]
+
+
+def select_examples(size: int, n: Optional[int], seed: int = 0) -> List[int]:
+    """Indices of the examples benchmarked: a seeded random sample of ``n`` (all if ``n`` is None), sorted."""
+    return sorted(_sample_order(size, n, seed))
 
 
 def write_command(out_dir: Union[str, Path], program: str, argv: Sequence[str]) -> Path:
@@ -220,7 +225,10 @@ def run_benchmark(
 
     Examples are explained one at a time (so time and memory are per
     example), each for the class the model predicts; gold labels are used
-    only for ``accuracy`` (accuracy after removing the top tokens).
+    only for ``accuracy`` (accuracy after removing the top tokens). They are
+    taken in sampling order, so the examples an interrupted run finished are
+    exactly the sample of a smaller ``n``: rerun with that ``n`` to summarise
+    them from the cache.
 
     Args:
         model: A sequence classifier (Hugging Face ``*ForSequenceClassification``).
@@ -269,7 +277,7 @@ def run_benchmark(
     texts, labels, label_names, data_name = _dataset_items(dataset)
     if not texts:
         raise PRXAIError("the dataset is empty; nothing to benchmark.")
-    indices = select_examples(len(texts), n, config.seed)
+    indices = _sample_order(len(texts), n, config.seed)
 
     if device is None:
         try:
