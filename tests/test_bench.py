@@ -390,8 +390,10 @@ def test_write_matrix_ranks_methods_per_run_and_overall(tmp_path):
     assert section_a.index("Random") < section_a.index("PR-G") < section_a.index("GAE")
     assert "| Random | 0.500 ± 0.010 | 0.100 ± 0.010 | 0.200 ± 0.010 | 0.500 | – |" in section_a
     assert "| PR-G | 0.400 ± 0.010" in section_a and section_a.split("| PR-G |")[1].split("\n")[0].endswith("| 1 |")
-    overall = text.split("## Mean rank on comprehensiveness")[1]
-    assert "| PR-G | 2 | 1.50 |" in overall and "| GAE | 2 | 1.50 |" in overall and "Random" not in overall
+    overview = text.split("## Comprehensiveness ↑ in every run (best in bold)")[1].split("## A")[0]
+    assert "| GAE | 0.300 ± 0.010 | **0.300 ± 0.010** | 1.50 |" in overview
+    assert "| PR-G | **0.400 ± 0.010** | 0.200 ± 0.010 | 1.50 |" in overview
+    assert "| Random | 0.500 ± 0.010 | 0.100 ± 0.010 | – |" in overview  # the control: never bold, not ranked
 
 
 def test_precomputed_scores_become_a_method(tmp_path):

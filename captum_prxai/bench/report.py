@@ -217,18 +217,20 @@ def write_matrix(cells: Sequence[Any], path: Path, title: str = "Faithfulness ma
         title: Its title; ``intro``: a paragraph under it.
         control: The control method, listed but not ranked.
 
-    Each run gets a table (method x comprehensiveness, sufficiency, AOPC,
-    time), methods sorted by comprehensiveness and ranked 1 (best) onwards;
-    a last table gives each method's mean rank over the runs it took part in.
+    First an overview (method x run comprehensiveness, best in bold, and each
+    method's mean rank over the runs it took part in), then one table per run
+    (method x comprehensiveness, sufficiency, AOPC, time), methods sorted by
+    comprehensiveness and ranked 1 (best) onwards.
     """
-    lines = [f"# {title}", ""] + ([intro, ""] if intro else [])
-    ranks: Dict[str, List[int]] = {}
+    runs = []
     for heading, out_dir in cells:
         summary_file = Path(out_dir) / "summary.json"
-        if not summary_file.is_file():
-            continue
-        data = json.loads(summary_file.read_text())
-        meta, methods = data["meta"], data["methods"]
+        if summary_file.is_file():
+            data = json.loads(summary_file.read_text())
+            runs.append((heading, data["meta"], data["methods"]))
+    ranks: Dict[str, List[int]] = {}
+    sections: List[str] = []
+    for heading, meta, methods in runs:
         order = sorted(methods, key=lambda m: -methods[m]["comprehensiveness"]["mean"])
         ranked = [m for m in order if m != control]
         for place, m in enumerate(ranked, 1):
@@ -242,15 +244,29 @@ def write_matrix(cells: Sequence[Any], path: Path, title: str = "Faithfulness ma
             row += [_num(methods[m]["time_s"]["mean"], 3) if "time_s" in methods[m] else "",
                     str(ranked.index(m) + 1) if m in ranked else "–"]
             rows.append(row)
-        lines += [f"## {heading}", "", about, ""]
-        lines += _table(["Method"] + [h for _, h in MATRIX_COLUMNS] + ["Time / example (s)", "Rank"], rows)
-        lines.append("")
-    if ranks:
-        lines += ["## Mean rank on comprehensiveness", ""]
-        rows = [[_label(m), str(len(r)), f"{sum(r) / len(r):.2f}"]
-                for m, r in sorted(ranks.items(), key=lambda kv: (sum(kv[1]) / len(kv[1]), kv[0]))]
-        lines += _table(["Method", "Runs", "Mean rank"], rows)
-        lines.append("")
+        sections += [f"## {heading}", "", about, ""]
+        sections += _table(["Method"] + [h for _, h in MATRIX_COLUMNS] + ["Time / example (s)", "Rank"], rows)
+        sections.append("")
+    lines = [f"# {title}", ""] + ([intro, ""] if intro else [])
+    if runs:
+        by_rank = sorted(ranks, key=lambda m: (sum(ranks[m]) / len(ranks[m]), m))
+        everyone = by_rank + [m for _, _, methods in runs for m in methods if m not in ranks]
+        everyone = list(dict.fromkeys(everyone))
+        lines += ["## Comprehensiveness ↑ in every run (best in bold)", ""]
+        rows = []
+        for m in everyone:
+            row = [_label(m)]
+            for _, _, methods in runs:
+                best = max((k for k in methods if k != control), key=lambda k: methods[k]["comprehensiveness"]["mean"],
+                           default=None)
+                cell = _fmt(methods[m]["comprehensiveness"]) if m in methods else ""
+                row.append(f"**{cell}**" if m == best and cell else cell)
+            row.append(f"{sum(ranks[m]) / len(ranks[m]):.2f}" if m in ranks else "–")
+            rows.append(row)
+        lines += _table(["Method"] + [h for h, _, _ in runs] + ["Mean rank"], rows)
+        lines += ["", "Mean rank: place among the run's methods on comprehensiveness (1 = best), averaged over "
+                  "the runs the method took part in; the control is not ranked.", ""]
+    lines += sections
     path = Path(path)
     path.write_text("\n".join(lines), encoding="utf-8")
     return path
