@@ -65,8 +65,12 @@ def test_padding_takes_no_part_and_batch_equals_one_at_a_time():
     torch.testing.assert_close(batched[1, :4], alone[0])
 
 
-def test_rejects_negative_capacities():
+def test_clear_errors():
     maps = _random_transitions(1, 1, 3)
+    with pytest.raises(PRXAIError, match="source position 2 of example 0 is padding"):
+        layered_max_flow(maps, torch.tensor([[True, True, False]]), torch.tensor([2]))
+    with pytest.raises(PRXAIError, match="at least one layer"):
+        layered_max_flow([], torch.ones(1, 3, dtype=torch.bool), torch.tensor([0]))
     maps[0][0, 0, 1] = -0.1
     with pytest.raises(PRXAIError, match="non-negative"):
         layered_max_flow(maps, torch.ones(1, 3, dtype=torch.bool), torch.tensor([0]))

@@ -14,7 +14,7 @@ nodes and ``L T^2`` edges, solved on the CPU by SciPy's Dinic algorithm.
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Callable, Optional
 
 import numpy as np
 import torch
@@ -42,7 +42,7 @@ def layered_max_flow(
     mask: Tensor,
     source_position: Tensor,
     resolution: int = FLOW_RESOLUTION,
-    progress: Optional[object] = None,
+    progress: Optional[Callable[[int, int], None]] = None,
 ) -> Tensor:
     """Attention flow: the maximum flow from the explained output token to each input token.
 
@@ -59,7 +59,8 @@ def layered_max_flow(
         ``(B, T)`` flow values in ``[0, 1]`` (capacity units), zero on padding.
 
     Raises:
-        PRXAIError: Negative or non-finite capacities, or an empty graph.
+        PRXAIError: Negative or non-finite capacities, no layers, or a source
+            position that is padding.
 
     References:
         S. Abnar, W. Zuidema. *Quantifying Attention Flow in Transformers.* ACL 2020.
@@ -88,7 +89,10 @@ def layered_max_flow(
             shape=((n_layers + 1) * n, (n_layers + 1) * n),
         )
         graph.sort_indices()
-        source = n_layers * n + int(torch.nonzero(real == int(source_position[b])).flatten()[0])
+        at = torch.nonzero(real == int(source_position[b])).flatten()
+        if at.numel() == 0:
+            raise PRXAIError(f"source position {int(source_position[b])} of example {b} is padding.")
+        source = n_layers * n + int(at[0])
         for j in range(n):
             flow = maximum_flow(graph, source, j, method="dinic").flow_value
             out[b, real[j]] = flow / resolution
