@@ -93,7 +93,9 @@ def write_summary(path: Path = RESULTS / "matrix.md") -> Path:
              "rank = place among the cell's methods on comprehensiveness (1 = best, the random control unranked). "
              "Each cell's folder under [`matrix/`](matrix/) has its full table, deletion curves, per-example CSV "
              "and the exact command (`COMMAND`).")
-    return write_matrix(cells, path, intro=intro)
+    pairs = [("pr-ag", "gae"), ("pr-g", "gae"), ("pr-ag", "ig"), ("pr-g", "ig"), ("pr-g", "pr-ag"),
+             ("pr-ag", "attnlrp"), ("pr-g", "attnlrp")]
+    return write_matrix(cells, path, intro=intro, pairs=pairs)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

@@ -6,7 +6,7 @@ import csv
 import json
 import math
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from captum_prxai.metrics.faithfulness import _pct
 from captum_prxai.metrics.stats import bootstrap_ci, mean_sem
@@ -206,8 +206,24 @@ def write_plot(records: Sequence[Dict[str, Any]], methods: Sequence[str], path: 
 MATRIX_COLUMNS = [("comprehensiveness", "Comp. ↑"), ("sufficiency", "Suff. ↓"), ("aopc_most", "AOPC ↑")]
 
 
+def _paired_differences(csv_path: Path, pairs: Sequence[Tuple[str, str]],
+                        metric: str = "comprehensiveness") -> Dict[Tuple[str, str], Dict[str, float]]:
+    """Per-example differences ``a - b`` of a metric on the examples both methods explained: mean and s.e."""
+    values: Dict[str, Dict[str, float]] = {}
+    with Path(csv_path).open(newline="", encoding="utf-8") as fh:
+        for row in csv.DictReader(fh):
+            values.setdefault(row["method"], {})[row["example"]] = float(row[metric])
+    out = {}
+    for a, b in pairs:
+        if a in values and b in values:
+            common = sorted(set(values[a]) & set(values[b]))
+            mean, sem = mean_sem([values[a][e] - values[b][e] for e in common])
+            out[(a, b)] = {"mean": mean, "sem": sem, "n": len(common)}
+    return out
+
+
 def write_matrix(cells: Sequence[Any], path: Path, title: str = "Faithfulness matrix",
-                 intro: str = "", control: str = "random") -> Path:
+                 intro: str = "", control: str = "random", pairs: Sequence[Tuple[str, str]] = ()) -> Path:
     """Collect several benchmark runs into one Markdown file, with each method's rank per run.
 
     Args:
@@ -216,6 +232,10 @@ def write_matrix(cells: Sequence[Any], path: Path, title: str = "Faithfulness ma
         path: The Markdown file to write.
         title: Its title; ``intro``: a paragraph under it.
         control: The control method, listed but not ranked.
+        pairs: ``(a, b)`` method pairs whose per-example difference in
+            comprehensiveness (``a - b``, mean ± standard error over the
+            examples both explained; from each run's ``results.csv``) gets a
+            table: a paired comparison, tighter than comparing two means.
 
     First an overview (method x run comprehensiveness, best in bold, and each
     method's mean rank over the runs it took part in), then one table per run
@@ -266,6 +286,15 @@ def write_matrix(cells: Sequence[Any], path: Path, title: str = "Faithfulness ma
         lines += _table(["Method"] + [h for h, _, _ in runs] + ["Mean rank"], rows)
         lines += ["", "Mean rank: place among the run's methods on comprehensiveness (1 = best), averaged over "
                   "the runs the method took part in; the control is not ranked.", ""]
+        diffs = [_paired_differences(Path(out_dir) / "results.csv", pairs) if (Path(out_dir) / "results.csv").is_file()
+                 else {} for _, out_dir in cells if (Path(out_dir) / "summary.json").is_file()]
+        shown = [pair for pair in pairs if any(pair in d for d in diffs)]
+        if shown:
+            lines += ["## Paired differences in comprehensiveness (a − b, same examples)", ""]
+            rows = [[f"{_label(a)} − {_label(b)}"] + [_fmt(d.get((a, b))) if (a, b) in d else "" for d in diffs]
+                    for a, b in shown]
+            lines += _table(["Pair"] + [h for h, _, _ in runs], rows)
+            lines.append("")
     lines += sections
     path = Path(path)
     path.write_text("\n".join(lines), encoding="utf-8")
