@@ -85,8 +85,12 @@ def run_cell(cell: Cell, n: Optional[int], methods: Optional[str], argv: Sequenc
 
 def write_summary(path: Path = RESULTS / "matrix.md") -> Path:
     """Collect every finished cell into ``benchmarks/results/matrix.md``."""
+    from captum_prxai.bench import register_precomputed
     from captum_prxai.bench.report import write_matrix
 
+    for cell in CELLS.values():  # so that their labels show
+        for name, label, scores in cell.precomputed:
+            register_precomputed(name, RESULTS / scores, label=label, overwrite=True)
     cells = [(f"{c.architecture} × {c.dataset} ({'long' if c.long else 'short'})", MATRIX_DIR / c.name)
              for c in CELLS.values()]
     intro = ("Held-out half of each test split; ERASER deletion metrics, mean ± standard error over examples; "

@@ -399,9 +399,9 @@ def test_write_matrix_ranks_methods_per_run_and_overall(tmp_path):
     assert "| Random | 0.500 ± 0.010 | 0.100 ± 0.010 | 0.200 ± 0.010 | 0.500 | – |" in section_a
     assert "| PR-G | 0.400 ± 0.010" in section_a and section_a.split("| PR-G |")[1].split("\n")[0].endswith("| 1 |")
     overview = text.split("## Comprehensiveness ↑ in every run (best in bold)")[1].split("## A")[0]
-    assert "| GAE | 0.300 ± 0.010 | **0.300 ± 0.010** | 1.50 |" in overview
-    assert "| PR-G | **0.400 ± 0.010** | 0.200 ± 0.010 | 1.50 |" in overview
-    assert "| Random | 0.500 ± 0.010 | 0.100 ± 0.010 | – |" in overview  # the control: never bold, not ranked
+    assert "| GAE | 0.300 ± 0.010 | **0.300 ± 0.010** | 1.50 | 2 |" in overview
+    assert "| PR-G | **0.400 ± 0.010** | 0.200 ± 0.010 | 1.50 | 2 |" in overview
+    assert "| Random | 0.500 ± 0.010 | 0.100 ± 0.010 | – | 0 |" in overview  # the control: never bold, not ranked
 
 
 def test_precomputed_scores_become_a_method(tmp_path):

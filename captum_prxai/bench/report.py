@@ -281,11 +281,12 @@ def write_matrix(cells: Sequence[Any], path: Path, title: str = "Faithfulness ma
                            default=None)
                 cell = _fmt(methods[m]["comprehensiveness"]) if m in methods else ""
                 row.append(f"**{cell}**" if m == best and cell else cell)
-            row.append(f"{sum(ranks[m]) / len(ranks[m]):.2f}" if m in ranks else "–")
+            row += [f"{sum(ranks[m]) / len(ranks[m]):.2f}" if m in ranks else "–", str(len(ranks.get(m, [])))]
             rows.append(row)
-        lines += _table(["Method"] + [h for h, _, _ in runs] + ["Mean rank"], rows)
+        lines += _table(["Method"] + [h for h, _, _ in runs] + ["Mean rank", "Runs ranked"], rows)
         lines += ["", "Mean rank: place among the run's methods on comprehensiveness (1 = best), averaged over "
-                  "the runs the method took part in; the control is not ranked.", ""]
+                  "the runs the method took part in (runs differ in their method lists, so compare mean ranks "
+                  "of methods with the same runs); the control is not ranked.", ""]
         diffs = [_paired_differences(Path(out_dir) / "results.csv", pairs) if (Path(out_dir) / "results.csv").is_file()
                  else {} for _, out_dir in cells if (Path(out_dir) / "summary.json").is_file()]
         shown = [pair for pair in pairs if any(pair in d for d in diffs)]
