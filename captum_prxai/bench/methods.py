@@ -169,7 +169,9 @@ def register_precomputed(name: str, path: Union[str, Path], label: Optional[str]
 
     The file is JSON Lines, one object per explained input with ``"input_ids"``
     (the token ids exactly as the benchmark tokenises the text) and
-    ``"scores"`` (one float per token). The benchmark then scores these
+    ``"scores"`` (one float per token) for the class the benchmark explains
+    (the model's predicted class); the ``target`` passed at run time is not
+    checked. The benchmark then scores these
     explanations with the same metrics as every other method; the time it
     reports is only the look-up.
 
