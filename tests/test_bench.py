@@ -298,9 +298,12 @@ def test_cli_benchmark(tiny, tmp_path, monkeypatch, capsys):
     ext_argv = ["benchmark", "--model", str(ckpt), "--dataset", "toy", "--methods", "ext", "--n", str(len(DATA)),
                 "--out", str(tmp_path / "ext"), "--max-length", "16", "--device", "cpu", "--quiet", "--no-plot",
                 "--precomputed", f"ext={ext}"]
-    assert cli.main(ext_argv) == 1  # the other examples have no scores: reported, not a crash
-    out_text = capsys.readouterr().out
-    assert "| ext |" in out_text and "1 explanations computed" in out_text and "has no scores" in out_text
+    try:
+        assert cli.main(ext_argv) == 1  # the other examples have no scores: reported, not a crash
+        out_text = capsys.readouterr().out
+        assert "| ext |" in out_text and "1 explanations computed" in out_text and "has no scores" in out_text
+    finally:
+        METHODS.pop("ext", None)  # the registry is global: leave it as found
     assert cli.main(ext_argv[:-1] + ["ext"]) == 2
     assert "NAME=FILE" in capsys.readouterr().err
 
