@@ -242,15 +242,16 @@ def write_matrix(cells: Sequence[Any], path: Path, title: str = "Faithfulness ma
     (method x comprehensiveness, sufficiency, AOPC, time), methods sorted by
     comprehensiveness and ranked 1 (best) onwards.
     """
-    runs = []
+    runs = []  # (heading, meta, methods, paired differences) of each finished run
     for heading, out_dir in cells:
-        summary_file = Path(out_dir) / "summary.json"
+        summary_file, csv_file = Path(out_dir) / "summary.json", Path(out_dir) / "results.csv"
         if summary_file.is_file():
             data = json.loads(summary_file.read_text())
-            runs.append((heading, data["meta"], data["methods"]))
+            diffs = _paired_differences(csv_file, pairs) if pairs and csv_file.is_file() else {}
+            runs.append((heading, data["meta"], data["methods"], diffs))
     ranks: Dict[str, List[int]] = {}
     sections: List[str] = []
-    for heading, meta, methods in runs:
+    for heading, meta, methods, _ in runs:
         order = sorted(methods, key=lambda m: -methods[m]["comprehensiveness"]["mean"])
         ranked = [m for m in order if m != control]
         for place, m in enumerate(ranked, 1):
@@ -270,31 +271,28 @@ def write_matrix(cells: Sequence[Any], path: Path, title: str = "Faithfulness ma
     lines = [f"# {title}", ""] + ([intro, ""] if intro else [])
     if runs:
         by_rank = sorted(ranks, key=lambda m: (sum(ranks[m]) / len(ranks[m]), m))
-        everyone = by_rank + [m for _, _, methods in runs for m in methods if m not in ranks]
-        everyone = list(dict.fromkeys(everyone))
+        everyone = list(dict.fromkeys(by_rank + [m for _, _, methods, _ in runs for m in methods]))
+        bests = [max((k for k in methods if k != control), key=lambda k: methods[k]["comprehensiveness"]["mean"],
+                     default=None) for _, _, methods, _ in runs]
         lines += ["## Comprehensiveness ↑ in every run (best in bold)", ""]
         rows = []
         for m in everyone:
             row = [_label(m)]
-            for _, _, methods in runs:
-                best = max((k for k in methods if k != control), key=lambda k: methods[k]["comprehensiveness"]["mean"],
-                           default=None)
+            for (_, _, methods, _), best in zip(runs, bests):
                 cell = _fmt(methods[m]["comprehensiveness"]) if m in methods else ""
                 row.append(f"**{cell}**" if m == best and cell else cell)
             row += [f"{sum(ranks[m]) / len(ranks[m]):.2f}" if m in ranks else "–", str(len(ranks.get(m, [])))]
             rows.append(row)
-        lines += _table(["Method"] + [h for h, _, _ in runs] + ["Mean rank", "Runs ranked"], rows)
+        lines += _table(["Method"] + [run[0] for run in runs] + ["Mean rank", "Runs ranked"], rows)
         lines += ["", "Mean rank: place among the run's methods on comprehensiveness (1 = best), averaged over "
                   "the runs the method took part in (runs differ in their method lists, so compare mean ranks "
                   "of methods with the same runs); the control is not ranked.", ""]
-        diffs = [_paired_differences(Path(out_dir) / "results.csv", pairs) if (Path(out_dir) / "results.csv").is_file()
-                 else {} for _, out_dir in cells if (Path(out_dir) / "summary.json").is_file()]
-        shown = [pair for pair in pairs if any(pair in d for d in diffs)]
+        shown = [pair for pair in pairs if any(pair in run[3] for run in runs)]
         if shown:
             lines += ["## Paired differences in comprehensiveness (a − b, same examples)", ""]
-            rows = [[f"{_label(a)} − {_label(b)}"] + [_fmt(d.get((a, b))) if (a, b) in d else "" for d in diffs]
+            rows = [[f"{_label(a)} − {_label(b)}"] + [_fmt(run[3][(a, b)]) if (a, b) in run[3] else "" for run in runs]
                     for a, b in shown]
-            lines += _table(["Pair"] + [h for h, _, _ in runs], rows)
+            lines += _table(["Pair"] + [run[0] for run in runs], rows)
             lines.append("")
     lines += sections
     path = Path(path)
