@@ -62,8 +62,16 @@ CELLS: Dict[str, Cell] = {c.name: c for c in [
 ]}
 
 
-def run_cell(cell: Cell, n: Optional[int], methods: Optional[str], argv: Sequence[str]) -> Path:
+def _register_precomputed(cells: Sequence[Cell]) -> None:
+    """Register the cells' externally computed methods (for running them and for their labels)."""
     from captum_prxai.bench import register_precomputed
+
+    for cell in cells:
+        for name, label, scores in cell.precomputed:
+            register_precomputed(name, RESULTS / scores, label=label, overwrite=True)
+
+
+def run_cell(cell: Cell, n: Optional[int], methods: Optional[str], argv: Sequence[str]) -> Path:
     from captum_prxai.bench.ablation import dataset_half
     from captum_prxai.bench.runner import run_benchmark, write_command
     from captum_prxai.data import load_dataset
@@ -72,10 +80,8 @@ def run_cell(cell: Cell, n: Optional[int], methods: Optional[str], argv: Sequenc
     model, tokenizer = load_model(cell.model)
     dataset = dataset_half(load_dataset(cell.dataset, "test"), "holdout")
     out = MATRIX_DIR / cell.name
-    extra = ""
-    for name, label, scores in cell.precomputed:
-        register_precomputed(name, RESULTS / scores, label=label, overwrite=True)
-        extra += f",{name}"
+    _register_precomputed([cell])
+    extra = "".join(f",{name}" for name, _, _ in cell.precomputed)
     default_methods = cell.methods or (LONG_METHODS if cell.long else SHORT_METHODS)
     run_benchmark(model, tokenizer, dataset, (methods or default_methods) + extra,
                   n=n or cell.n or (100 if cell.long else 200), out_dir=out, model_name=cell.model)
@@ -85,12 +91,9 @@ def run_cell(cell: Cell, n: Optional[int], methods: Optional[str], argv: Sequenc
 
 def write_summary(path: Path = RESULTS / "matrix.md") -> Path:
     """Collect every finished cell into ``benchmarks/results/matrix.md``."""
-    from captum_prxai.bench import register_precomputed
     from captum_prxai.bench.report import write_matrix
 
-    for cell in CELLS.values():  # so that their labels show
-        for name, label, scores in cell.precomputed:
-            register_precomputed(name, RESULTS / scores, label=label, overwrite=True)
+    _register_precomputed(list(CELLS.values()))  # so that their labels show
     cells = [(f"{c.architecture} × {c.dataset} ({'long' if c.long else 'short'})", MATRIX_DIR / c.name)
              for c in CELLS.values()]
     intro = ("Held-out half of each test split; ERASER deletion metrics, mean ± standard error over examples; "

@@ -55,10 +55,6 @@ class ValueNorms:
 
             self.handles.append(attention.self.value.register_forward_hook(hook))
 
-    def remove(self) -> None:
-        for handle in self.handles:
-            handle.remove()
-
 
 class ValueNormPageRank(cp.PageRankAttribution):
     """PageRankAttribution whose per-head edges are scaled by the size of the moved value vectors."""
@@ -75,12 +71,19 @@ class ValueNormPageRank(cp.PageRankAttribution):
 
 
 VARIANTS = {"pr:n:token:target:0.7": False, "pr:ng:token:target:0.7": True}
+_NORMS: Dict[int, ValueNorms] = {}  # one set of hooks per model, shared by the variants
+
+
+def _value_norms(model: nn.Module) -> ValueNorms:
+    if id(model) not in _NORMS:
+        _NORMS[id(model)] = ValueNorms(model)
+    return _NORMS[id(model)]
 
 
 def register() -> List[str]:
     for name, with_gradient in VARIANTS.items():
         def factory(model, forward_func, ctx, with_gradient=with_gradient, name=name) -> Explainer:
-            norms = ValueNorms(model)
+            norms = _value_norms(model)
             attr = ValueNormPageRank(forward_func, cp.attention_layers(model), norms, with_gradient,
                                      damping=0.7, teleport="target")
 
