@@ -43,6 +43,8 @@ class Cell:
     n: Optional[int] = None
     #: methods whose scores were computed elsewhere: (name, label, JSON Lines file under results/)
     precomputed: Tuple[Tuple[str, str, str], ...] = ()
+    #: wordpiece budget of the benchmark (default: the model's limit, 512)
+    max_length: Optional[int] = None
 
     @property
     def name(self) -> str:
@@ -59,6 +61,11 @@ CELLS: Dict[str, Cell] = {c.name: c for c in [
     Cell("minilm", "bbc-news", "minilm-bbc-news", long=True),
     # MPNet is ~8x MiniLM's cost per pass: fewer methods and examples on this CPU
     Cell("mpnet", "movie-sentences", "mpnet-movie-sentences", methods=LONG_METHODS, n=100),
+    Cell("mpnet", "uncertainty", "mpnet-uncertainty", methods=LONG_METHODS),
+    Cell("mpnet", "tweets", "mpnet-tweets", methods=LONG_METHODS),
+    # trained and benchmarked at 256 wordpieces (a 512-token MPNet pass is ~8x MiniLM's on this CPU)
+    Cell("mpnet", "movie-reviews", "mpnet-movie-reviews", long=True, methods="pr-g,pr-ag,gae,random", n=50,
+         max_length=256),
 ]}
 
 
@@ -84,7 +91,8 @@ def run_cell(cell: Cell, n: Optional[int], methods: Optional[str], argv: Sequenc
     extra = "".join(f",{name}" for name, _, _ in cell.precomputed)
     default_methods = cell.methods or (LONG_METHODS if cell.long else SHORT_METHODS)
     run_benchmark(model, tokenizer, dataset, (methods or default_methods) + extra,
-                  n=n or cell.n or (100 if cell.long else 200), out_dir=out, model_name=cell.model)
+                  n=n or cell.n or (100 if cell.long else 200), out_dir=out, model_name=cell.model,
+                  max_length=cell.max_length)
     write_command(out, "python benchmarks/matrix.py", argv)
     return out / "summary.md"
 

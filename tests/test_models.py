@@ -210,3 +210,27 @@ def test_unknown_decoder_name():
 
     with pytest.raises(PRXAIError, match="unknown decoder"):
         gguf_path("gpt-5")
+
+
+def test_decoder_encoder_folder_and_lowrank_targets(tiny_decoder, tmp_path, monkeypatch):
+    """A GGUF decoder becomes a transformers folder with a padding token; LoRA adapts its projections."""
+    from captum_prxai.models import decoder
+
+    lm, tok = tiny_decoder
+    tok = type(tok).from_pretrained(str(encoder_path("minilm")))
+    tok.pad_token = None  # like SmolLM2's tokenizer: the end-of-text token must stand in
+    tok.eos_token = "[SEP]"
+    monkeypatch.setenv("CAPTUM_PRXAI_CACHE", str(tmp_path))
+    monkeypatch.setattr(decoder, "load_decoder", lambda name: (lm, tok))
+    folder = load._decoder_path("tiny")
+    assert folder == tmp_path / "encoders" / "tiny-hf" and (folder / "model.safetensors").is_file()
+    model = load.build_classifier(folder, ["negative", "positive"])
+    assert type(model).__name__ == "LlamaForSequenceClassification"
+    assert model.config.pad_token_id == tok.convert_tokens_to_ids("[SEP]")
+    torch.testing.assert_close(model.model.embed_tokens.weight, lm.model.embed_tokens.weight)
+    wrapped = _lowrank.add_lowrank(model, rank=2, alpha=4.0)
+    suffixes = sorted({name.rsplit(".", 1)[-1] for name in wrapped})
+    assert suffixes == ["down_proj", "gate_proj", "k_proj", "o_proj", "q_proj", "up_proj", "v_proj"]
+    assert len(wrapped) == 2 * 7
+    trainable = {n for n, p in model.named_parameters() if p.requires_grad}
+    assert "score.weight" in trainable and all(".lora_" in n or n == "score.weight" for n in trainable)

