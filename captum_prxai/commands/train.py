@@ -9,7 +9,7 @@ HELP = "Fine-tune an encoder into a classifier on an offline dataset; saves it w
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--encoder", default="minilm",
-                        help="encoder name (minilm) or local model folder (default: minilm)")
+                        help="encoder name (minilm, mpnet, smollm2) or local model folder (default: minilm)")
     parser.add_argument("--dataset", default="movie-sentences",
                         help="dataset name, see `captum-prxai datasets` (default: movie-sentences)")
     parser.add_argument("--name", help="model name in the cache (default: <encoder>-<dataset>)")
