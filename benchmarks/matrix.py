@@ -66,9 +66,17 @@ CELLS: Dict[str, Cell] = {c.name: c for c in [
     # trained and benchmarked at 256 wordpieces (a 512-token MPNet pass is ~8x MiniLM's on this CPU)
     Cell("mpnet", "movie-reviews", "mpnet-movie-reviews", long=True, methods="pr-g,pr-ag,gae,random", n=50,
          max_length=256),
-    # decoder-only: SmolLM2-135M fine-tuned with a classification head on the last token (4,000 training sentences)
+    Cell("mpnet", "bbc-news", "mpnet-bbc-news", long=True, methods="pr-g,pr-ag,gae,random", n=50,
+         max_length=256),
+    # decoder-only: SmolLM2-135M fine-tuned with a classification head on the last token (see models.md);
+    # its long cells run at 256 tokens and 30 examples, for CPU time
     Cell("smollm2", "movie-sentences", "smollm2-movie-sentences", methods=LONG_METHODS, n=100),
+    Cell("smollm2", "uncertainty", "smollm2-uncertainty", methods=LONG_METHODS, n=100),
     Cell("smollm2", "tweets", "smollm2-tweets", methods=LONG_METHODS, n=100),
+    Cell("smollm2", "movie-reviews", "smollm2-movie-reviews", long=True, methods="pr-g,pr-ag,gae,random", n=30,
+         max_length=256),
+    Cell("smollm2", "bbc-news", "smollm2-bbc-news", long=True, methods="pr-g,pr-ag,gae,random", n=30,
+         max_length=256),
 ]}
 
 
