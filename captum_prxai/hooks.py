@@ -488,7 +488,11 @@ class AttentionRecorder:
                     "are computed from the layer's inputs."
                 )
             self._anchor(index, attention)
-            attention.register_hook(lambda grad, index=index, attention=attention: self._store(index, attention, grad))
+            # The hook must not hold `attention` itself: tensor -> autograd node -> hook -> tensor is a
+            # reference cycle through C++ that Python's collector cannot see, so every pass would leak
+            # its whole graph. A detached view shares the storage without the cycle.
+            probs = attention.detach()
+            attention.register_hook(lambda grad, index=index, probs=probs: self._store(index, probs, grad))
 
         return hook
 

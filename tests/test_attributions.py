@@ -323,6 +323,28 @@ def test_recompute_and_weights_capture_give_the_same_scores(kind, tiny_model_fac
         assert torch.allclose(a, b, atol=1e-5), method.__name__
 
 
+@pytest.mark.parametrize("kind", ["bert", "mpnet"])
+def test_captured_attention_is_freed_after_attribute(kind, tiny_model_factory, tiny_batch):
+    """No pass keeps its attention maps alive (a hook holding its own tensor would leak the whole graph)."""
+    import gc
+    import weakref
+
+    model = tiny_model_factory(kind)
+    ids, mask = tiny_batch
+    refs = []
+
+    def weights(module, args, kwargs, output):
+        refs.append(weakref.ref(output[1]))
+        return output[1]
+
+    for method in (cp.PRAttentionGradient, cp.GradientWeightedRollout):
+        method(forward_for(model), cp.attention_layers(model), attention_fn=weights).attribute(
+            ids, target=1, additional_forward_args=(mask,))
+    gc.collect()
+    assert len(refs) == 2 * len(cp.attention_layers(model))
+    assert all(ref() is None for ref in refs)
+
+
 def test_input_gradient_teleport_is_gradient_times_input_at_the_first_layer(tiny_model_factory, tiny_batch):
     model = tiny_model_factory("bert")
     ids, mask = tiny_batch
