@@ -48,7 +48,7 @@ def check_model(name: str, dataset_name: str, n: int) -> Dict[str, float]:
     from captum.attr import LayerIntegratedGradients
 
     from captum_prxai.bench.ablation import dataset_half
-    from captum_prxai.bench.methods import MethodContext, _reference_ids, make_forward_func
+    from captum_prxai.bench.methods import IG_DEFAULTS, MethodContext, _reference_ids, make_forward_func
     from captum_prxai.data import load_dataset
     from captum_prxai.models import load_model
 
@@ -65,8 +65,8 @@ def check_model(name: str, dataset_name: str, n: int) -> Dict[str, float]:
         base = _reference_ids(ids, special, mask, ctx.pad_token_id)
         with torch.no_grad():
             target = int(forward(ids, mask).argmax(-1))
-        _, delta = ig.attribute(ids, baselines=base, target=target, additional_forward_args=(mask,), n_steps=50,
-                                method="gausslegendre", return_convergence_delta=True)
+        _, delta = ig.attribute(ids, baselines=base, target=target, additional_forward_args=(mask,),
+                                return_convergence_delta=True, **IG_DEFAULTS)
         path = _path_logits(model, ids, base, mask, target)
         span = abs(path[-1] - path[0]) or 1e-12
         gaps.append(abs(float(delta)) / span)

@@ -333,10 +333,14 @@ def _pr_factory(class_name: str, name: str, label: str) -> Factory:
     return factory
 
 
+#: LayerIntegratedGradients settings of the ``"ig"`` method (overridable per run through ``options``)
+IG_DEFAULTS: Dict[str, Any] = {"n_steps": 50, "internal_batch_size": None, "method": "gausslegendre"}
+
+
 def _ig_factory(model: nn.Module, forward_func: ForwardFunc, ctx: MethodContext) -> Explainer:
     from captum.attr import LayerIntegratedGradients
 
-    opts = _opts(ctx, "ig", n_steps=50, internal_batch_size=None, method="gausslegendre")
+    opts = _opts(ctx, "ig", **IG_DEFAULTS)
     attr = LayerIntegratedGradients(forward_func, _embeddings(model))
 
     def explain(ids: Tensor, mask: Tensor, special: Tensor, target: Tensor) -> Tensor:
