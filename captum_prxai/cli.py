@@ -26,6 +26,7 @@ COMMANDS: dict[str, str] = {
     "benchmark": "captum_prxai.commands.benchmark",
     "bench-speed": "captum_prxai.commands.bench_speed",
     "explore": "captum_prxai.commands.explore",
+    "attribute-dataset": "captum_prxai.commands.attribute_dataset",
 }
 
 
