@@ -1,0 +1,520 @@
+"""PR-XAI for text generation, through Captum's LLM attribution API.
+
+:class:`LLMGraphAttribution` wraps any attention-graph attribution of
+captum-prxai (PR-A, PR-G, PR-AG and the attention baselines) built on a
+Hugging Face causal language model, and explains a generated (or given)
+continuation of a prompt the way Captum's
+:class:`~captum.attr.LLMGradientAttribution` does: it takes Captum's
+:class:`~captum.attr.TextTokenInput` or :class:`~captum.attr.TextTemplateInput`
+and returns Captum's own :class:`~captum.attr.LLMAttributionResult`, whose
+``token_attr`` row ``k`` explains ``log p(t_k | prompt, t_<k)``.
+
+Where Captum runs one attribution (for Layer Integrated Gradients: 50
+forward and backward passes) per output token, the whole ``n_out x n_in``
+matrix here comes from **one forward pass** over ``prompt + target``:
+
+* attention-only edges (PR-A, raw attention, rollout) need nothing more: row
+  ``k`` is the graph of the causal prefix ``prompt + t_<k``, read from the same
+  attention maps, with teleport to the position that predicts ``t_k``; all
+  rows are one batched PageRank;
+* gradient edges (PR-G, PR-AG, gradient-weighted rollout) differ per output
+  token; each row costs one backward pass (a vector-Jacobian product down to
+  the first attention layer) against the same retained forward graph.
+
+See ``docs/llm.md`` for the semantics, the cost model and the limits.
+"""
+
+from __future__ import annotations
+
+import re
+from copy import copy
+from typing import Any, Callable, Dict, List, Optional, Union
+
+import torch
+from captum.attr import LLMAttributionResult, LLMGradientAttribution, TextTemplateInput, TextTokenInput
+from captum.attr._core.llm_attr import DEFAULT_GEN_ARGS, BaseLLMAttribution, _convert_ids_to_pretty_tokens
+from torch import Tensor, nn
+
+from captum_prxai._limits import max_input_length
+from captum_prxai.attr._base import AttentionGraphAttribution, CapturedGraph, _is_causal
+from captum_prxai.exceptions import PRXAIError
+from captum_prxai.hooks import AttentionRecorder
+
+__all__ = ["LLMGraphAttribution", "DEFAULT_GEN_ARGS"]
+
+#: Memory budget (bytes) of the per-row edge maps held at once before PageRank runs on them;
+#: ``internal_batch_size=None`` sizes the row chunks to it.
+ROW_MAPS_BUDGET = 256 * 2**20
+
+# Hugging Face heads that are not language models: their logits are not next-token distributions.
+_NOT_CAUSAL_LM = re.compile(
+    r"For(SequenceClassification|TokenClassification|QuestionAnswering|MultipleChoice|MaskedLM|"
+    r"NextSentencePrediction|PreTraining|ImageClassification|AudioClassification)$"
+)
+
+
+class _RetainingRecorder(AttentionRecorder):
+    """:class:`AttentionRecorder` whose :meth:`backward` can run once per objective against one forward.
+
+    Each call back-propagates one objective to the captured attention maps
+    (keeping the forward graph with ``retain_graph=True``); the reduce
+    callback overwrites :attr:`maps` with that objective's maps, which the
+    caller collects before the next call.
+    """
+
+    def backward(self, objective: Tensor, retain_graph: bool = False) -> None:  # type: ignore[override]
+        captured = [a for a in self._anchors if a is not None]
+        if not captured:
+            raise self.missing_error()
+        first = self._first_input if self.input_gradient_wanted else None
+        inputs = [captured[0]] + ([first] if first is not None else [])
+        grads = torch.autograd.grad(objective, inputs=inputs, retain_graph=retain_graph, allow_unused=True)
+        self.input_gradient = None
+        if first is not None and grads[1] is not None:
+            self.input_gradient = (grads[1] * first.detach()).sum(-1)
+        if not retain_graph:
+            self._anchors = [None] * len(self.layers)
+            self._first_input = None
+
+
+class LLMGraphAttribution(LLMGradientAttribution):
+    r"""Explain text generation with PR-XAI, through Captum's LLM attribution API.
+
+    A drop-in for :class:`captum.attr.LLMGradientAttribution` whose supported
+    methods are the attention-graph attributions of captum-prxai
+    (:class:`~captum_prxai.PRAttention`, :class:`~captum_prxai.PRGradient`,
+    :class:`~captum_prxai.PRAttentionGradient`, any
+    :class:`~captum_prxai.PageRankAttribution`, and the baselines
+    :class:`~captum_prxai.RawAttention`, :class:`~captum_prxai.AttentionRollout`,
+    :class:`~captum_prxai.GradientWeightedRollout`). It subclasses
+    ``LLMGradientAttribution`` so that code testing for it, its target
+    handling (``target=None`` generates with Captum's
+    :data:`~captum.attr._core.llm_attr.DEFAULT_GEN_ARGS`, a string is encoded
+    without special tokens) and its result type are Captum's own; only the
+    attribution itself is replaced.
+
+    Output token ``k`` is explained through ``log p(t_k | prompt, t_<k)``
+    under teacher forcing, as in Captum: its row of ``token_attr`` is the
+    wrapped method's scores with the model's input being the causal prefix
+    ``prompt + t_<k`` and the explained position the one that predicts
+    ``t_k``. For PageRank methods a row is the PageRank of the attention graph
+    of that prefix, teleporting to that position; it is non-negative and sums
+    to one over the whole prefix, so the prompt columns of a row sum to the
+    share of its mass that reaches the prompt (the rest sits on earlier
+    generated tokens, reported too with ``include_generated=True``).
+
+    All rows come from one forward pass over ``prompt + t_0 .. t_{n-2}``:
+    attention-only edges need no backward at all, gradient edges need one
+    backward pass per output token against the same retained forward graph
+    (see ``docs/llm.md`` for the cost model).
+
+    Args:
+        attr_method (AttentionGraphAttribution): A captum-prxai attention-graph
+            attribution whose ``forward_func`` is the Hugging Face causal LM
+            itself (e.g. ``PRGradient(model, attention_layers(model))``), as
+            Captum's LLM wrappers require.
+        tokenizer: The model's tokenizer. :class:`~captum.attr.TextTemplateInput`
+            needs a fast tokenizer (character offsets map template values to tokens).
+
+    Examples::
+
+        >>> from captum.attr import TextTokenInput
+        >>> from captum_prxai import PRGradient, attention_layers
+        >>> from captum_prxai.llm import LLMGraphAttribution
+        >>> llm_attr = LLMGraphAttribution(PRGradient(model, attention_layers(model)), tokenizer)
+        >>> result = llm_attr.attribute(TextTokenInput("The capital of France is", tokenizer), target=" Paris")
+        >>> result.token_attr.shape  # (n_out, n_in)
+        >>> fig, ax = result.plot_token_attr()
+
+    References:
+        A. Azarkhalili, Y. Li, M. W. Libbrecht. *PR-XAI: PageRank-Based
+        Feature Attribution for Transformers.* ACL 2026.
+        V. Miglani et al. *Using Captum to Explain Generative Language
+        Models.* NLP-OSS 2023.
+    """
+
+    SUPPORTED_METHODS = (AttentionGraphAttribution,)
+    SUPPORTED_INPUTS = (TextTokenInput, TextTemplateInput)
+
+    def __init__(self, attr_method: AttentionGraphAttribution, tokenizer: Any) -> None:
+        if not isinstance(attr_method, AttentionGraphAttribution):
+            raise PRXAIError(
+                f"LLMGraphAttribution wraps a captum-prxai attention-graph attribution (PRAttention, PRGradient, "
+                f"PRAttentionGradient, PageRankAttribution, RawAttention, AttentionRollout, GradientWeightedRollout), "
+                f"got {type(attr_method).__name__}. For Captum's own methods use captum.attr.LLMAttribution or "
+                "LLMGradientAttribution."
+            )
+        model = attr_method.forward_func
+        _check_causal_lm(model)
+        if tokenizer is None or not callable(getattr(tokenizer, "encode", None)):
+            raise PRXAIError("tokenizer must be the model's Hugging Face tokenizer (with encode/decode).")
+        # Captum's LLMGradientAttribution.__init__ would replace the method's forward_func with its
+        # per-token GradientForwardFunc; the shared base sets model, tokenizer and device only.
+        BaseLLMAttribution.__init__(self, attr_method, tokenizer)
+        self.attr_method = attr_method
+
+    # -- the Captum entry point ------------------------------------------------------------------
+    def attribute(  # type: ignore[override]
+        self,
+        inp: Union[TextTokenInput, TextTemplateInput],
+        target: Union[str, Tensor, None] = None,
+        gen_args: Optional[Dict[str, Any]] = None,
+        include_generated: bool = False,
+        one_pass: bool = True,
+        internal_batch_size: Optional[int] = None,
+    ) -> LLMAttributionResult:
+        r"""Attribute every output token to the prompt's interpretable features.
+
+        Args:
+            inp (TextTokenInput or TextTemplateInput): The prompt. Its
+                interpretable features are the columns of the result: the
+                tokens not in ``skip_tokens`` (:class:`~captum.attr.TextTokenInput`;
+                skipped tokens stay in the model's input and in the graph, as
+                in Captum, but get no column), or the template values
+                (:class:`~captum.attr.TextTemplateInput`; a value's score is the
+                sum of its tokens' scores, values sharing a ``mask`` id share
+                their summed score, and the template's own text gets no column).
+            target (str or Tensor, optional): The continuation to explain: a
+                string (encoded without special tokens, as Captum does) or a
+                1-D tensor of token ids. ``None`` generates it with
+                ``model.generate(**gen_args)``. Default: None.
+            gen_args (dict, optional): Generation arguments when
+                ``target=None``; default Captum's ``DEFAULT_GEN_ARGS``
+                (``max_new_tokens=25``, greedy). Must be None with a target.
+            include_generated (bool): Also report the earlier generated tokens
+                as sources: the result's ``input_tokens`` are the prompt's
+                features followed by the output tokens, and row ``k`` scores
+                ``t_0 .. t_{k-1}`` too (zero on ``t_k`` and later, which
+                ``t_k`` cannot see). Default: False.
+            one_pass (bool): ``True`` (default) computes every row from one
+                forward pass; ``False`` runs the wrapped method's own
+                ``attribute`` once per output token on its prefix (the
+                per-token path Captum takes; same result, for checking and
+                timing).
+            internal_batch_size (int, optional): Output rows whose edge maps are
+                held at once and solved as one PageRank batch. Default: as many
+                as fit in about 256 MiB of maps.
+
+        Returns:
+            LLMAttributionResult: Captum's result with ``seq_attr``
+            ``(n_in,)`` (the sum of the rows, as in Captum's
+            ``LLMGradientAttribution``), ``token_attr`` ``(n_out, n_in)``,
+            ``output_probs`` ``(n_out,)`` (``p(t_k | prompt, t_<k)`` under
+            teacher forcing, from the same forward pass), ``input_tokens`` and
+            ``output_tokens``.
+
+        Raises:
+            PRXAIError: Unsupported input type, empty prompt or target, a target
+                that does not fit the model's context, ``gen_args`` with a
+                target, ``target=None`` for a model that cannot generate, or a
+                model that is not a causal LM.
+        """
+        if not isinstance(inp, self.SUPPORTED_INPUTS):
+            raise PRXAIError(
+                f"LLMGraphAttribution takes captum.attr.TextTokenInput or TextTemplateInput, got "
+                f"{type(inp).__name__}."
+            )
+        if target is not None and gen_args is not None:
+            raise PRXAIError("gen_args is only used to generate the target; pass either target or gen_args, not both.")
+        if internal_batch_size is not None and internal_batch_size < 1:
+            raise PRXAIError(f"internal_batch_size must be positive, got {internal_batch_size}.")
+
+        prompt_ids = self._prompt_ids(inp)
+        n_in = prompt_ids.shape[1]
+        columns = self._feature_matrix(inp, prompt_ids)  # (n_itp, n_in) token -> feature
+        target_ids = self._target_ids(inp, target, gen_args, prompt_ids)
+        n_out = target_ids.shape[0]
+        length = n_in + n_out - 1
+        limit = max_input_length(getattr(self.model, "config", None))
+        if limit is not None and length > limit:
+            raise PRXAIError(
+                f"The prompt ({n_in} tokens) and the target ({n_out} tokens) need a {length}-token input, but this "
+                f"model accepts at most {limit}. Shorten the prompt or the target."
+            )
+
+        ids = torch.cat([prompt_ids, target_ids[:-1].unsqueeze(0)], dim=1)
+        positions = torch.arange(n_in - 1, length, device=ids.device)  # position k predicts t_k
+        if one_pass:
+            scores, log_probs = self._rows_one_pass(ids, positions, target_ids, internal_batch_size)
+        else:
+            scores, log_probs = self._rows_per_token(ids, positions, target_ids)
+        scores = scores.detach().to(torch.float32)
+
+        token_attr = scores[:, :n_in] @ columns.t().to(scores)
+        if isinstance(inp, TextTemplateInput):
+            token_attr = inp.format_attr(token_attr)
+        output_tokens = _convert_ids_to_pretty_tokens(target_ids.cpu(), self.tokenizer)
+        input_tokens = list(inp.values)
+        if include_generated:
+            generated = torch.zeros(n_out, n_out, dtype=token_attr.dtype, device=token_attr.device)
+            generated[:, : n_out - 1] = scores[:, n_in:]
+            token_attr = torch.cat([token_attr, generated], dim=1)
+            input_tokens = input_tokens + list(output_tokens)
+        token_attr = token_attr.cpu()
+        return LLMAttributionResult(
+            seq_attr=token_attr.sum(0),
+            token_attr=token_attr,
+            output_probs=log_probs.detach().exp().cpu(),
+            input_tokens=input_tokens,
+            output_tokens=output_tokens,
+            inp=inp,
+        )
+
+    def attribute_future(self) -> Callable[[], LLMAttributionResult]:
+        r"""Not implemented, as for Captum's ``LLMGradientAttribution``."""
+        raise NotImplementedError("attribute_future is not implemented for LLMGraphAttribution")
+
+    # -- inputs --------------------------------------------------------------------------------
+    def _prompt_ids(self, inp: Union[TextTokenInput, TextTemplateInput]) -> Tensor:
+        ids = self._format_model_input(inp.to_model_input())["input_ids"]
+        if not isinstance(ids, Tensor) or ids.dim() != 2 or ids.shape[0] != 1:
+            raise PRXAIError(f"The prompt must encode to token ids of shape (1, n), got {getattr(ids, 'shape', ids)}.")
+        if ids.shape[1] == 0:
+            raise PRXAIError("The prompt is empty: it encodes to no tokens. Give at least one token to explain from.")
+        if inp.n_itp_features == 0:
+            raise PRXAIError(
+                "The prompt has no interpretable feature (every token is in skip_tokens, or the template has no "
+                "values); nothing would get a score."
+            )
+        return ids.to(self.device)
+
+    def _feature_matrix(self, inp: Union[TextTokenInput, TextTemplateInput], prompt_ids: Tensor) -> Tensor:
+        """``(n_itp_features, n_in)`` 0/1 matrix: which prompt tokens make up each interpretable feature."""
+        n_in = prompt_ids.shape[1]
+        if isinstance(inp, TextTokenInput):
+            keep = torch.ones(n_in, dtype=torch.bool) if inp.itp_mask is None else inp.itp_mask[0].bool().cpu()
+            index = torch.nonzero(keep).squeeze(1)
+            matrix = torch.zeros(len(index), n_in)
+            matrix[torch.arange(len(index)), index] = 1.0
+            return matrix.to(self.device)
+        return _template_feature_matrix(inp, self.tokenizer, prompt_ids[0].tolist()).to(self.device)
+
+    def _target_ids(
+        self, inp: Any, target: Union[str, Tensor, None], gen_args: Optional[Dict[str, Any]], prompt_ids: Tensor
+    ) -> Tensor:
+        if target is None:
+            if not callable(getattr(self.model, "generate", None)):
+                raise PRXAIError(
+                    f"target=None generates the continuation, but {type(self.model).__name__} has no generate() "
+                    "method. Pass the target text or token ids."
+                )
+            model_input = {"input_ids": prompt_ids, "attention_mask": torch.ones_like(prompt_ids)}
+            args = dict(gen_args or DEFAULT_GEN_ARGS)
+            if getattr(self.tokenizer, "pad_token_id", None) is None and getattr(self.tokenizer, "eos_token_id", None) is not None:
+                args.setdefault("pad_token_id", self.tokenizer.eos_token_id)
+            with torch.no_grad():
+                generated = self.model.generate(**model_input, **args)
+            ids = generated[0, prompt_ids.shape[1]:]
+            if ids.numel() == 0:
+                raise PRXAIError("generate() produced no new token; pass a target or other gen_args.")
+            return ids.to(self.device)
+        if isinstance(target, str):
+            ids = torch.tensor(self.tokenizer.encode(target, add_special_tokens=False), dtype=torch.long)
+            if ids.numel() == 0:
+                raise PRXAIError(f"The target {target!r} encodes to no tokens; give a non-empty continuation.")
+        elif isinstance(target, Tensor):
+            if target.is_floating_point() or target.is_complex() or target.dtype == torch.bool:
+                raise PRXAIError(f"A target tensor must hold integer token ids, got dtype {target.dtype}.")
+            if target.dim() == 2 and target.shape[0] == 1:
+                target = target[0]
+            if target.dim() != 1:
+                raise PRXAIError(f"A target tensor must be 1-D token ids (n_out,), got shape {tuple(target.shape)}.")
+            if target.numel() == 0:
+                raise PRXAIError("The target tensor is empty; give at least one token id.")
+            ids = target.long()
+        else:
+            raise PRXAIError(f"target must be None, a string or a tensor of token ids, got {type(target).__name__}.")
+        vocab = _vocab_size(self.model)
+        if vocab is not None and ((ids < 0).any() or (ids >= vocab).any()):
+            bad = ids[(ids < 0) | (ids >= vocab)][0].item()
+            raise PRXAIError(f"Target token id {bad} is outside the model's vocabulary (0..{vocab - 1}).")
+        return ids.to(self.device)
+
+    # -- the model -----------------------------------------------------------------------------
+    def _next_token_logits(self, input_ids: Tensor) -> Tensor:
+        """``(B, T, V)`` logits of a forward pass over unpadded ids."""
+        output = self.model(input_ids=input_ids, attention_mask=torch.ones_like(input_ids), use_cache=False)
+        logits = getattr(output, "logits", output)
+        if isinstance(logits, (tuple, list)):
+            logits = logits[0]
+        if isinstance(logits, Tensor) and logits.dim() == 4:  # (B, 1, T, V), as Captum handles for Llama 4
+            logits = logits[:, 0]
+        if not isinstance(logits, Tensor) or logits.dim() != 3 or logits.shape[:2] != input_ids.shape:
+            raise PRXAIError(
+                f"{type(self.model).__name__} returned logits of shape {tuple(getattr(logits, 'shape', ()))}, not "
+                f"(1, {input_ids.shape[1]}, vocab): LLMGraphAttribution needs a causal language model "
+                "(e.g. AutoModelForCausalLM)."
+            )
+        return logits
+
+    # -- the rows --------------------------------------------------------------------------------
+    def _rows_one_pass(
+        self, ids: Tensor, positions: Tensor, target_ids: Tensor, internal_batch_size: Optional[int]
+    ) -> tuple[Tensor, Tensor]:
+        """``(n_out, T)`` scores and ``(n_out,)`` target log-probabilities from one forward pass."""
+        method = self.attr_method
+        length = ids.shape[1]
+        n_out = positions.shape[0]
+        method._check_memory(1, length, ids.device)
+        chunk = internal_batch_size or max(1, ROW_MAPS_BUDGET // (4 * len(method.layers) * length * length))
+        real = torch.ones(1, length, dtype=torch.bool, device=ids.device)
+        causal_flags: list[bool] = []
+
+        def keep(layer: int, attention: Tensor, grad: Optional[Tensor]) -> Tensor:
+            if not causal_flags:
+                causal_flags.append(_is_causal(attention, real))
+            edges = method._layer_map(layer, attention, grad)
+            return edges.to(torch.float32) if edges.dtype in (torch.float16, torch.bfloat16) else edges
+
+        with_gradients = method._needs_gradients()
+        recorder = _RetainingRecorder(method.layers, keep, with_gradients=with_gradients,
+                                      attention_fn=method.attention_fn, capture=method.capture,
+                                      input_gradient=method._needs_input_gradient())
+        rows: list[Tensor] = []
+        with torch.enable_grad() if with_gradients else torch.no_grad():
+            with recorder:
+                logits = self._next_token_logits(ids)
+                log_probs = torch.log_softmax(logits[0, positions].float(), dim=-1)
+                objectives = log_probs[torch.arange(n_out, device=ids.device), target_ids]
+                if not with_gradients:
+                    maps = recorder.collected()
+                    self._check_causal(causal_flags)
+                for start in range(0, n_out, chunk):
+                    part = range(start, min(start + chunk, n_out))
+                    if with_gradients:
+                        per_row, saliency = [], []
+                        for k in part:
+                            recorder.backward(objectives[k], retain_graph=k < n_out - 1)
+                            per_row.append(recorder.collected())
+                            saliency.append(recorder.input_gradient)
+                            self._check_causal(causal_flags)
+                        row_maps = [torch.cat(layer_maps) for layer_maps in zip(*per_row)]
+                        input_gradient = None if saliency[0] is None else torch.cat(saliency)
+                    else:
+                        row_maps = [m.expand(len(part), -1, -1) for m in maps]
+                        input_gradient = None
+                    rows.append(self._score_rows(row_maps, positions[start:start + len(part)], input_gradient))
+        return torch.cat(rows), objectives.detach()
+
+    def _score_rows(self, maps: list[Tensor], positions: Tensor, input_gradient: Optional[Tensor]) -> Tensor:
+        """Scores of a batch of rows: row ``r``'s graph is the causal prefix ending at ``positions[r]``."""
+        length = maps[0].shape[-1]
+        prefix = torch.arange(length, device=positions.device)[None, :] <= positions[:, None]  # (R, T)
+        maps = [m * prefix[:, None, :] * prefix[:, :, None] for m in maps]
+        if input_gradient is not None:
+            input_gradient = input_gradient * prefix
+        graph = CapturedGraph(maps=maps, mask=prefix, target_position=positions, causal=True,
+                              input_gradient=input_gradient)
+        return self.attr_method._token_scores(graph) * prefix
+
+    def _rows_per_token(self, ids: Tensor, positions: Tensor, target_ids: Tensor) -> tuple[Tensor, Tensor]:
+        """The per-token path: the wrapped method's own ``attribute`` on each prefix, one pass per output token."""
+        method = copy(self.attr_method)
+        method.target_position = "last"
+
+        def forward(input_ids: Tensor) -> Tensor:
+            return torch.log_softmax(self._next_token_logits(input_ids)[:, -1].float(), dim=-1)
+
+        method.forward_func = forward
+        length = ids.shape[1]
+        rows, log_probs = [], []
+        for k, position in enumerate(positions.tolist()):
+            prefix = ids[:, : position + 1]
+            scores = method.attribute(prefix, target=int(target_ids[k]))
+            rows.append(torch.nn.functional.pad(scores.detach(), (0, length - prefix.shape[1])))
+            with torch.no_grad():
+                log_probs.append(forward(prefix)[0, target_ids[k]])
+        return torch.cat(rows), torch.stack(log_probs)
+
+    def _check_causal(self, causal_flags: list[bool]) -> None:
+        if causal_flags and not causal_flags[0]:
+            raise PRXAIError(
+                f"The attention of {type(self.model).__name__} is not causal: tokens attend to later tokens, so "
+                "this is not a left-to-right language model and its generation cannot be explained token by token."
+            )
+
+
+# -- helpers ----------------------------------------------------------------------------------------
+
+
+def _check_causal_lm(model: Any) -> None:
+    if not isinstance(model, nn.Module):
+        raise PRXAIError(
+            f"The wrapped method's forward_func must be the Hugging Face causal LM itself (an nn.Module), got "
+            f"{type(model).__name__}; build it as e.g. PRGradient(model, attention_layers(model))."
+        )
+    name = type(model).__name__
+    config = getattr(model, "config", None)
+    if _NOT_CAUSAL_LM.search(name):
+        raise PRXAIError(
+            f"{name} is not a causal language model, so it has no next-token distribution to explain. Load the "
+            "model with transformers.AutoModelForCausalLM (e.g. GPT-2, Llama, Qwen, Gemma, SmolLM2)."
+        )
+    if config is not None and getattr(config, "is_encoder_decoder", False):
+        raise PRXAIError(
+            f"{name} is an encoder-decoder model; LLMGraphAttribution explains decoder-only causal LMs "
+            "(AutoModelForCausalLM)."
+        )
+
+
+def _vocab_size(model: nn.Module) -> Optional[int]:
+    embeddings = model.get_input_embeddings() if callable(getattr(model, "get_input_embeddings", None)) else None
+    weight = getattr(embeddings, "weight", None)
+    if isinstance(weight, Tensor):
+        return int(weight.shape[0])
+    size = getattr(getattr(model, "config", None), "vocab_size", None)
+    return int(size) if isinstance(size, int) else None
+
+
+_SENTINEL = re.compile("\ue000(\\d+)\ue001")
+
+
+def _template_feature_matrix(inp: TextTemplateInput, tokenizer: Any, prompt_ids: List[int]) -> Tensor:
+    """``(n_itp_features, n_tokens)``: which tokens of a template's text belong to each interpretable feature.
+
+    The template is formatted with sentinel strings to find where each value
+    lands in the text; a token belongs to the value whose characters it
+    overlaps (the first one, if a token spans two values). Tokens of the
+    template's own text belong to no feature.
+    """
+    sentinels = [f"\ue000{i}\ue001" for i in range(inp.n_features)]
+    skeleton = inp.format_fn(**dict(zip(inp.dict_keys, sentinels))) if inp.dict_keys else inp.format_fn(*sentinels)
+    spans: list[Optional[tuple[int, int]]] = [None] * inp.n_features
+    pieces, cursor, offset = [], 0, 0
+    for match in _SENTINEL.finditer(skeleton):
+        index = int(match.group(1))
+        if index >= inp.n_features or spans[index] is not None:
+            raise PRXAIError("Each value of a TextTemplateInput must appear exactly once in the formatted template.")
+        literal = skeleton[cursor:match.start()]
+        pieces.append(literal)
+        offset += len(literal)
+        value = inp.values[index]
+        spans[index] = (offset, offset + len(value))
+        pieces.append(value)
+        offset += len(value)
+        cursor = match.end()
+    pieces.append(skeleton[cursor:])
+    text = "".join(pieces)
+    missing = [inp.values[i] for i, span in enumerate(spans) if span is None]
+    if missing or text != inp.to_model_input():
+        raise PRXAIError(
+            "Could not locate the TextTemplateInput values in the formatted prompt (each value must be inserted "
+            f"verbatim, exactly once){'; missing: ' + repr(missing) if missing else ''}."
+        )
+    if not getattr(tokenizer, "is_fast", False):
+        raise PRXAIError("TextTemplateInput needs a fast tokenizer (with offset mapping) to map values to tokens.")
+    encoded = tokenizer(text, return_offsets_mapping=True, add_special_tokens=True)
+    if list(encoded["input_ids"]) != list(prompt_ids):
+        raise PRXAIError("The tokenizer's offset mapping does not match the prompt's encoding; cannot map values to tokens.")
+    group = inp.formatted_mask if inp.mask else list(range(inp.n_features))
+    matrix = torch.zeros(inp.n_itp_features, len(prompt_ids))
+    order = sorted(range(inp.n_features), key=lambda i: spans[i])  # type: ignore[arg-type,return-value]
+    for position, (start, end) in enumerate(encoded["offset_mapping"]):
+        if end <= start:
+            continue  # special tokens carry no characters
+        for i in order:
+            low, high = spans[i]  # type: ignore[misc]
+            if start < high and end > low:
+                matrix[group[i], position] = 1.0
+                break
+    return matrix
