@@ -13,9 +13,11 @@ Example::
 
 The same from the shell: ``captum-prxai benchmark --dataset movie-sentences
 --methods pr-ag,ig,random --n 100 --out bench-movies``.
+
+The method registry is :mod:`captum_prxai.methods` (re-exported here).
 """
 
-from captum_prxai.bench.methods import (
+from captum_prxai.methods import (
     METHODS,
     Explainer,
     MethodContext,

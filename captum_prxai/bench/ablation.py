@@ -20,7 +20,7 @@ from typing import Any, Dict, List, Sequence
 
 import torch
 
-from captum_prxai.bench.methods import Explainer, METHODS, register_method
+from captum_prxai.methods import register_pr_method
 
 __all__ = ["VARIANTS", "variant_name", "register_variants", "dataset_half", "main"]
 
@@ -78,20 +78,7 @@ VARIANTS: Dict[str, Dict[str, Any]] = {variant_name(**kw): {**_NAMED, **kw} for 
 def register_variants(variants: Dict[str, Dict[str, Any]] = VARIANTS) -> List[str]:
     """Register each variant as a benchmark method (idempotent); returns their names."""
     for name, kwargs in variants.items():
-        if name in METHODS:
-            continue
-
-        def factory(model, forward_func, ctx, kwargs=kwargs, name=name) -> Explainer:
-            import captum_prxai
-
-            attr = captum_prxai.PageRankAttribution(forward_func, captum_prxai.attention_layers(model), **kwargs)
-
-            def explain(ids, mask, special, target):
-                return attr.attribute(ids, target=target, additional_forward_args=(mask,))
-
-            return Explainer(name, name, explain, attr)
-
-        register_method(name, name, "pr-xai", f"PageRankAttribution({kwargs})", factory)
+        register_pr_method(name, kwargs, description=f"PageRankAttribution({kwargs})")
     return list(variants)
 
 
@@ -124,8 +111,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         torch.set_num_threads(args.threads)
 
     from captum_prxai.bench.runner import run_benchmark, write_command
-    from captum_prxai.commands.benchmark import parse_options
     from captum_prxai.data import load_dataset
+    from captum_prxai.methods import parse_options
     from captum_prxai.models import load_default, load_model
 
     model, tokenizer = load_default() if args.model == "default" else load_model(args.model)

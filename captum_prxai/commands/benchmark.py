@@ -12,7 +12,6 @@ Writes ``cache.jsonl`` (resumable), ``results.csv``, ``summary.md``,
 from __future__ import annotations
 
 import argparse
-import json
 
 from captum_prxai.exceptions import PRXAIError
 
@@ -62,27 +61,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def parse_options(items: list[str]) -> dict[str, dict]:
-    """``["ig.n_steps=20"]`` -> ``{"ig": {"n_steps": 20}}``."""
-    from captum_prxai.bench.methods import resolve_method
+    """``["ig.n_steps=20"]`` -> ``{"ig": {"n_steps": 20}}`` (see :func:`captum_prxai.methods.parse_options`)."""
+    from captum_prxai.methods import parse_options as parse
 
-    options: dict[str, dict] = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        method, dot, name = key.partition(".")
-        if not sep or not dot or not method or not name:
-            raise PRXAIError(f"bad --option {item!r}; write METHOD.KEY=VALUE, e.g. --option ig.n_steps=20.")
-        try:
-            parsed = json.loads(value)
-        except json.JSONDecodeError:
-            parsed = value
-        if isinstance(parsed, list):
-            parsed = tuple(parsed)
-        options.setdefault(resolve_method(method).name, {})[name] = parsed
-    return options
+    return parse(items)
 
 
 def _list_methods() -> int:
-    from captum_prxai.bench.methods import METHODS
+    from captum_prxai.methods import METHODS
 
     width = max(len(n) for n in METHODS)
     family = None
