@@ -27,13 +27,20 @@ _EXPORTS = {
     "RawAttention": "captum_prxai.attr",
     "ConvergenceError": "captum_prxai.exceptions",
     "PRXAIError": "captum_prxai.exceptions",
+    "PRXAIWarning": "captum_prxai.exceptions",
+    "GraphExplanation": "captum_prxai.attr",
+    "GraphSpec": "captum_prxai.graph.spec",
+    "build_graph": "captum_prxai.graph.spec",
+    "score_graph": "captum_prxai.graph.spec",
+    "capture_graph": "captum_prxai.capture",
+    "CapturedGraph": "captum_prxai.capture",
     "layered_pagerank": "captum_prxai.graph",
     "pagerank": "captum_prxai.graph",
     "AttentionRecorder": "captum_prxai.hooks",
     "attention_layers": "captum_prxai.hooks",
     "sdpa_attention": "captum_prxai.hooks",
 }
-_SUBMODULES = {"attr", "bench", "data", "exceptions", "explorer", "graph", "hooks", "metrics", "models", "viz"}
+_SUBMODULES = {"attr", "bench", "capture", "data", "exceptions", "explorer", "graph", "hooks", "metrics", "models", "viz"}
 
 __all__ = sorted(_EXPORTS)
 
@@ -49,7 +56,10 @@ if TYPE_CHECKING:  # pragma: no cover
         PRGradient,
         RawAttention,
     )
-    from captum_prxai.exceptions import ConvergenceError, PRXAIError
+    from captum_prxai.attr import GraphExplanation
+    from captum_prxai.capture import CapturedGraph, capture_graph
+    from captum_prxai.exceptions import ConvergenceError, PRXAIError, PRXAIWarning
+    from captum_prxai.graph.spec import GraphSpec, build_graph, score_graph
     from captum_prxai.graph import layered_pagerank, pagerank
     from captum_prxai.hooks import AttentionRecorder, attention_layers, sdpa_attention
 

@@ -12,3 +12,7 @@ class PRXAIError(ValueError):
 
 class ConvergenceError(PRXAIError, RuntimeError):
     """An iterative solver (PageRank) did not reach its tolerance."""
+
+
+class PRXAIWarning(UserWarning):
+    """Something that may make the scores misleading, e.g. a padding mask that was inferred or missing."""

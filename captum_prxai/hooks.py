@@ -22,6 +22,7 @@ import contextlib
 import inspect
 import sys
 import threading
+import weakref
 from typing import Any, Callable, Iterator, Optional, Sequence
 
 import torch
@@ -37,6 +38,7 @@ __all__ = [
     "attention_layers",
     "eager_attention",
     "hf_attention_weights",
+    "resolve_capture_mode",
     "sdpa_attention",
 ]
 
@@ -211,25 +213,44 @@ def sdpa_attention(module: nn.Module, args: tuple, kwargs: dict, output: Any) ->
     return getattr(module, "_prxai_sdpa_probs", None)
 
 
+#: ``(id(module), name) -> [module, users]``: where SDPA is currently routed through :func:`_eager_sdpa`.
+_sdpa_patches: dict[tuple[int, str], list[Any]] = {}
+_sdpa_patch_lock = threading.Lock()
+
+
 @contextlib.contextmanager
 def _patched_sdpa(layers: Sequence[nn.Module]) -> Iterator[None]:
-    """Route SDPA through :func:`_eager_sdpa`, in ``torch.nn.functional`` and in the layers' own modules."""
-    patched: list[tuple[Any, str]] = []
+    """Route SDPA through :func:`_eager_sdpa`, in ``torch.nn.functional`` and in the layers' own modules.
+
+    The patch is shared and reference-counted, so recorders in several threads
+    may use it at once: the original function comes back when the last one exits.
+    (Outside an active recorder :func:`_eager_sdpa` calls the original.)
+    """
     targets = {id(F): F}
     for layer in layers:
         module = sys.modules.get(type(layer).__module__)
         if module is not None:
             targets[id(module)] = module
-    try:
+    mine: list[tuple[int, str]] = []
+    with _sdpa_patch_lock:
         for target in targets.values():
             for name, value in list(vars(target).items()):
-                if value is _SDPA:
+                if value is _SDPA or value is _eager_sdpa:
+                    key = (id(target), name)
+                    entry = _sdpa_patches.setdefault(key, [target, 0])
+                    entry[1] += 1
                     setattr(target, name, _eager_sdpa)
-                    patched.append((target, name))
+                    mine.append(key)
+    try:
         yield
     finally:
-        for target, name in patched:
-            setattr(target, name, _SDPA)
+        with _sdpa_patch_lock:
+            for key in mine:
+                entry = _sdpa_patches[key]
+                entry[1] -= 1
+                if entry[1] == 0:
+                    setattr(entry[0], key[1], _SDPA)
+                    del _sdpa_patches[key]
 
 
 # --------------------------------------------------------------------------------------------
@@ -238,8 +259,26 @@ def _patched_sdpa(layers: Sequence[nn.Module]) -> Iterator[None]:
 
 #: Name under which the recorder's attention function is registered with transformers.
 CAPTURE_IMPLEMENTATION = "prxai_capture"
-_active_recorders: list["AttentionRecorder"] = []
 _registered = False
+_register_lock = threading.Lock()
+#: Per thread: the recorders active in it (innermost last). Each thread's forward pass only sees its own.
+_thread_state = threading.local()
+
+
+def _active_recorders() -> list["AttentionRecorder"]:
+    stack = getattr(_thread_state, "recorders", None)
+    if stack is None:
+        stack = _thread_state.recorders = []
+    return stack
+
+
+def _recorder_for(module: nn.Module) -> tuple[Optional["AttentionRecorder"], Optional[int]]:
+    """The active recorder of this thread that hooks ``module``, and the module's layer index in it."""
+    for recorder in reversed(_active_recorders()):
+        index = recorder._index.get(id(module))
+        if index is not None:
+            return recorder, index
+    return None, None
 
 #: Attention-function arguments the recomputing path does not model; layers using them
 #: fall back to materialised weights.
@@ -249,14 +288,15 @@ _UNSUPPORTED_KWARGS = ("softcap", "s_aux", "sinks", "position_bias")
 def _register_capture_implementation() -> None:
     """Register :func:`_capture_attention` (and SDPA-style masks) with transformers, once."""
     global _registered
-    if _registered:
-        return
-    from transformers import AttentionInterface, AttentionMaskInterface
-    from transformers.masking_utils import sdpa_mask
+    with _register_lock:
+        if _registered:
+            return
+        from transformers import AttentionInterface, AttentionMaskInterface
+        from transformers.masking_utils import sdpa_mask
 
-    AttentionInterface.register(CAPTURE_IMPLEMENTATION, _capture_attention)
-    AttentionMaskInterface.register(CAPTURE_IMPLEMENTATION, sdpa_mask)
-    _registered = True
+        AttentionInterface.register(CAPTURE_IMPLEMENTATION, _capture_attention)
+        AttentionMaskInterface.register(CAPTURE_IMPLEMENTATION, sdpa_mask)
+        _registered = True
 
 
 def _capture_attention(
@@ -280,8 +320,7 @@ def _capture_attention(
     (dropout in training mode, logit soft-capping, sinks, position biases) get
     eager attention with materialised weights instead.
     """
-    recorder = _active_recorders[-1] if _active_recorders else None
-    index = recorder._index.get(id(module)) if recorder is not None else None
+    recorder, index = _recorder_for(module)
     scale = default_scale(query, scaling)
     groups = query.shape[1] // key.shape[1]
     causal = bool(query.shape[2] > 1 and attention_mask is None and (is_causal if is_causal is not None
@@ -310,6 +349,92 @@ def _capture_attention(
         recorder._store(index, probs, None)
         out = torch.matmul(probs, repeat_heads(value, groups))
     return out.transpose(1, 2).contiguous(), None
+
+
+# --------------------------------------------------------------------------------------------
+# Capture mode and per-model locks
+# --------------------------------------------------------------------------------------------
+
+_interface_cache: dict[type, bool] = {}
+
+
+def _uses_attention_interface(layer: nn.Module) -> bool:
+    """Whether a module computes attention through transformers' attention functions (so it can be recomputed).
+
+    Modules with their own attention code (MPNet, custom models) always hand
+    over materialised weights instead.
+    """
+    cls = type(layer)
+    if cls not in _interface_cache:
+        try:
+            source = inspect.getsource(cls.forward)
+        except (OSError, TypeError):
+            source = ""
+        _interface_cache[cls] = "ALL_ATTENTION_FUNCTIONS" in source or "attention_interface" in source
+    return _interface_cache[cls]
+
+
+def resolve_capture_mode(layers: Sequence[nn.Module], capture: str = "auto",
+                         attention_fn: Optional[AttentionExtractor] = None) -> str:
+    """The capture mode a recorder actually uses: ``"recompute"`` or ``"weights"``.
+
+    ``"auto"`` recomputes unless a custom ``attention_fn`` is given or the
+    model uses logit soft-capping. Whatever was asked, if some layer does not
+    go through transformers' attention functions (e.g. MPNet), that layer
+    materialises its weights, and the result is ``"weights"``: the memory
+    estimate (:func:`captum_prxai.capture.check_memory`) then counts one map
+    per layer.
+    """
+    layers = list(layers)
+    capture = _asked_mode(layers, capture, attention_fn)
+    if capture == "recompute" and not all(_uses_attention_interface(layer) for layer in layers):
+        return "weights"
+    return capture
+
+
+def _asked_mode(layers: Sequence[nn.Module], capture: str, attention_fn: Optional[AttentionExtractor]) -> str:
+    if capture not in ("auto", "recompute", "weights"):
+        raise PRXAIError(f"capture must be 'auto', 'recompute' or 'weights', got {capture!r}.")
+    if capture != "auto":
+        return capture
+    softcapped = any(getattr(c, "attn_logit_softcapping", None) for c in _configs(layers))
+    return "weights" if attention_fn is not None or softcapped else "recompute"
+
+
+_locks_guard = threading.Lock()
+_model_locks: "weakref.WeakKeyDictionary[Any, threading.RLock]" = weakref.WeakKeyDictionary()
+
+
+@contextlib.contextmanager
+def _exclusive(layers: Sequence[nn.Module]) -> Iterator[None]:
+    """Hold the locks of these layers and of their configs for one capture.
+
+    A capture registers hooks on the layers and switches their configs'
+    attention implementation; two threads doing that on one model at once
+    would see each other's hooks and restore each other's settings. Each
+    module and config has a re-entrant lock, taken in a fixed order, so
+    captures on one model run one after another (and give the serial
+    results), while captures on different models run in parallel.
+    """
+    owners: dict[int, Any] = {}
+    for owner in list(layers) + _configs(layers):
+        owners[id(owner)] = owner
+    with _locks_guard:
+        locks = []
+        for key in sorted(owners):
+            owner = owners[key]
+            try:
+                lock = _model_locks.get(owner)
+                if lock is None:
+                    lock = _model_locks[owner] = threading.RLock()
+            except TypeError:  # not weak-referenceable: no lock needed beyond the layers'
+                continue
+            locks.append(lock)
+    with contextlib.ExitStack() as stack:
+        for lock in locks:
+            lock.acquire()
+            stack.callback(lock.release)
+        yield
 
 
 # --------------------------------------------------------------------------------------------
@@ -375,8 +500,6 @@ class AttentionRecorder:
         capture: str = "auto",
         input_gradient: bool = False,
     ) -> None:
-        if capture not in ("auto", "recompute", "weights"):
-            raise PRXAIError(f"capture must be 'auto', 'recompute' or 'weights', got {capture!r}.")
         layers = list(layers)
         if not layers:
             raise PRXAIError("No attention layers were given; pass e.g. captum_prxai.attention_layers(model).")
@@ -387,10 +510,9 @@ class AttentionRecorder:
         self.reduce = reduce
         self.with_gradients = with_gradients
         self.attention_fn = attention_fn or hf_attention_weights
-        if capture == "auto":
-            softcapped = any(getattr(c, "attn_logit_softcapping", None) for c in _configs(layers))
-            capture = "weights" if attention_fn is not None or softcapped else "recompute"
-        self.capture = capture
+        #: ``"recompute"`` or ``"weights"``, as asked (``"auto"`` resolved); layers that cannot recompute
+        #: (see :func:`resolve_capture_mode`) hand over their weights whatever this says
+        self.capture = _asked_mode(layers, capture, attention_fn)
         self.maps: list[Optional[Tensor]] = [None] * len(layers)
         self._anchors: list[Optional[Tensor]] = [None] * len(layers)
         self._index = {id(layer): i for i, layer in enumerate(layers)}
@@ -405,11 +527,13 @@ class AttentionRecorder:
     def __enter__(self) -> "AttentionRecorder":
         stack = contextlib.ExitStack()
         try:
+            stack.enter_context(_exclusive(self.layers))
             if self.capture == "recompute":
                 _register_capture_implementation()
                 stack.enter_context(eager_attention(self.layers, CAPTURE_IMPLEMENTATION))
-                _active_recorders.append(self)
-                stack.callback(_active_recorders.remove, self)
+                active = _active_recorders()
+                active.append(self)
+                stack.callback(active.remove, self)
             else:
                 stack.enter_context(eager_attention(self.layers))
             if self.attention_fn is sdpa_attention:

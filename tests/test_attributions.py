@@ -358,22 +358,10 @@ def test_input_gradient_teleport_is_gradient_times_input_at_the_first_layer(tiny
     finally:
         handle.remove()
     expected = (grad * inputs["h"]).sum(-1).clamp(min=0) * mask
-    seen = {}
-    original = cp.graph.builders.teleport_vector
-
-    def spy(teleport, mask_, target_position, dtype, input_gradient=None):
-        out = original(teleport, mask_, target_position, dtype, input_gradient)
-        seen["teleport"] = out
-        return out
-
-    import captum_prxai.attr.pagerank_attribution as module
-    module.teleport_vector, saved = spy, module.teleport_vector
-    try:
-        scores = cp.PRAttentionGradient(forward_for(model), layers, teleport="input_gradient").attribute(
-            ids, target=1, additional_forward_args=(mask,))
-    finally:
-        module.teleport_vector = saved
-    assert torch.allclose(seen["teleport"], expected, atol=1e-5)
+    explanation = cp.PRAttentionGradient(forward_for(model), layers, teleport="input_gradient").attribute_graph(
+        ids, target=1, additional_forward_args=(mask,))
+    scores = explanation.scores
+    assert torch.allclose(explanation.teleport, expected, atol=1e-5)
     assert torch.equal(scores[1, 6:], torch.zeros(3))
     assert not torch.allclose(scores, cp.PRAttentionGradient(forward_for(model), layers).attribute(
         ids, target=1, additional_forward_args=(mask,)))

@@ -2,7 +2,13 @@
 
 from captum_prxai.attr._base import AttentionGraphAttribution
 from captum_prxai.attr.attention_flow import AttentionFlow
-from captum_prxai.attr.pagerank_attribution import PageRankAttribution, PRAttention, PRAttentionGradient, PRGradient
+from captum_prxai.attr.pagerank_attribution import (
+    GraphExplanation,
+    PageRankAttribution,
+    PRAttention,
+    PRAttentionGradient,
+    PRGradient,
+)
 from captum_prxai.attr.rollout import AttentionRollout, GradientWeightedRollout, RawAttention
 
 __all__ = [
@@ -10,6 +16,7 @@ __all__ = [
     "AttentionGraphAttribution",
     "AttentionRollout",
     "GradientWeightedRollout",
+    "GraphExplanation",
     "PageRankAttribution",
     "PRAttention",
     "PRAttentionGradient",

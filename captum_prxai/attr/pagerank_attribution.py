@@ -1,32 +1,116 @@
-"""PR-XAI: PageRank over the attention graph (Azarkhalili, Li & Libbrecht, ACL 2026)."""
+"""PR-XAI: PageRank over the attention graph (Azarkhalili, Li & Libbrecht, ACL 2026).
+
+The flow of :class:`PageRankAttribution` is the one of the package, once:
+:func:`~captum_prxai.capture.capture_graph` (one pass) ->
+:func:`~captum_prxai.graph.spec.build_graph` (the graph of its
+:class:`~captum_prxai.graph.spec.GraphSpec`) ->
+:func:`~captum_prxai.graph.spec.score_graph` (PageRank) -> token scores.
+:meth:`PageRankAttribution.attribute_graph` returns the graph with the scores,
+for pictures and checks; :meth:`PageRankAttribution.attribute_long` runs the
+same steps over sliding windows.
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Callable, Optional, Sequence, Union
 
 import torch
 from captum.log import log_usage
 from torch import Tensor, nn
 
-from captum_prxai.attr._base import AttentionGraphAttribution, CapturedGraph
+from captum_prxai.attr._base import AttentionGraphAttribution, TargetType, _check_inputs, _find_attention_mask
+from captum_prxai.capture import CapturedGraph, target_positions
 from captum_prxai.exceptions import PRXAIError
-from captum_prxai.graph.builders import (
-    GRAPHS,
-    drop_self_loops,
-    drop_sink_edges,
-    layered_transitions,
-    teleport_vector,
-    token_graph,
+from captum_prxai.graph.edges import EdgeWeight
+from captum_prxai.graph.pagerank import pagerank
+from captum_prxai.graph.spec import (
+    DEFAULT_DAMPING,
+    DEFAULT_EDGE_WEIGHT,
+    BuiltGraph,
+    GraphSpec,
+    apply_sign,
+    build_graph,
+    score_graph,
+    teleport_for,
+    token_adjacency,
 )
-from captum_prxai.graph.edges import EdgeWeight, edge_weight_fn
-from captum_prxai.graph.pagerank import layered_pagerank, pagerank
 from captum_prxai.graph.windows import plan_windows, stitch_window_graphs
 from captum_prxai.hooks import AttentionExtractor
 
-__all__ = ["DEFAULT_DAMPING", "PageRankAttribution", "PRAttention", "PRGradient", "PRAttentionGradient"]
+__all__ = [
+    "DEFAULT_DAMPING",
+    "GraphExplanation",
+    "PageRankAttribution",
+    "PRAttention",
+    "PRGradient",
+    "PRAttentionGradient",
+]
 
-#: Default PageRank damping, chosen by the ablation in the README (0.5-0.95 tried).
-DEFAULT_DAMPING = 0.7
+
+@dataclass
+class GraphExplanation:
+    """Scores together with exactly the graph PageRank ran on, from :meth:`PageRankAttribution.attribute_graph`.
+
+    ``pagerank(adjacency, damping, personalization=teleport, node_mask=...)``
+    reproduces ``scores`` (for the layered graph: its layer-0 nodes,
+    renormalised; with ``signed``, up to the sign), so a drawing of
+    ``adjacency`` always shows the graph the scores came from.
+    """
+
+    scores: Tensor  #: ``(B, T)`` token scores, as :meth:`~PageRankAttribution.attribute` returns them
+    built: BuiltGraph  #: the built graph (token adjacency or layered transitions) and its teleport
+    spec: GraphSpec  #: the options it was built with
+    mask: Tensor  #: ``(B, T)`` bool, real tokens
+    target: Optional[Tensor]  #: ``(B,)`` the explained output index
+    logits: Optional[Tensor]  #: ``(B, C)`` the model's prediction
+    causal: bool  #: whether the model's attention was causal
+
+    @property
+    def damping(self) -> float:
+        return self.spec.damping
+
+    @property
+    def adjacency(self) -> Tensor:
+        """``(B, N, N)``: the token graph (``N = T``) or the whole layered graph (``N = (L + 1) T``)."""
+        if self.built.kind == "token":
+            assert self.built.adjacency is not None
+            return self.built.adjacency
+        return self.built.layered_adjacency()[0]
+
+    @property
+    def teleport(self) -> Tensor:
+        """``(B, N)`` teleport weights over the nodes of :attr:`adjacency` (unnormalised)."""
+        if self.built.kind == "token":
+            return self.built.teleport
+        return self.built.layered_adjacency()[1]
+
+    @property
+    def node_layer(self) -> Tensor:
+        """``(N,)`` layer of each node (all 0 for the token graph; 0 = input tokens)."""
+        tokens = self.mask.shape[1]
+        return torch.arange(self.built.num_layers + 1, device=self.mask.device).repeat_interleave(tokens)
+
+    @property
+    def node_position(self) -> Tensor:
+        """``(N,)`` token position of each node."""
+        tokens = self.mask.shape[1]
+        return torch.arange(tokens, device=self.mask.device).repeat(self.built.num_layers + 1)
+
+    @property
+    def node_mask(self) -> Tensor:
+        """``(B, N)`` nodes that are real tokens."""
+        return self.mask.repeat(1, self.built.num_layers + 1)
+
+    def rescore(self) -> Tensor:
+        """PageRank of :attr:`adjacency` with :attr:`teleport`, reduced to token scores like :attr:`scores`."""
+        spec = self.spec
+        ranks = pagerank(self.adjacency, spec.damping, personalization=self.teleport, node_mask=self.node_mask,
+                         tol=spec.tol * 1e-3, max_iter=max(spec.max_iter, 1000))
+        tokens = self.mask.shape[1]
+        ranks = ranks[:, :tokens]
+        ranks = ranks / ranks.sum(-1, keepdim=True)
+        return apply_sign(spec, ranks, self.built.input_gradient)
 
 
 class PageRankAttribution(AttentionGraphAttribution):
@@ -97,6 +181,13 @@ class PageRankAttribution(AttentionGraphAttribution):
             edge to itself, ``"keep"`` leaves it, ``"auto"`` (default) drops
             self-loops when the attention is causal, where they trap the walk
             (see :func:`~captum_prxai.graph.builders.drop_self_loops`).
+        pad_token_id (int, optional): Padding id, used as the mask when no
+            attention mask reaches :meth:`attribute` (see
+            :class:`~captum_prxai.attr._base.AttentionGraphAttribution`).
+
+    All graph options live in :attr:`spec`, a
+    :class:`~captum_prxai.graph.spec.GraphSpec`, checked when the attribution
+    is built.
 
     References:
         A. Azarkhalili, Y. Li, M. W. Libbrecht. *PR-XAI: PageRank-Based
@@ -108,7 +199,7 @@ class PageRankAttribution(AttentionGraphAttribution):
         self,
         forward_func: Callable,
         layers: Union[nn.Module, Sequence[nn.Module]],
-        edge_weight: Union[str, EdgeWeight] = "gradient",
+        edge_weight: Union[str, EdgeWeight] = DEFAULT_EDGE_WEIGHT,
         graph: str = "token",
         damping: float = DEFAULT_DAMPING,
         teleport: Union[str, Tensor] = "target",
@@ -123,142 +214,248 @@ class PageRankAttribution(AttentionGraphAttribution):
         sink: str = "auto",
         signed: bool = False,
         self_loops: str = "auto",
+        pad_token_id: Optional[int] = None,
     ) -> None:
-        super().__init__(forward_func, layers, attention_fn, head_reduction, target_position, capture)
-        edge_weight_fn(edge_weight)  # validates the name
-        if graph not in GRAPHS:
-            raise PRXAIError(f"Unknown graph {graph!r}; choose one of {list(GRAPHS)}.")
-        if not 0.0 <= float(damping) < 1.0:
-            raise PRXAIError(f"damping must be in [0, 1), got {damping}.")
-        if residual is None:
-            residual = 0.5 if graph == "layered" else 0.0
-        if not 0.0 <= float(residual) < 1.0:
-            raise PRXAIError(f"residual must be in [0, 1), got {residual}.")
-        self.edge_weight = edge_weight
-        self.graph = graph
-        self.damping = float(damping)
-        self.teleport = teleport
-        self.residual = float(residual)
-        self.tol = tol
-        self.max_iter = max_iter
-        self.normalize_layers = normalize_layers
-        if sink not in ("auto", "keep", "drop"):
-            raise PRXAIError(f"sink must be 'auto', 'keep' or 'drop', got {sink!r}.")
-        self.sink = sink
-        self.signed = bool(signed)
-        if self_loops not in ("auto", "keep", "drop"):
-            raise PRXAIError(f"self_loops must be 'auto', 'keep' or 'drop', got {self_loops!r}.")
-        self.self_loops = self_loops
+        super().__init__(forward_func, layers, attention_fn, head_reduction, target_position, capture, pad_token_id)
+        #: every graph option, checked once; the attributes below mirror it
+        self.spec = GraphSpec(
+            edge_weight=edge_weight, head_reduction=head_reduction, graph=graph, residual=residual,
+            normalize_layers=normalize_layers, sink=sink, self_loops=self_loops, teleport=teleport, damping=damping,
+            tol=tol, max_iter=max_iter, signed=signed,
+        )
+
+    # The options, read from the spec (one source of truth); setting one rebuilds the spec, checked again.
+    def _option(name: str) -> property:  # type: ignore[misc]
+        def get(self: "PageRankAttribution") -> Any:
+            return getattr(self.spec, name)
+
+        def set_(self: "PageRankAttribution", value: Any) -> None:
+            self.spec = self.spec.replace(**{name: value})
+
+        return property(get, set_, doc=f"The ``{name}`` option (see :class:`~captum_prxai.graph.spec.GraphSpec`).")
+
+    edge_weight = _option("edge_weight")
+    graph = _option("graph")
+    damping = _option("damping")
+    teleport = _option("teleport")
+    residual = _option("residual")
+    tol = _option("tol")
+    max_iter = _option("max_iter")
+    normalize_layers = _option("normalize_layers")
+    sink = _option("sink")
+    signed = _option("signed")
+    self_loops = _option("self_loops")
+    del _option
+
+    # -- one graph pipeline ---------------------------------------------------------------------
+    def _needs_gradients(self) -> bool:
+        return self.spec.needs_gradients
+
+    def _needs_input_gradient(self) -> bool:
+        return self.spec.needs_input_gradient
+
+    def _layer_map(self, layer: int, attention: Tensor, grad: Optional[Tensor]) -> Tensor:
+        return self.spec.edge_map(attention, grad)
+
+    def _token_scores(self, graph: CapturedGraph) -> Tensor:
+        return score_graph(self.spec, build_graph(self.spec, graph))
+
+    @log_usage(part_of_slo=True)
+    def attribute_graph(
+        self,
+        inputs: Tensor,
+        target: TargetType = None,
+        additional_forward_args: Any = None,
+        attention_mask: Optional[Tensor] = None,
+        internal_batch_size: Optional[int] = None,
+    ) -> GraphExplanation:
+        r"""Like :meth:`attribute`, but also return the graph PageRank ran on, and the prediction.
+
+        The same single pipeline as :meth:`attribute` (same arguments, same
+        scores); the explorer's graph view and ``captum-prxai explain --graph``
+        draw :attr:`GraphExplanation.adjacency`, so a picture always shows the
+        scored graph.
+
+        Returns:
+            GraphExplanation: scores ``(B, T)`` (token ids only; embeddings
+            inputs give per-token scores too), the built graph, the mask, the
+            explained target and the logits.
+        """
+        inputs, targets, extra, mask, step = self._prepare(inputs, target, additional_forward_args, attention_mask,
+                                                           internal_batch_size)
+        parts = []
+        for chunk in self._chunks(inputs, targets, extra, mask, step):
+            captured = self._capture(*chunk)
+            built = build_graph(self.spec, captured)
+            parts.append((captured, built, score_graph(self.spec, built)))
+        captured_all = [p[0] for p in parts]
+        built = _cat_built([p[1] for p in parts])
+        scores = torch.cat([p[2] for p in parts]) * mask.to(parts[0][2].dtype)
+        logits = None if captured_all[0].logits is None else torch.cat([c.logits for c in captured_all])
+        chosen = None if captured_all[0].target is None else torch.cat([c.target for c in captured_all])
+        return GraphExplanation(scores=scores, built=built, spec=self.spec, mask=mask, target=chosen, logits=logits,
+                                causal=captured_all[0].causal)
 
     @log_usage(part_of_slo=True)
     def attribute_long(
         self,
         input_ids: Tensor,
-        target: Optional[int] = None,
+        target: TargetType = None,
         window: int = 512,
         stride: Optional[int] = None,
         prefix: int = 1,
         suffix: int = 1,
         internal_batch_size: Optional[int] = None,
-    ) -> Tensor:
-        r"""Score every token of a text longer than the model accepts, with stitched sliding windows.
+        additional_forward_args: Any = None,
+        attention_mask: Optional[Tensor] = None,
+        show_progress: bool = False,
+        return_logits: bool = False,
+    ) -> Union[Tensor, tuple[Tensor, Tensor]]:
+        r"""Score every token of texts longer than the model accepts, with stitched sliding windows.
 
-        The ids are cut into overlapping windows of ``window`` tokens, each
-        starting with the ``prefix`` and ending with the ``suffix`` special
-        tokens of the text (``[CLS]`` and ``[SEP]`` by default). The windows
-        run as one batch through ``forward_func(window_ids, window_mask)``;
-        the text's prediction is the mean of the windows' logits, and the
-        explained objective is their mean target logit. Each window's token
-        graph is mapped back to positions in the whole text and the graphs are
-        summed (overlaps count twice), and one PageRank on the stitched graph,
-        teleporting to the first token, scores every token. Only the token
-        graph is supported.
+        Each text (its real tokens, by the padding mask) is cut into
+        overlapping windows of ``window`` tokens, each starting with the
+        ``prefix`` and ending with the ``suffix`` special tokens of the text
+        (``[CLS]`` and ``[SEP]`` for encoders; for decoders, the last token,
+        whose output is explained, closes every window). The windows of a text
+        run through ``forward_func(window_ids, *window_args)``, where every
+        ``(B, N)`` tensor of ``additional_forward_args`` (e.g. the attention
+        mask, token type ids) is cut into the same windows and other arguments
+        are passed as they are. The text's prediction is the mean of its
+        windows' logits, and the explained objective is their mean target
+        logit. Each window's token graph is built by the same
+        :func:`~captum_prxai.graph.spec.token_adjacency` as
+        :meth:`attribute` uses (sink and self-loop policy included), mapped
+        back to positions in the whole text and summed (overlaps count twice);
+        one PageRank on the stitched graph, teleporting as ``teleport`` says
+        to the explained token of the whole text, scores every token. Only
+        the token graph is supported.
 
         Args:
-            input_ids (Tensor): ``(1, N)`` or ``(N,)`` ids of one text, special tokens included.
-            target (int, optional): Class to explain; default: the predicted class
-                (from the mean of the windows' logits, one extra forward pass).
+            input_ids (Tensor): ``(B, N)`` (or ``(N,)``) integer ids, special tokens included.
+            target (int, sequence of int or Tensor, optional): Class to explain
+                per text; default: the predicted class (from the mean of the
+                windows' logits, one extra forward pass).
             window (int): Tokens per window, at most the model's maximum. Default: 512.
             stride (int, optional): Content tokens between window starts.
                 Default: half a window's content, so every token is seen twice.
             prefix (int): Leading special tokens repeated in every window. Default: 1.
             suffix (int): Trailing special tokens repeated in every window. Default: 1.
             internal_batch_size (int, optional): Windows per forward pass.
+            additional_forward_args (Any, optional): Further arguments of
+                ``forward_func`` for the whole texts, cut into windows as above.
+                Default: none, but see ``attention_mask``.
+            attention_mask (Tensor, optional): ``(B, N)`` padding mask; also
+                found in ``additional_forward_args`` as in :meth:`attribute`.
+                When ``additional_forward_args`` is ``None``, each window's
+                (all-ones) mask is passed to ``forward_func`` as its second
+                argument, for forward functions of the form
+                ``forward(input_ids, attention_mask)``.
+            show_progress (bool): Show a progress bar over the texts. Default: False.
+            return_logits (bool): Also return the ``(B, C)`` predictions. Default: False.
 
         Returns:
-            Tensor: ``(1, N)`` scores summing to one.
+            Tensor: ``(B, N)`` scores summing to one per text, zero on padding
+            (and ``(B, C)`` logits with ``return_logits``).
         """
-        if self.graph != "token":
+        spec = self.spec
+        if spec.graph != "token":
             raise PRXAIError("attribute_long supports graph='token' only.")
+        if not isinstance(input_ids, Tensor):
+            raise PRXAIError(f"input_ids must be a tensor of token ids, got {type(input_ids).__name__}.")
         ids = input_ids.reshape(1, -1) if input_ids.dim() == 1 else input_ids
-        if ids.dim() != 2 or ids.shape[0] != 1:
-            raise PRXAIError(f"attribute_long explains one text at a time: pass ids of shape (1, N), got {tuple(ids.shape)}.")
-        length = ids.shape[1]
+        if ids.is_floating_point() or ids.dim() != 2:
+            raise PRXAIError(
+                "attribute_long takes integer token ids of shape (B, N) or (N,); got a "
+                f"{ids.dtype} tensor of shape {tuple(input_ids.shape)}."
+            )
+        _check_inputs(ids, self.layers)
+        for name, value in (("window", window), ("prefix", prefix), ("suffix", suffix)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < (1 if name == "window" else 0):
+                raise PRXAIError(f"{name} must be a {'positive' if name == 'window' else 'non-negative'} int, got {value!r}.")
+        if internal_batch_size is not None and (isinstance(internal_batch_size, bool) or
+                                                not isinstance(internal_batch_size, int) or internal_batch_size < 1):
+            raise PRXAIError(f"internal_batch_size must be a positive int, got {internal_batch_size!r}.")
+        self._check_length(window)
+        batch, length = ids.shape
+        given_extra = additional_forward_args is not None
+        from captum._utils.common import _format_additional_forward_args
+
+        extra = _format_additional_forward_args(additional_forward_args) or ()
+        mask, self.mask_source_ = _find_attention_mask(attention_mask, extra, ids, self._pad_token_id())
+        targets = _format_long_targets(target, batch, ids.device)
         content = window - prefix - suffix
-        plan = plan_windows(length, window, stride or max(content // 2, 1), prefix, suffix)
-        window_ids = ids[0, plan.positions.clamp(min=0).to(ids.device)] * plan.mask.to(ids.device)
-        window_mask = plan.mask.to(device=ids.device, dtype=torch.long)
+        if stride is not None and (isinstance(stride, bool) or not isinstance(stride, int)):
+            raise PRXAIError(f"stride must be an int, got {stride!r}.")
+        progress = _progress(range(batch), show_progress, "attribute_long")
+        scores = torch.zeros(batch, length, dtype=torch.float32, device=ids.device)
+        all_logits: list[Tensor] = []
+        for b in progress:
+            real = mask[b].nonzero().squeeze(-1)
+            text_scores, logits = self._attribute_one_long(
+                ids[b, real], None if targets is None else int(targets[b]), window, stride or max(content // 2, 1),
+                prefix, suffix, internal_batch_size, tuple(_take_text(a, b, real, batch, length) for a in extra),
+                given_extra,
+            )
+            scores = scores.to(text_scores.dtype)
+            scores[b, real] = text_scores
+            all_logits.append(logits)
+        if return_logits:
+            return scores, torch.stack(all_logits)
+        return scores
+
+    def _attribute_one_long(self, ids: Tensor, target: Optional[int], window: int, stride: int, prefix: int,
+                            suffix: int, internal_batch_size: Optional[int], extra: tuple,
+                            given_extra: bool) -> tuple[Tensor, Tensor]:
+        """Scores ``(n,)`` and mean window logits ``(C,)`` of one text's real ids ``(n,)``."""
+        spec = self.spec
+        length = ids.shape[0]
+        plan = plan_windows(length, window, stride, prefix, suffix)
+        positions = plan.positions.clamp(min=0).to(ids.device)
+        window_mask = plan.mask.to(ids.device)
+        window_ids = ids[positions] * window_mask
+        windows = window_ids.shape[0]
+        if given_extra:
+            window_args = tuple(_cut(a, positions, window_mask, length, windows) for a in extra)
+        else:
+            window_args = (window_mask.long(),)
+        step = internal_batch_size or windows
+        check_memory_layers = self.layers
+        from captum_prxai.capture import check_memory
+
+        check_memory(check_memory_layers, min(step, windows), window_ids.shape[1], ids.device, self.capture,
+                     self.attention_fn)
         if target is None:
             with torch.no_grad():
-                logits = self.forward_func(window_ids, window_mask)
-            target = int(getattr(logits, "logits", logits).mean(0).argmax())
-        windows = window_ids.shape[0]
-        step = internal_batch_size or windows
-        graphs, saliency = [], []
+                logits = _logits(self.forward_func(window_ids, *window_args))
+            target = int(logits.mean(0).argmax())
+        graphs, saliency, logits_parts = [], [], []
+        causal = False
         for start in range(0, windows, step):
             part = slice(start, start + step)
-            captured = self._capture(window_ids[part], torch.full((window_ids[part].shape[0],), target,
-                                     dtype=torch.long, device=ids.device), (window_mask[part],),
-                                     plan.mask[part].to(ids.device))
-            graphs.append(token_graph(captured.maps, self.residual, self.normalize_layers))
+            count = window_ids[part].shape[0]
+            captured = self._capture(
+                window_ids[part], torch.full((count,), target, dtype=torch.long, device=ids.device),
+                tuple(a[part] if isinstance(a, Tensor) and a.dim() > 0 and a.shape[0] == windows else a
+                      for a in window_args),
+                window_mask[part],
+            )
+            causal = captured.causal
+            graphs.append(token_adjacency(spec, captured))
+            logits_parts.append(captured.logits)
             if captured.input_gradient is not None:
                 saliency.append(captured.input_gradient)
         adjacency = stitch_window_graphs(torch.cat(graphs), plan, length)
         input_gradient = None
         if saliency:  # each token's gradient x input, summed over the windows that contain it
-            positions = plan.positions.to(ids.device)
-            values = torch.cat(saliency) * plan.mask.to(ids.device)
+            values = torch.cat(saliency) * window_mask
             input_gradient = torch.zeros(1, length, dtype=values.dtype, device=ids.device)
-            input_gradient[0].index_add_(0, positions.clamp(min=0).reshape(-1), values.reshape(-1))
-        teleport = teleport_vector(self.teleport, torch.ones(1, length, dtype=torch.bool, device=ids.device),
-                                   torch.zeros(1, dtype=torch.long, device=ids.device), adjacency.dtype,
-                                   input_gradient)
-        scores = pagerank(adjacency.unsqueeze(0), self.damping, personalization=teleport, tol=self.tol,
-                          max_iter=self.max_iter)
-        return self._apply_sign(scores, input_gradient)
-
-    def _needs_input_gradient(self) -> bool:
-        return self.signed or (isinstance(self.teleport, str) and self.teleport == "input_gradient")
-
-    def _apply_sign(self, scores: Tensor, input_gradient: Optional[Tensor]) -> Tensor:
-        if not self.signed:
-            return scores
-        if input_gradient is None:
-            raise PRXAIError("signed=True needs gradients; the attention maps were captured without a backward pass.")
-        return torch.where(input_gradient < 0, -scores, scores)
-
-    def _token_scores(self, graph: CapturedGraph) -> Tensor:
-        dtype = graph.maps[0].dtype
-        teleport = teleport_vector(self.teleport, graph.mask, graph.target_position, dtype, graph.input_gradient)
-        maps = graph.maps
-        if self.sink == "drop" or (self.sink == "auto" and graph.causal):
-            maps = drop_sink_edges(maps, graph.mask)
-        if self.graph == "token":
-            if self.self_loops == "drop" or (self.self_loops == "auto" and graph.causal):
-                maps = drop_self_loops(maps)
-            adjacency = token_graph(maps, self.residual, self.normalize_layers)
-            scores = pagerank(
-                adjacency, self.damping, personalization=teleport, node_mask=graph.mask, tol=self.tol,
-                max_iter=self.max_iter,
-            )
-            return self._apply_sign(scores, graph.input_gradient)
-        transitions = layered_transitions(maps, self.residual, graph.mask)
-        layers = len(transitions)
-        personalization = torch.zeros(teleport.shape[0], layers + 1, teleport.shape[1], dtype=dtype, device=teleport.device)
-        personalization[:, layers] = teleport
-        scores = layered_pagerank(transitions, self.damping, personalization)[:, 0]
-        return self._apply_sign(scores / scores.sum(-1, keepdim=True), graph.input_gradient)
-
+            input_gradient[0].index_add_(0, positions.reshape(-1), values.reshape(-1))
+        full = torch.ones(1, length, dtype=torch.bool, device=ids.device)
+        teleport = teleport_for(spec, full, target_positions(full, causal, self.target_position), adjacency.dtype,
+                                input_gradient)
+        built = BuiltGraph("token", full, teleport, adjacency=adjacency.unsqueeze(0), input_gradient=input_gradient)
+        return score_graph(spec, built)[0], torch.cat(logits_parts).mean(0)
 
 class PRAttention(PageRankAttribution):
     r"""PR-A: :class:`PageRankAttribution` with edges from the attention weights alone.
@@ -287,3 +484,66 @@ class PRAttentionGradient(PageRankAttribution):
 
     def __init__(self, forward_func: Callable, layers: Union[nn.Module, Sequence[nn.Module]], **kwargs: Any) -> None:
         super().__init__(forward_func, layers, edge_weight="attention_gradient", **kwargs)
+
+
+# -- helpers of attribute_graph / attribute_long ------------------------------------------------------
+
+
+def _cat_built(parts: list[BuiltGraph]) -> BuiltGraph:
+    """Concatenate the built graphs of batch chunks."""
+    if len(parts) == 1:
+        return parts[0]
+    first = parts[0]
+
+    def cat(values: list[Optional[Tensor]]) -> Optional[Tensor]:
+        return None if values[0] is None else torch.cat(values)  # type: ignore[arg-type]
+
+    transitions = None
+    if first.transitions is not None:
+        transitions = [torch.cat(layer) for layer in zip(*(p.transitions for p in parts))]  # type: ignore[misc]
+    return BuiltGraph(first.kind, torch.cat([p.mask for p in parts]), torch.cat([p.teleport for p in parts]),
+                      adjacency=cat([p.adjacency for p in parts]), transitions=transitions,
+                      input_gradient=cat([p.input_gradient for p in parts]))
+
+
+def _format_long_targets(target: TargetType, batch: int, device: torch.device) -> Optional[Tensor]:
+    from captum_prxai.attr._base import _format_target
+
+    targets = _format_target(target, batch, device)
+    if targets is not None and (targets < 0).any():
+        raise PRXAIError(f"target must be a non-negative class index, got {targets.tolist()}.")
+    return targets
+
+
+def _progress(items: range, show: bool, desc: str) -> Any:
+    if not show:
+        return items
+    from tqdm.auto import tqdm
+
+    return tqdm(items, desc=desc, unit="text")
+
+
+def _take_text(value: Any, b: int, real: Tensor, batch: int, length: int) -> Any:
+    """Text ``b``'s part of a forward argument: its real positions of a ``(B, N, ...)`` tensor."""
+    if isinstance(value, Tensor) and value.dim() >= 2 and value.shape[:2] == (batch, length):
+        return value[b, real]
+    if isinstance(value, Tensor) and value.dim() >= 1 and value.shape[0] == batch and batch > 1:
+        return value[b]
+    return value
+
+
+def _cut(value: Any, positions: Tensor, window_mask: Tensor, length: int, windows: int) -> Any:
+    """Cut a per-token ``(N, ...)`` argument of one text into ``(W, window, ...)`` windows."""
+    if isinstance(value, Tensor) and value.dim() >= 1 and value.shape[0] == length:
+        cut = value[positions]
+        shape = window_mask.shape + (1,) * (cut.dim() - 2)
+        return cut * window_mask.reshape(shape).to(cut.dtype) if cut.dtype != torch.bool else cut & window_mask
+    if isinstance(value, Tensor) and value.dim() == 0:
+        return value
+    return value
+
+
+def _logits(output: Any) -> Tensor:
+    if isinstance(output, (tuple, list)):
+        output = output[0]
+    return getattr(output, "logits", output)

@@ -15,7 +15,7 @@ from torch import Tensor
 
 from captum_prxai.exceptions import PRXAIError
 
-__all__ = ["EDGE_WEIGHTS", "HEAD_REDUCTIONS", "edge_weight_fn", "reduce_heads", "needs_gradients"]
+__all__ = ["EDGE_WEIGHTS", "HEAD_REDUCTIONS", "edge_weight_fn", "reduce_heads", "with_residual"]
 
 #: ``(A, dA) -> weights``; ``dA`` is ``None`` for attention-only edges.
 EdgeWeight = Callable[[Tensor, Optional[Tensor]], Tensor]
@@ -71,11 +71,6 @@ def edge_weight_fn(edge_weight: Union[str, EdgeWeight]) -> EdgeWeight:
     if edge_weight not in EDGE_WEIGHTS:
         raise PRXAIError(f"Unknown edge_weight {edge_weight!r}; choose one of {sorted(EDGE_WEIGHTS)} or pass a callable.")
     return EDGE_WEIGHTS[edge_weight]
-
-
-def needs_gradients(edge_weight: Union[str, EdgeWeight]) -> bool:
-    """Whether an edge weight needs ``dA`` (callables are assumed to)."""
-    return edge_weight != "attention"
 
 
 def reduce_heads(weights: Tensor, head_reduction: str = "mean") -> Tensor:

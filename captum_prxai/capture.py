@@ -1,0 +1,279 @@
+"""Capture: one pass through the model, yielding the per-layer edge maps a graph is built from.
+
+:func:`capture_graph` is the single place where a model is run for an
+attention-graph attribution: it hooks the attention layers with an
+:class:`~captum_prxai.hooks.AttentionRecorder`, runs ``forward_func`` (and,
+when the edges need it, one backward pass that stops at the attention maps),
+reduces each layer's per-head maps as they arrive, and returns a
+:class:`CapturedGraph`: ``(B, T, T)`` maps in fp32 (or fp64) with padding
+zeroed, the explained positions, the causal flag, the model's logits and the
+explained targets. :func:`captum_prxai.graph.spec.build_graph` takes it from
+there.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+from typing import Any, Callable, Optional, Sequence, Union
+
+import torch
+from torch import Tensor, nn
+
+from captum_prxai.exceptions import PRXAIError, PRXAIWarning
+from captum_prxai.hooks import AttentionExtractor, AttentionRecorder, resolve_capture_mode
+
+__all__ = [
+    "CapturedGraph",
+    "attention_memory_bytes",
+    "available_memory_bytes",
+    "capture_graph",
+    "check_memory",
+    "target_positions",
+]
+
+#: ``(layer index, A (B, H, T, T), dA or None) -> (B, T, T)``: one layer's head-reduced edge map.
+EdgeMap = Callable[[int, Tensor, Optional[Tensor]], Tensor]
+
+
+@dataclass
+class CapturedGraph:
+    """What one pass through the model yields for graph building."""
+
+    maps: list[Tensor]  #: per layer, ``(B, T, T)`` head-reduced edge weights, padding zeroed
+    mask: Tensor  #: ``(B, T)`` bool, real (non-padding) tokens
+    target_position: Tensor  #: ``(B,)`` index of the token whose output is explained
+    causal: bool  #: whether the attention was causal (decoder)
+    input_gradient: Optional[Tensor] = None  #: ``(B, T)`` gradient x input at the first layer, when asked for
+    logits: Optional[Tensor] = None  #: ``(B, C)`` the model's detached output (``(B,)`` for one score)
+    target: Optional[Tensor] = None  #: ``(B,)`` the explained output index (``None`` for one score)
+
+
+def attention_memory_bytes(
+    batch: int, length: int, layers: int, heads: int, itemsize: int = 4, capture: str = "recompute"
+) -> int:
+    """Rough peak memory of the attention maps of one attribution pass.
+
+    With ``capture="recompute"`` only one layer's maps exist at a time: about
+    five ``(B, H, T, T)`` tensors in its backward (probabilities, their
+    gradient, the softmax gradient, the edge product and a temporary). With
+    ``capture="weights"`` autograd keeps one map per layer for the backward
+    pass, plus about three for the layer being computed: ``(L + 3)`` maps.
+    """
+    maps = 5 if capture == "recompute" else layers + 3
+    return maps * batch * heads * length * length * itemsize
+
+
+def available_memory_bytes(device: torch.device) -> Optional[int]:
+    """Free memory on ``device`` (CUDA: free device memory; CPU: ``MemAvailable``), or ``None`` if unknown."""
+    if device.type == "cuda" and torch.cuda.is_available():
+        return int(torch.cuda.mem_get_info(device)[0])
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        return None
+    return None
+
+
+def check_memory(layers: Sequence[nn.Module], batch: int, length: int, device: torch.device, capture: str,
+                 attention_fn: Optional[AttentionExtractor]) -> None:
+    """Raise a clear :class:`PRXAIError` before a pass whose attention maps would not fit in memory.
+
+    The capture mode is the one the recorder will use
+    (:func:`~captum_prxai.hooks.resolve_capture_mode`), so layers that fall
+    back to materialised weights (e.g. MPNet) are counted as such.
+    """
+    heads = max((getattr(getattr(layer, "config", None), "num_attention_heads", 0) or 0) for layer in layers)
+    if not heads:
+        return
+    mode = resolve_capture_mode(layers, capture, attention_fn)
+    need = attention_memory_bytes(batch, length, len(layers), heads, capture=mode)
+    free = available_memory_bytes(device)
+    if free is not None and need > free:
+        raise PRXAIError(
+            f"Explaining {batch} sequence(s) of {length} tokens needs about {need / 2**30:.1f} GiB for the "
+            f"attention maps of {len(layers)} layers x {heads} heads, but only {free / 2**30:.1f} GiB is "
+            "available. Pass internal_batch_size=1, shorten the input, or explain it in windows "
+            "(PageRankAttribution.attribute_long)."
+        )
+
+
+def target_positions(mask: Tensor, causal: bool, choice: Union[str, int] = "auto") -> Tensor:
+    """``(B,)`` index of the explained token: the last real token for causal models, the first otherwise.
+
+    ``choice`` may force ``"first"``, ``"last"`` or a fixed index (which must
+    be a real token of every example).
+    """
+    batch, length = mask.shape
+    if choice == "auto":
+        choice = "last" if causal else "first"
+    positions = torch.arange(length, device=mask.device).expand(batch, -1)
+    if choice == "last":  # last real token: works for left and right padding
+        return torch.where(mask, positions, torch.full_like(positions, -1)).amax(-1)
+    if choice == "first":
+        return torch.where(mask, positions, torch.full_like(positions, length)).amin(-1)
+    index = int(choice)
+    if not -length <= index < length:
+        raise PRXAIError(f"target_position={index} is outside the {length} input positions (0..{length - 1}).")
+    index %= length
+    if not bool(mask[:, index].all()):
+        raise PRXAIError(f"target_position={index} is a padding position of some example; explain a real token.")
+    return torch.full((batch,), index, dtype=torch.long, device=mask.device)
+
+
+def _is_causal(attention: Tensor, mask: Tensor) -> bool:
+    """Whether each example's first real query attends to no later real key (a cheap ``(B, H, T)`` check).
+
+    Looking at the first *real* row makes the check hold for left-padded
+    batches, whose padding rows may attend anywhere.
+    """
+    length = attention.shape[-1]
+    if int(mask.sum(-1).max()) < 2:
+        return False
+    positions = torch.arange(length, device=mask.device).expand_as(mask)
+    first = torch.where(mask, positions, torch.full_like(positions, length)).amin(-1).clamp(max=length - 1)
+    rows = attention[torch.arange(attention.shape[0], device=attention.device), :, first]  # (B, H, T)
+    later = (positions > first[:, None]) & mask
+    return bool((rows.masked_select(later[:, None, :].expand_as(rows)) == 0).all())
+
+
+def _select_target(output: Any, targets: Optional[Tensor], batch: int) -> tuple[Tensor, Tensor, Optional[Tensor]]:
+    """``(objective per example, logits, targets)``. ``targets=None`` explains the predicted class."""
+    if isinstance(output, (tuple, list)):
+        output = output[0]
+    if hasattr(output, "logits"):
+        output = output.logits
+    if not isinstance(output, Tensor):
+        raise PRXAIError(f"forward_func must return a tensor of logits, got {type(output).__name__}.")
+    if not torch.isfinite(output).all():
+        raise PRXAIError(
+            "forward_func returned NaN or infinite logits, so no attribution is defined; check the inputs "
+            "(e.g. NaN embeddings) and the model's weights."
+        )
+    if output.dim() == 1:
+        if targets is not None:
+            raise PRXAIError("forward_func returns one score per example, so target must be None.")
+        return output, output, None
+    if output.dim() != 2 or output.shape[0] != batch:
+        raise PRXAIError(
+            f"forward_func must return logits of shape (B, C) = ({batch}, C), got {tuple(output.shape)}."
+        )
+    classes = output.shape[1]
+    if targets is None:
+        targets = output.detach().argmax(-1)
+    if (targets < 0).any() or (targets >= classes).any():
+        bad = targets[(targets < 0) | (targets >= classes)][0].item()
+        raise PRXAIError(f"target {bad} is out of range for a model with {classes} outputs (valid: 0..{classes - 1}).")
+    return output.gather(1, targets.unsqueeze(1)).squeeze(1), output, targets
+
+
+def _has_active_dropout(layer: nn.Module) -> bool:
+    if not layer.training:
+        return False
+    if any(isinstance(m, nn.modules.dropout._DropoutNd) and m.p > 0 for m in layer.modules()):
+        return True
+    return any(isinstance(getattr(layer, name, None), float) and getattr(layer, name) > 0
+               for name in ("attention_dropout", "dropout", "attn_dropout"))
+
+
+def _warn_if_training(layers: Sequence[nn.Module]) -> None:
+    if any(_has_active_dropout(layer) for layer in layers):
+        warnings.warn(
+            "The model is in training mode, so dropout makes the scores random; call model.eval() first.",
+            PRXAIWarning,
+            stacklevel=4,
+        )
+
+
+def capture_graph(
+    forward_func: Callable,
+    layers: Sequence[nn.Module],
+    inputs: Tensor,
+    mask: Tensor,
+    edge_map: EdgeMap,
+    *,
+    targets: Optional[Tensor] = None,
+    additional_forward_args: tuple = (),
+    with_gradients: bool = True,
+    input_gradient: bool = False,
+    attention_fn: Optional[AttentionExtractor] = None,
+    capture: str = "auto",
+    target_position: Union[str, int] = "auto",
+) -> CapturedGraph:
+    """Run one forward (and backward) pass and return the per-layer edge maps.
+
+    Args:
+        forward_func (Callable): Called as ``forward_func(inputs, *additional_forward_args)``;
+            returns logits ``(B, C)`` or one score per example ``(B,)``.
+        layers (sequence of nn.Module): Attention modules, first layer first.
+        inputs (Tensor): Token ids ``(B, T)`` or embeddings ``(B, T, D)``.
+        mask (Tensor): ``(B, T)`` bool, real tokens.
+        edge_map (callable): ``(layer, A, dA) -> (B, T, T)`` per-layer map, e.g.
+            ``lambda layer, a, g: spec.edge_map(a, g)`` for a
+            :class:`~captum_prxai.graph.spec.GraphSpec`.
+        targets (Tensor, optional): ``(B,)`` output indices; ``None``: predicted class.
+        additional_forward_args (tuple): Further arguments of ``forward_func``.
+        with_gradients (bool): Back-propagate the target to the attention maps.
+        input_gradient (bool): Also return gradient x input at the first layer.
+        attention_fn, capture: See :class:`~captum_prxai.hooks.AttentionRecorder`.
+        target_position: See :func:`target_positions`.
+
+    Returns:
+        CapturedGraph: maps in at least fp32, zero on padding rows and columns.
+    """
+    _warn_if_training(layers)
+    causal_flags: list[bool] = []
+
+    def keep(layer: int, attention: Tensor, grad: Optional[Tensor]) -> Tensor:
+        if not causal_flags:
+            causal_flags.append(_is_causal(attention, mask))
+        return edge_map(layer, attention, grad)
+
+    recorder = AttentionRecorder(layers, keep, with_gradients=with_gradients, attention_fn=attention_fn,
+                                 capture=capture, input_gradient=input_gradient)
+    if with_gradients and torch.is_inference_mode_enabled():
+        raise PRXAIError(
+            "attribute() was called under torch.inference_mode(), which forbids the backward pass gradient-based "
+            "edges need; call it outside inference_mode (PR-A, edge_weight='attention', needs no gradients)."
+        )
+    with torch.enable_grad() if with_gradients else torch.no_grad():
+        with recorder:
+            output = forward_func(inputs, *additional_forward_args)
+            objective, logits, chosen = _select_target(output, targets, inputs.shape[0])
+            if with_gradients:
+                if not objective.requires_grad:
+                    raise PRXAIError(
+                        "The logits returned by forward_func do not depend on the attention maps through autograd "
+                        "(are they detached, or computed under torch.no_grad()/inference_mode inside forward_func?); "
+                        "gradient-based edges need them. Return the model's logits as they are."
+                    )
+                recorder.backward(objective.sum())
+    maps = recorder.collected()
+    length = inputs.shape[1]
+    for index, m in enumerate(maps):
+        if m.shape[-1] != length or m.shape[-2] != length:
+            raise PRXAIError(
+                f"Layer {index} attends over {m.shape[-1]} positions but the input has {length} tokens; hook "
+                "self-attention layers over the input sequence only (not cross-attention)."
+            )
+    keep_mask = mask[:, None, :] & mask[:, :, None]
+    cast = [m.float() if m.dtype in (torch.float16, torch.bfloat16) else m for m in maps]
+    maps = [torch.where(keep_mask, m, torch.zeros((), dtype=m.dtype, device=m.device)) for m in cast]
+    if any(not bool(torch.isfinite(m).all()) for m in maps):
+        raise PRXAIError(
+            "The captured attention maps contain NaN or infinite values (check the inputs, e.g. NaN embeddings, "
+            "and the model's weights)."
+        )
+    causal = bool(causal_flags and causal_flags[0])
+    return CapturedGraph(
+        maps=maps,
+        mask=mask,
+        target_position=target_positions(mask, causal, target_position),
+        causal=causal,
+        input_gradient=recorder.input_gradient,
+        logits=logits.detach(),
+        target=chosen,
+    )

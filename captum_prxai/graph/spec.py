@@ -1,0 +1,358 @@
+"""One description of a PR-XAI graph, and the one function that builds it.
+
+Every consumer of PR-XAI (``PageRankAttribution.attribute``,
+``attribute_long``, the explorer's graph view, ``explain --graph``, the
+benchmark, the LLM wrapper and the dataset runner) turns a captured pass into
+scores through the same three steps of this module:
+
+1. :meth:`GraphSpec.edge_map` turns each layer's per-head attention ``A``
+   and gradient ``dA`` into a head-reduced ``(B, T, T)`` edge map (called by
+   the capture hooks as each layer's maps arrive);
+2. :func:`build_graph` turns the captured maps into the graph PageRank runs
+   on (the token adjacency, or the layered transitions) and its teleport
+   vector;
+3. :func:`score_graph` runs PageRank on it and returns the token scores.
+
+So a picture drawn from a :class:`BuiltGraph` is always the graph the scores
+came from: ``score_graph(spec, built)`` reproduces them.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, Callable, Optional, Union
+
+import torch
+from torch import Tensor
+
+from captum_prxai.exceptions import PRXAIError
+from captum_prxai.graph.builders import (
+    GRAPHS,
+    TELEPORTS,
+    drop_self_loops,
+    drop_sink_edges,
+    layered_transitions,
+    teleport_vector,
+    token_graph,
+)
+from captum_prxai.graph.edges import HEAD_REDUCTIONS, EdgeWeight, edge_weight_fn, reduce_heads
+from captum_prxai.graph.pagerank import layered_pagerank, pagerank
+
+if TYPE_CHECKING:  # pragma: no cover
+    from captum_prxai.capture import CapturedGraph
+
+__all__ = [
+    "DEFAULT_DAMPING",
+    "DEFAULT_EDGE_WEIGHT",
+    "BuiltGraph",
+    "GraphSpec",
+    "build_graph",
+    "layer_edge_map",
+    "score_graph",
+    "token_adjacency",
+]
+
+#: Default PageRank damping, chosen by the ablation in docs/benchmarks.md (0.5-0.95 tried).
+DEFAULT_DAMPING = 0.7
+#: Default edge weight of :class:`~captum_prxai.PageRankAttribution` (PR-G), chosen by measurement.
+DEFAULT_EDGE_WEIGHT = "gradient"
+
+_POLICIES = ("auto", "keep", "drop")
+
+
+def layer_edge_map(edge_weight: Union[str, EdgeWeight], head_reduction: str = "mean") -> Callable[
+        [Tensor, Optional[Tensor]], Tensor]:
+    """``(A, dA) -> (B, T, T)``: the edge weight applied per head, then the heads reduced.
+
+    A callable edge weight must return a tensor of shape ``(B, H, T, T)``
+    (reduced here with ``head_reduction``) or ``(B, T, T)``; anything else
+    raises a :class:`PRXAIError` naming the shape it returned.
+    """
+    edge = edge_weight_fn(edge_weight)
+    if head_reduction not in HEAD_REDUCTIONS:
+        raise PRXAIError(f"Unknown head_reduction {head_reduction!r}; choose one of {sorted(HEAD_REDUCTIONS)}.")
+
+    def edge_map(attention: Tensor, grad: Optional[Tensor]) -> Tensor:
+        return _edge_map(edge, head_reduction, attention, grad)
+
+    return edge_map
+
+
+def _edge_map(edge: EdgeWeight, head_reduction: str, attention: Tensor, grad: Optional[Tensor]) -> Tensor:
+    weights = edge(attention, grad)
+    if not isinstance(weights, Tensor):
+        raise PRXAIError(
+            f"The edge_weight callable returned {type(weights).__name__}, not a tensor; it must return "
+            f"non-negative weights of shape {tuple(attention.shape)} (B, H, T, T)."
+        )
+    if weights.shape == attention.shape:
+        return reduce_heads(weights, head_reduction)
+    reduced = attention.shape[:1] + attention.shape[2:]
+    if weights.shape == reduced:
+        return weights
+    raise PRXAIError(
+        f"The edge_weight callable returned shape {tuple(weights.shape)}; expected (B, H, T, T) = "
+        f"{tuple(attention.shape)} or (B, T, T) = {tuple(reduced)}."
+    )
+
+
+@dataclass(frozen=True, eq=False)
+class GraphSpec:
+    r"""Everything that decides a PR-XAI graph and its PageRank, as one value.
+
+    Args:
+        edge_weight (str or callable): ``"attention"`` (``A``), ``"gradient"``
+            (``dA⁺``), ``"attention_gradient"`` (``(A ⊙ dA)⁺``),
+            ``"gradient_abs"``, ``"attention_gradient_abs"``, or a callable
+            ``(A, dA) -> W`` on per-head ``(B, H, T, T)`` tensors returning
+            non-negative ``(B, H, T, T)`` (or already head-reduced
+            ``(B, T, T)``) weights. Default: ``"gradient"``.
+        head_reduction (str): ``"mean"``, ``"sum"`` or ``"max"``. Default: ``"mean"``.
+        graph (str): ``"token"`` or ``"layered"``. Default: ``"token"``.
+        residual (float, optional): Residual self-edge weight in ``[0, 1)``;
+            ``None`` means 0 for the token graph and 0.5 for the layered graph.
+        normalize_layers (bool): Token graph: scale each layer to unit mass
+            before summing. Default: False.
+        sink (str): ``"auto"`` (drop edges into the first token for causal
+            attention only), ``"keep"`` or ``"drop"``.
+        self_loops (str): Token graph: ``"auto"`` (drop for causal attention
+            only), ``"keep"`` or ``"drop"``.
+        teleport (str or Tensor): ``"target"``, ``"uniform"``,
+            ``"input_gradient"`` or a ``(B, T)`` / ``(T,)`` weight tensor.
+        damping (float): PageRank damping in ``[0, 1)``. Default: 0.7.
+        tol (float): PageRank tolerance, positive. Default: 1e-6.
+        max_iter (int): PageRank iteration limit, at least 1. Default: 100.
+        signed (bool): Give each score the sign of the token's gradient x input.
+
+    All values are checked here, so a bad option fails when the attribution
+    is constructed, before any pass through the model.
+
+    References:
+        A. Azarkhalili, Y. Li, M. W. Libbrecht. *PR-XAI: PageRank-Based
+        Feature Attribution for Transformers.* ACL 2026.
+    """
+
+    edge_weight: Union[str, EdgeWeight] = DEFAULT_EDGE_WEIGHT
+    head_reduction: str = "mean"
+    graph: str = "token"
+    residual: Optional[float] = None
+    normalize_layers: bool = False
+    sink: str = "auto"
+    self_loops: str = "auto"
+    teleport: Union[str, Tensor] = "target"
+    damping: float = DEFAULT_DAMPING
+    tol: float = 1e-6
+    max_iter: int = 100
+    signed: bool = False
+    _edge: EdgeWeight = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_edge", edge_weight_fn(self.edge_weight))
+        if self.head_reduction not in HEAD_REDUCTIONS:
+            raise PRXAIError(
+                f"Unknown head_reduction {self.head_reduction!r}; choose one of {sorted(HEAD_REDUCTIONS)}."
+            )
+        if self.graph not in GRAPHS:
+            raise PRXAIError(f"Unknown graph {self.graph!r}; choose one of {list(GRAPHS)}.")
+        residual = self.residual
+        if residual is None:
+            residual = 0.5 if self.graph == "layered" else 0.0
+        if isinstance(residual, bool) or not isinstance(residual, (int, float)) or not 0.0 <= float(residual) < 1.0:
+            raise PRXAIError(f"residual must be a number in [0, 1), got {residual!r}.")
+        object.__setattr__(self, "residual", float(residual))
+        damping = self.damping
+        if isinstance(damping, bool) or not isinstance(damping, (int, float)) or not 0.0 <= float(damping) < 1.0:
+            raise PRXAIError(f"damping must be a number in [0, 1), got {damping!r}.")
+        object.__setattr__(self, "damping", float(damping))
+        for name in ("sink", "self_loops"):
+            if getattr(self, name) not in _POLICIES:
+                raise PRXAIError(f"{name} must be 'auto', 'keep' or 'drop', got {getattr(self, name)!r}.")
+        if isinstance(self.teleport, str):
+            if self.teleport not in TELEPORTS:
+                raise PRXAIError(
+                    f"Unknown teleport {self.teleport!r}; choose one of {list(TELEPORTS)} or pass a (B, T) tensor."
+                )
+        elif isinstance(self.teleport, Tensor):
+            if self.teleport.dim() not in (1, 2) or not torch.isfinite(self.teleport.float()).all() or (
+                self.teleport < 0
+            ).any():
+                raise PRXAIError("A teleport tensor must be (T,) or (B, T) and hold finite, non-negative weights.")
+        else:
+            raise PRXAIError(f"teleport must be a string or a tensor, got {type(self.teleport).__name__}.")
+        tol = self.tol
+        if isinstance(tol, bool) or not isinstance(tol, (int, float)) or not (math.isfinite(tol) and tol > 0):
+            raise PRXAIError(f"tol must be a positive number, got {tol!r}.")
+        if isinstance(self.max_iter, bool) or not isinstance(self.max_iter, int) or self.max_iter < 1:
+            raise PRXAIError(f"max_iter must be an integer of at least 1, got {self.max_iter!r}.")
+        if not isinstance(self.normalize_layers, bool) or not isinstance(self.signed, bool):
+            raise PRXAIError("normalize_layers and signed must be True or False.")
+
+    # -- what the capture needs -----------------------------------------------------------------
+    @property
+    def needs_gradients(self) -> bool:
+        """Whether the edges (or the teleport / sign) need a backward pass."""
+        return self.edge_weight != "attention" or self.needs_input_gradient
+
+    @property
+    def needs_input_gradient(self) -> bool:
+        """Whether gradient x input at the first layer is needed (``signed`` or ``teleport="input_gradient"``)."""
+        return self.signed or (isinstance(self.teleport, str) and self.teleport == "input_gradient")
+
+    def replace(self, **changes: Any) -> "GraphSpec":
+        """A copy with some fields changed (checked again)."""
+        if "graph" in changes and "residual" not in changes:
+            changes["residual"] = None
+        return replace(self, **changes)
+
+    def edge_map(self, attention: Tensor, grad: Optional[Tensor]) -> Tensor:
+        """One layer's head-reduced ``(B, T, T)`` edge map from per-head ``A`` and ``dA`` ``(B, H, T, T)``.
+
+        The capture hooks call this as each layer's maps arrive, so per-head
+        tensors never outlive their layer; see :func:`layer_edge_map`.
+        """
+        return _edge_map(self._edge, self.head_reduction, attention, grad)
+
+    def key(self) -> tuple:
+        """A hashable summary of the options (a callable or tensor by identity), e.g. for caches."""
+        def part(value: Any) -> Any:
+            if isinstance(value, Tensor):
+                return ("tensor", id(value))
+            if callable(value):
+                return ("callable", getattr(value, "__qualname__", repr(value)), id(value))
+            return value
+
+        return tuple(
+            (name, part(getattr(self, name)))
+            for name in ("edge_weight", "head_reduction", "graph", "residual", "normalize_layers", "sink",
+                         "self_loops", "teleport", "damping", "tol", "max_iter", "signed")
+        )
+
+
+@dataclass
+class BuiltGraph:
+    """The graph PageRank runs on, built from one captured pass by :func:`build_graph`.
+
+    For the token graph, ``adjacency`` is ``(B, T, T)`` with ``adjacency[b, i, j]``
+    the edge ``i -> j``. For the layered graph, ``transitions`` holds the ``L``
+    per-layer ``(B, T, T)`` maps (``transitions[l]`` links layer ``l + 1`` to
+    layer ``l``); :meth:`layered_adjacency` assembles the full
+    ``((L + 1) T)``-node graph for drawing or checking.
+    """
+
+    kind: str  #: ``"token"`` or ``"layered"``
+    mask: Tensor  #: ``(B, T)`` real tokens
+    teleport: Tensor  #: ``(B, T)`` teleport weights over tokens (layered: on the top layer)
+    adjacency: Optional[Tensor] = None  #: token graph ``(B, T, T)``
+    transitions: Optional[list[Tensor]] = None  #: layered graph, ``L`` maps ``(B, T, T)``
+    input_gradient: Optional[Tensor] = None  #: ``(B, T)`` gradient x input, for the sign
+
+    @property
+    def num_layers(self) -> int:
+        """``L`` for the layered graph, 0 for the token graph."""
+        return len(self.transitions) if self.transitions is not None else 0
+
+    def layered_adjacency(self) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+        """The layered graph as one ``(B, N, N)`` adjacency with ``N = (L + 1) T`` nodes.
+
+        Returns ``(adjacency, teleport (B, N), node_layer (N,), node_position (N,))``;
+        node ``l * T + i`` is token ``i`` at layer ``l`` (layer 0: the input tokens).
+        """
+        if self.transitions is None:
+            raise PRXAIError("layered_adjacency() is for the layered graph; this is a token graph.")
+        batch, tokens = self.mask.shape
+        layers = len(self.transitions)
+        nodes = (layers + 1) * tokens
+        ref = self.transitions[0]
+        adjacency = torch.zeros(batch, nodes, nodes, dtype=ref.dtype, device=ref.device)
+        for level, weights in enumerate(self.transitions):
+            rows = slice((level + 1) * tokens, (level + 2) * tokens)
+            cols = slice(level * tokens, (level + 1) * tokens)
+            adjacency[:, rows, cols] = weights
+        teleport = torch.zeros(batch, nodes, dtype=self.teleport.dtype, device=self.teleport.device)
+        teleport[:, layers * tokens :] = self.teleport
+        node_layer = torch.arange(layers + 1, device=ref.device).repeat_interleave(tokens)
+        node_position = torch.arange(tokens, device=ref.device).repeat(layers + 1)
+        return adjacency, teleport, node_layer, node_position
+
+
+def _apply_policies(spec: GraphSpec, maps: list[Tensor], mask: Tensor, causal: bool) -> list[Tensor]:
+    if spec.sink == "drop" or (spec.sink == "auto" and causal):
+        maps = drop_sink_edges(maps, mask)
+    if spec.graph == "token" and (spec.self_loops == "drop" or (spec.self_loops == "auto" and causal)):
+        maps = drop_self_loops(maps)
+    return maps
+
+
+def token_adjacency(spec: GraphSpec, captured: "CapturedGraph") -> Tensor:
+    """The ``(B, T, T)`` token graph of a captured pass (sink and self-loop policies applied).
+
+    :func:`build_graph` uses it; ``attribute_long`` builds one per window
+    and stitches them before a single PageRank.
+    """
+    if spec.graph != "token":
+        raise PRXAIError("token_adjacency is for graph='token'.")
+    maps = _apply_policies(spec, captured.maps, captured.mask, captured.causal)
+    return token_graph(maps, spec.residual, spec.normalize_layers)
+
+
+def teleport_for(spec: GraphSpec, mask: Tensor, target_position: Tensor, dtype: torch.dtype,
+                 input_gradient: Optional[Tensor] = None) -> Tensor:
+    """The ``(B, T)`` teleport vector of ``spec`` (see :func:`~captum_prxai.graph.builders.teleport_vector`)."""
+    return teleport_vector(spec.teleport, mask, target_position, dtype, input_gradient)
+
+
+def build_graph(spec: GraphSpec, captured: "CapturedGraph") -> BuiltGraph:
+    """Turn a captured pass into the graph PageRank runs on, and its teleport vector.
+
+    Args:
+        spec (GraphSpec): The graph options.
+        captured (CapturedGraph): Per-layer head-reduced ``(B, T, T)`` edge
+            maps (from :meth:`GraphSpec.edge_map`), padding already zeroed,
+            with the mask, the explained positions and the causal flag.
+
+    Returns:
+        BuiltGraph: the token adjacency or the layered transitions, and the teleport.
+    """
+    dtype = captured.maps[0].dtype
+    teleport = teleport_for(spec, captured.mask, captured.target_position, dtype, captured.input_gradient)
+    if spec.graph == "token":
+        return BuiltGraph("token", captured.mask, teleport, adjacency=token_adjacency(spec, captured),
+                          input_gradient=captured.input_gradient)
+    maps = _apply_policies(spec, captured.maps, captured.mask, captured.causal)
+    return BuiltGraph("layered", captured.mask, teleport, transitions=layered_transitions(maps, spec.residual,
+                      captured.mask), input_gradient=captured.input_gradient)
+
+
+def score_graph(spec: GraphSpec, built: BuiltGraph) -> Tensor:
+    """PageRank token scores ``(B, T)`` of a built graph: non-negative, summing to one, zero on padding.
+
+    With ``spec.signed`` each score takes the sign of the token's gradient x input.
+    """
+    if built.kind == "token":
+        assert built.adjacency is not None
+        scores = pagerank(built.adjacency, spec.damping, personalization=built.teleport, node_mask=built.mask,
+                          tol=spec.tol, max_iter=spec.max_iter)
+    else:
+        assert built.transitions is not None
+        layers = len(built.transitions)
+        teleport = built.teleport
+        personalization = torch.zeros(teleport.shape[0], layers + 1, teleport.shape[1], dtype=teleport.dtype,
+                                      device=teleport.device)
+        personalization[:, layers] = teleport
+        scores = layered_pagerank(built.transitions, spec.damping, personalization)[:, 0]
+        scores = scores / scores.sum(-1, keepdim=True)
+    return apply_sign(spec, scores, built.input_gradient)
+
+
+def apply_sign(spec: GraphSpec, scores: Tensor, input_gradient: Optional[Tensor]) -> Tensor:
+    """``signed=True``: give each score the sign of its gradient x input; otherwise unchanged."""
+    if not spec.signed:
+        return scores
+    if input_gradient is None:
+        raise PRXAIError("signed=True needs gradients; the attention maps were captured without a backward pass.")
+    return torch.where(input_gradient < 0, -scores, scores)
+
+
+#: Callable type of :func:`score_graph`, for consumers that take a scorer.
+Scorer = Callable[[GraphSpec, BuiltGraph], Tensor]
