@@ -1,0 +1,460 @@
+"""Reading corpora (packaged datasets, CSV, JSON Lines, Parquet) and writing result shards.
+
+Both engines of :func:`captum_prxai.corpus.attribute_dataset` read their input
+here, once, in the driver: one parser means the same rows, the same ids and
+the same bad-input errors whichever engine runs, and every error is raised
+before any model is loaded or any worker starts. CSV and JSON Lines are read
+with the standard library; Parquet (input or output) needs ``pyarrow``.
+
+Results are written as shards, one file per planned shard of the input,
+``part-<first row>-<digest>.parquet`` (or ``.jsonl``) in the output folder,
+each written to a hidden temporary file and renamed into place, so a shard
+file is either complete or absent: the output never holds a partial row.
+Readers (pandas, pyarrow, Ray, Spark) skip the hidden temporary files and
+the ``_run.json`` manifest, so ``pandas.read_parquet(folder)`` reads the table.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Dict, Iterable, List, Optional, Sequence
+
+from captum_prxai.exceptions import PRXAIError
+
+__all__ = [
+    "Corpus",
+    "FORMATS",
+    "MANIFEST",
+    "read_corpus",
+    "read_results",
+    "score_column",
+    "ShardStore",
+]
+
+#: output formats
+FORMATS = ("parquet", "jsonl")
+#: the run's settings, written in the output folder (ignored by Parquet readers: leading underscore)
+MANIFEST = "_run.json"
+#: key of the run's settings in each Parquet shard's schema metadata
+METADATA_KEY = b"captum_prxai"
+
+
+@dataclass
+class Corpus:
+    """Texts to explain, in input order.
+
+    Attributes:
+        source: What was read (a path, or ``dataset:<name>/<split>``).
+        ids: One unique string id per text (the id column, else the row number).
+        texts: The texts (``None`` where the input had no value).
+        labels: Raw label values (``None`` without a label column).
+        label_names: Class names known from the source (packaged datasets).
+    """
+
+    source: str
+    ids: List[str]
+    texts: List[Optional[str]]
+    labels: Optional[List[Any]] = None
+    label_names: Optional[List[str]] = field(default=None)
+
+    def __len__(self) -> int:
+        return len(self.texts)
+
+
+def _require_pyarrow(why: str) -> Any:
+    try:
+        import pyarrow  # noqa: F401
+        import pyarrow.parquet  # noqa: F401
+    except ImportError:
+        raise PRXAIError(f"{why} needs pyarrow: pip install pyarrow (or pip install 'captum-prxai[ray]').") from None
+    return pyarrow
+
+
+def _decode_error(path: Path, err: UnicodeDecodeError, encoding: str) -> PRXAIError:
+    raw = path.read_bytes()[: err.start]
+    line = raw.count(b"\n") + 1
+    return PRXAIError(
+        f"{path} is not valid {encoding}: byte 0x{err.object[err.start]:02x} at offset {err.start} (line {line}); "
+        "re-encode the file (e.g. iconv -f latin1 -t utf-8) or pass its encoding with --encoding."
+    )
+
+
+def _read_text(path: Path, encoding: str) -> str:
+    try:
+        return path.read_bytes().decode(encoding)
+    except UnicodeDecodeError as err:
+        raise _decode_error(path, err, encoding) from None
+    except LookupError:
+        raise PRXAIError(f"unknown encoding {encoding!r}; use e.g. utf-8 or latin-1.") from None
+
+
+def _read_csv(path: Path, encoding: str) -> tuple:
+    text = _read_text(path, encoding)
+    if text.startswith("\ufeff"):
+        text = text[1:]
+    reader = csv.reader(text.splitlines(keepends=True))
+    header = next(reader, None)
+    if not header:
+        raise PRXAIError(f"{path} is empty: a CSV file needs a header line naming its columns and one row per text.")
+    rows = [dict(zip(header, r)) for r in reader if r]
+    return header, rows
+
+
+def _read_jsonl(path: Path, encoding: str) -> tuple:
+    rows, columns = [], {}
+    for line_no, line in enumerate(_read_text(path, encoding).splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError as err:
+            raise PRXAIError(f"{path}:{line_no}: not valid JSON ({err.msg}); a JSON Lines file holds one object a line.") from None
+        if not isinstance(rec, dict):
+            raise PRXAIError(f"{path}:{line_no}: expected a JSON object, got {type(rec).__name__}.")
+        for key in rec:
+            columns.setdefault(key, None)
+        rows.append(rec)
+    return list(columns), rows
+
+
+def _read_parquet(path: Path) -> tuple:
+    _require_pyarrow("reading Parquet input")
+    import pyarrow.parquet as pq
+
+    try:
+        table = pq.read_table(str(path))
+    except Exception as err:  # pyarrow raises ArrowInvalid, OSError, ...
+        raise PRXAIError(f"{path}: cannot read it as Parquet ({err}).") from None
+    return table.column_names, table.to_pylist()
+
+
+def _as_id(value: Any) -> str:
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    return str(value)
+
+
+def read_corpus(
+    path: Optional[str | os.PathLike] = None,
+    *,
+    dataset: Optional[str] = None,
+    split: str = "test",
+    text_column: str = "text",
+    id_column: Optional[str] = None,
+    label_column: Optional[str] = None,
+    encoding: str = "utf-8",
+    limit: Optional[int] = None,
+) -> Corpus:
+    """Read the texts to explain from a file or a packaged dataset.
+
+    Args:
+        path: A ``.csv``, ``.jsonl`` (or ``.json`` with one object a line) or
+            ``.parquet`` file.
+        dataset: Instead of ``path``, a packaged dataset name
+            (:func:`captum_prxai.data.list_datasets`); ids are row numbers and
+            labels the dataset's.
+        split: Split of ``dataset``.
+        text_column: Column holding the texts.
+        id_column: Column of unique ids (default: the row number, from 0).
+        label_column: Optional column of gold labels (class indices or names).
+        encoding: Encoding of CSV and JSON Lines files.
+        limit: Read only the first ``limit`` texts.
+
+    Returns:
+        A :class:`Corpus`.
+
+    Raises:
+        PRXAIError: Missing file, unknown format, empty file, missing column,
+            bytes that are not valid in ``encoding``, duplicate or missing ids.
+    """
+    if (path is None) == (dataset is None):
+        raise PRXAIError("give either an input file or a packaged dataset (--dataset NAME), not both or neither.")
+    if dataset is not None:
+        from captum_prxai.data import load_dataset
+
+        data = load_dataset(dataset, split)
+        n = len(data) if limit is None else min(limit, len(data))
+        return Corpus(f"dataset:{dataset}/{split}", [str(i) for i in range(n)], list(data.texts[:n]),
+                      list(data.labels[:n]), list(data.label_names))
+    path = Path(path)
+    if not path.is_file():
+        raise PRXAIError(f"no input file {path}.")
+    suffix = path.suffix.lower()
+    if suffix == ".csv":
+        columns, rows = _read_csv(path, encoding)
+    elif suffix in (".jsonl", ".json", ".ndjson"):
+        columns, rows = _read_jsonl(path, encoding)
+    elif suffix in (".parquet", ".pq"):
+        columns, rows = _read_parquet(path)
+    else:
+        raise PRXAIError(f"{path}: unknown input format {suffix or '(no suffix)'!r}; use .csv, .jsonl or .parquet.")
+    if not rows:
+        raise PRXAIError(f"{path} holds no rows; nothing to explain.")
+    for role, name in (("text", text_column), ("id", id_column), ("label", label_column)):
+        if name is not None and name not in columns:
+            flag = {"text": "--text-column", "id": "--id-column", "label": "--label-column"}[role]
+            raise PRXAIError(f"{path} has no column {name!r} (the {role} column, {flag}); "
+                             f"its columns are: {', '.join(map(str, columns)) or '(none)'}.")
+    if limit is not None:
+        rows = rows[:limit]
+    texts = []
+    for row in rows:
+        value = row.get(text_column)
+        texts.append(None if value is None else str(value))
+    if id_column is None:
+        ids = [str(i) for i in range(len(rows))]
+    else:
+        ids, seen = [], {}
+        for i, row in enumerate(rows):
+            value = row.get(id_column)
+            if value is None or str(value) == "":
+                raise PRXAIError(f"{path}: row {i} has no id in column {id_column!r}; every text needs a unique id.")
+            key = _as_id(value)
+            if key in seen:
+                raise PRXAIError(f"{path}: id {key!r} appears twice (rows {seen[key]} and {i}); ids must be unique, "
+                                 "since they identify finished rows when a run resumes.")
+            seen[key] = i
+            ids.append(key)
+    labels = None if label_column is None else [row.get(label_column) for row in rows]
+    return Corpus(str(path), ids, texts, labels)
+
+
+def map_labels(labels: Sequence[Any], label_names: Sequence[str], source: str,
+               source_names: Optional[Sequence[str]] = None) -> List[Optional[int]]:
+    """Raw label values -> class indices of the model (``None`` where empty).
+
+    A value is accepted as a class name of the model (case-insensitive) or as
+    an integer index in range; a packaged dataset's integer labels are first
+    mapped through its own class names.
+
+    Raises:
+        PRXAIError: Some values are neither (the message lists them and the model's classes).
+    """
+    lower = {str(n).lower(): i for i, n in enumerate(label_names)}
+    out: List[Optional[int]] = []
+    unknown: Dict[str, int] = {}
+    for value in labels:
+        if value is None or (isinstance(value, str) and not value.strip()):
+            out.append(None)
+            continue
+        if source_names is not None and isinstance(value, int) and 0 <= value < len(source_names):
+            value = source_names[value]
+        key = str(value).strip().lower()
+        index: Optional[int] = lower.get(key)
+        if index is None:
+            try:
+                number = float(key)
+            except ValueError:
+                number = None
+            if number is not None and number.is_integer() and 0 <= int(number) < len(label_names):
+                index = int(number)
+        if index is None:
+            unknown[str(value)] = unknown.get(str(value), 0) + 1
+        out.append(index)
+    if unknown:
+        shown = ", ".join(f"{k!r} ({v}x)" for k, v in list(unknown.items())[:5])
+        more = f" and {len(unknown) - 5} more" if len(unknown) > 5 else ""
+        raise PRXAIError(
+            f"{source}: unknown labels {shown}{more}; the model's classes are "
+            f"{', '.join(f'{i}={n}' for i, n in enumerate(label_names))} (give names or indices), "
+            "or leave out the label column."
+        )
+    return out
+
+
+# ============================================================================ output
+def score_column(method: str) -> str:
+    """Output column of a method's scores: ``"pr-g"`` -> ``"scores_pr_g"``."""
+    return "scores_" + "".join(c if c.isalnum() else "_" for c in method)
+
+
+def _schema(methods: Sequence[str], metadata: Dict[str, Any]) -> Any:
+    import pyarrow as pa
+
+    fields = [
+        pa.field("row", pa.int64()),
+        pa.field("id", pa.string()),
+        pa.field("label", pa.int64()),
+        pa.field("skip_reason", pa.string()),
+        pa.field("n_tokens", pa.int64()),
+        pa.field("truncated", pa.bool_()),
+        pa.field("windows", pa.int64()),
+        pa.field("tokens", pa.list_(pa.string())),
+        pa.field("predicted", pa.int64()),
+        pa.field("probabilities", pa.list_(pa.float64())),
+        pa.field("target", pa.int64()),
+    ] + [pa.field(score_column(m), pa.list_(pa.float32())) for m in methods]
+    return pa.schema(fields, metadata={METADATA_KEY: json.dumps(metadata, sort_keys=True).encode()})
+
+
+def shard_name(rows: Sequence[int], ids: Sequence[str], fmt: str) -> str:
+    """``part-<first row>-<digest of the ids>.<fmt>``: the same shard always gets the same name."""
+    digest = hashlib.sha1("\x00".join(ids).encode("utf-8")).hexdigest()[:10]
+    return f"part-{min(rows):09d}-{digest}.{fmt}"
+
+
+class ShardStore:
+    """The output folder: the manifest, the finished shards, atomic writes.
+
+    Args:
+        folder: Output folder (created).
+        fmt: ``"parquet"`` or ``"jsonl"``.
+        methods: Method names (one score column each).
+        metadata: The run's settings, stored in the manifest and in every
+            Parquet shard's schema metadata (key ``captum_prxai``).
+    """
+
+    def __init__(self, folder: str | os.PathLike, fmt: str, methods: Sequence[str],
+                 metadata: Dict[str, Any]) -> None:
+        if fmt not in FORMATS:
+            raise PRXAIError(f"unknown output format {fmt!r}; choose from: {', '.join(FORMATS)}.")
+        if fmt == "parquet":
+            _require_pyarrow("writing Parquet (use --format jsonl to write JSON Lines without it)")
+        self.folder = Path(folder)
+        self.fmt = fmt
+        self.methods = list(methods)
+        self.metadata = dict(metadata)
+
+    # ------------------------------------------------------------------ setup
+    def check_writable(self) -> None:
+        """Create the folder and write a probe file in it.
+
+        Raises:
+            PRXAIError: The output is a file or cannot be written.
+        """
+        folder = self.folder
+        if folder.exists() and not folder.is_dir():
+            raise PRXAIError(f"output {folder} is a file; give a folder (the results are written as shards in it).")
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            probe = folder / f".write-test-{os.getpid()}"
+            probe.write_bytes(b"")
+            probe.unlink()
+        except OSError as err:
+            raise PRXAIError(f"cannot write to the output folder {folder}: {err.strerror or err}.") from None
+
+    def prepare(self, overwrite: bool = False) -> None:
+        """Check the folder is writable, then check or write the manifest.
+
+        Raises:
+            PRXAIError: The folder cannot be written, is a file, or holds the
+                results of other settings (unless ``overwrite``, which deletes them).
+        """
+        self.check_writable()
+        folder = self.folder
+        for tmp in folder.glob(".part-*.tmp"):  # a killed run's unfinished shard
+            tmp.unlink()
+        manifest = folder / MANIFEST
+        mine = {"key": self.metadata["run_key"], "format": self.fmt}
+        if manifest.is_file():
+            try:
+                old = json.loads(manifest.read_text(encoding="utf-8"))
+            except ValueError:
+                old = {}
+            theirs = {"key": old.get("run_key"), "format": old.get("format")}
+            if theirs != mine:
+                if not overwrite:
+                    raise PRXAIError(
+                        f"{folder} holds results of other settings (model, methods, options or format differ: "
+                        f"see {manifest}); use another --output folder, or pass --overwrite to delete them."
+                    )
+                self.clear()
+        elif any(folder.glob("part-*")):
+            if not overwrite:
+                raise PRXAIError(f"{folder} holds part-* files but no {MANIFEST}; use another --output folder, "
+                                 "or pass --overwrite to delete them.")
+            self.clear()
+        self._atomic_write(manifest, json.dumps(self.metadata, indent=2, sort_keys=True).encode("utf-8"))
+
+    def clear(self) -> None:
+        for path in list(self.folder.glob("part-*")) + [self.folder / MANIFEST]:
+            if path.is_file():
+                path.unlink()
+
+    def shards(self) -> List[Path]:
+        return sorted(self.folder.glob(f"part-*.{self.fmt}"))
+
+    def done_ids(self) -> set:
+        """Ids of the rows in finished shards (explained or skipped)."""
+        done: set = set()
+        for path in self.shards():
+            if self.fmt == "parquet":
+                import pyarrow.parquet as pq
+
+                done.update(pq.read_table(str(path), columns=["id"]).column("id").to_pylist())
+            else:
+                for line in path.read_text(encoding="utf-8").splitlines():
+                    if line.strip():
+                        done.add(json.loads(line)["id"])
+        return done
+
+    # ------------------------------------------------------------------ writing
+    def _atomic_write(self, path: Path, data: bytes) -> None:
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        with open(tmp, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+
+    def write(self, rows: List[Dict[str, Any]]) -> Path:
+        """Write one shard (rows sorted by input row) atomically; returns its path."""
+        rows = sorted(rows, key=lambda r: r["row"])
+        path = self.folder / shard_name([r["row"] for r in rows], [r["id"] for r in rows], self.fmt)
+        if self.fmt == "jsonl":
+            data = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows).encode("utf-8")
+            self._atomic_write(path, data)
+            return path
+        import io
+
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        schema = _schema(self.methods, self.metadata)
+        table = pa.Table.from_pylist(rows, schema=schema)
+        buffer = io.BytesIO()
+        pq.write_table(table, buffer)
+        self._atomic_write(path, buffer.getvalue())
+        return path
+
+
+def read_results(folder: str | os.PathLike) -> List[Dict[str, Any]]:
+    """Every row of a finished (or partial) run, in input order, as dicts.
+
+    For analysis, ``pandas.read_parquet(folder)`` (or
+    ``pandas.read_json(path, lines=True)`` per JSON Lines shard) reads the same
+    table; this helper needs no pandas and sorts by ``row``.
+    """
+    folder = Path(folder)
+    manifest = folder / MANIFEST
+    if not manifest.is_file():
+        raise PRXAIError(f"{folder} holds no results ({MANIFEST} is missing).")
+    fmt = json.loads(manifest.read_text(encoding="utf-8")).get("format", "parquet")
+    rows: List[Dict[str, Any]] = []
+    for path in sorted(folder.glob(f"part-*.{fmt}")):
+        if fmt == "parquet":
+            _require_pyarrow("reading Parquet results")
+            import pyarrow.parquet as pq
+
+            rows.extend(pq.read_table(str(path)).to_pylist())
+        else:
+            rows.extend(json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip())
+    return sorted(rows, key=lambda r: r["row"])
+
+
+def read_metadata(folder: str | os.PathLike) -> Dict[str, Any]:
+    """The run's settings (model, methods, options) from the output folder's manifest."""
+    manifest = Path(folder) / MANIFEST
+    if not manifest.is_file():
+        raise PRXAIError(f"{folder} holds no results ({MANIFEST} is missing).")
+    return json.loads(manifest.read_text(encoding="utf-8"))
+
+
+def iter_chunks(items: Sequence[Any], size: int) -> Iterable[Sequence[Any]]:
+    for start in range(0, len(items), size):
+        yield items[start:start + size]

@@ -1,0 +1,308 @@
+"""``attribute_dataset``: explain every text of a corpus into a table of token scores.
+
+The driver reads and checks the input (:mod:`captum_prxai.corpus.io`), loads
+the model once to check the methods, labels and target, plans the shards,
+skips the ones already in the output folder, and hands the rest to an engine:
+
+* ``local``: one :class:`~captum_prxai.corpus.worker.Worker` in this process;
+* ``ray``: Ray Data, with an actor pool of workers
+  (:mod:`captum_prxai.corpus.ray_engine`).
+
+Both engines get the same shards and run the same worker code, so their
+output is the same, row for row. The driver writes each finished shard
+atomically (temporary file, then rename), so an interrupted run leaves only
+complete shards, and a rerun with the same settings explains only the texts
+that no finished shard holds.
+
+Throughput: shards are cut from the input sorted by character length
+(longest first, so memory trouble shows early), and each shard is cut into
+batches of similar token length with at most ``token_budget`` padded
+tokens (:func:`~captum_prxai.corpus.worker.plan_batches`); padding is per
+batch (dynamic).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
+
+from captum_prxai.corpus.io import Corpus, ShardStore, map_labels, read_corpus, score_column
+from captum_prxai.corpus.worker import LONG_POLICIES, Worker, _registry
+from captum_prxai.exceptions import PRXAIError
+
+__all__ = ["ENGINES", "DatasetRun", "attribute_dataset", "plan_shards"]
+
+ENGINES = ("local", "ray")
+#: version of the output layout; part of the run key
+OUTPUT_VERSION = 1
+
+
+@dataclass
+class DatasetRun:
+    """What :func:`attribute_dataset` did.
+
+    Attributes:
+        output: The output folder.
+        engine: ``"local"`` or ``"ray"``.
+        total: Texts in the input.
+        already_done: Texts found in finished shards (not redone).
+        processed: Texts handled by this run (explained + skipped).
+        explained: Texts explained by this run.
+        skipped: Reason -> count of this run's skipped texts (``empty``,
+            ``too-long``, ``no-label``).
+        truncated: This run's texts cut to the limit; ``windowed``: explained with windows.
+        shards: Shard files written by this run.
+        seconds: Wall time of the explaining (model loading excluded).
+        notes: Anything else the caller should know (e.g. labels not carried).
+    """
+
+    output: Path
+    engine: str
+    total: int
+    already_done: int
+    processed: int = 0
+    explained: int = 0
+    skipped: Dict[str, int] = field(default_factory=dict)
+    truncated: int = 0
+    windowed: int = 0
+    shards: int = 0
+    seconds: float = 0.0
+    notes: List[str] = field(default_factory=list)
+
+    @property
+    def docs_per_second(self) -> float:
+        return self.processed / self.seconds if self.seconds > 0 else float("nan")
+
+    def summary(self) -> str:
+        """A few lines for the terminal."""
+        skipped = ", ".join(f"{k} {v}" for k, v in sorted(self.skipped.items())) or "none"
+        lines = [
+            f"{self.processed} texts in {self.seconds:.1f} s ({self.docs_per_second:.1f} docs/s, engine {self.engine}); "
+            f"{self.already_done} of {self.total} were already done",
+            f"explained {self.explained} (truncated {self.truncated}, windowed {self.windowed}); skipped: {skipped}",
+            f"wrote {self.shards} shard(s) to {self.output}",
+        ]
+        return "\n".join(lines + [f"note: {n}" for n in self.notes])
+
+
+def plan_shards(records: Sequence[Dict[str, Any]], shard_size: int, bucketing: bool = True) -> List[List[Dict[str, Any]]]:
+    """Cut records into shards of ``shard_size``.
+
+    With ``bucketing``, records are first sorted by character length, longest
+    first (ties by row), so every shard holds texts of similar length; the
+    worker then sorts each shard by token length. Without it, shards follow
+    the input order.
+    """
+    if shard_size < 1:
+        raise PRXAIError(f"shard_size must be at least 1, got {shard_size}.")
+    items = list(records)
+    if bucketing:
+        items.sort(key=lambda r: (-len(r["text"] or ""), r["row"]))
+    return [items[i:i + shard_size] for i in range(0, len(items), shard_size)]
+
+
+def _model_identity(model: Any) -> Dict[str, Any]:
+    """Name, class and a weight checksum (so a rerun with other weights never mixes rows)."""
+    import torch
+
+    config = getattr(model, "config", None)
+    with torch.no_grad():
+        total = sum(float(p.detach().double().sum()) for p in model.parameters())
+        n_params = sum(p.numel() for p in model.parameters())
+    return {"class": type(model).__name__, "name_or_path": str(getattr(config, "_name_or_path", "") or ""),
+            "parameters": int(n_params), "checksum": f"{total:.10e}"}
+
+
+def attribute_dataset(
+    input: Optional[Union[str, os.PathLike]] = None,
+    output: Union[str, os.PathLike] = "attributions",
+    *,
+    dataset: Optional[str] = None,
+    split: str = "test",
+    text_column: str = "text",
+    id_column: Optional[str] = None,
+    label_column: Optional[str] = None,
+    encoding: str = "utf-8",
+    limit: Optional[int] = None,
+    model: Union[str, Tuple[Any, Any]] = "default",
+    methods: Union[str, Sequence[str]] = "pr-g",
+    method_options: Optional[Dict[str, Dict[str, Any]]] = None,
+    target: Union[str, int] = "predicted",
+    long: str = "truncate",
+    max_length: Optional[int] = None,
+    window_stride: Optional[int] = None,
+    token_budget: int = 8192,
+    bucketing: bool = True,
+    shard_size: int = 256,
+    format: str = "parquet",
+    overwrite: bool = False,
+    engine: str = "local",
+    device: str = "auto",
+    threads: Optional[int] = None,
+    actors: int = 1,
+    cpus_per_actor: int = 1,
+    gpus_per_actor: Optional[float] = None,
+    address: Optional[str] = None,
+    progress: bool = True,
+    on_shard: Optional[Callable[[Path], None]] = None,
+) -> DatasetRun:
+    """Explain every text of a corpus with one or more attribution methods; write a table of token scores.
+
+    Output (a folder of shards, read with ``pandas.read_parquet(output)`` or
+    :func:`captum_prxai.corpus.read_results`): one row per input text with
+    ``row`` (position in the input), ``id``, ``label`` (gold class index or
+    null), ``skip_reason`` (null, or why the text was not explained),
+    ``n_tokens`` (before truncation), ``truncated``, ``windows`` (windows used,
+    0 if none), ``tokens``, ``predicted``, ``probabilities``, ``target`` (the
+    explained class) and one ``scores_<method>`` list per method (one score
+    per token). The model and all settings are in each Parquet file's schema
+    metadata (key ``captum_prxai``) and in ``_run.json``.
+
+    Args:
+        input: A ``.csv``, ``.jsonl`` or ``.parquet`` file (or use ``dataset``).
+        output: Output folder.
+        dataset, split: A packaged dataset instead of a file.
+        text_column, id_column, label_column: Column names (id and label optional).
+        encoding: Encoding of CSV and JSON Lines input.
+        limit: Explain only the first ``limit`` texts.
+        model: ``"default"``, a checkpoint folder, a trained model's name, or a
+            ``(model, tokenizer)`` pair.
+        methods: Registry names, comma-separated or a list (e.g. ``"pr-g,pr-a"``).
+        method_options: Per-method overrides, e.g. ``{"pr-g": {"damping": 0.5}}``.
+        target: ``"predicted"``, ``"label"`` or a class index.
+        long: ``"truncate"``, ``"windows"`` or ``"skip"`` for texts over the limit.
+        max_length: Token limit (default: the model's).
+        window_stride: Content tokens between window starts (``long="windows"``).
+        token_budget: Padded tokens per batch.
+        bucketing: Sort by length into shards and batches (off: input order).
+        shard_size: Texts per shard (the unit of resumption and of Ray's work).
+        format: ``"parquet"`` or ``"jsonl"``.
+        overwrite: Delete results of other settings in ``output`` instead of stopping.
+        engine: ``"local"`` or ``"ray"``.
+        device: ``"auto"``, ``"cpu"`` or ``"cuda"`` (local engine; Ray actors use
+            a GPU when they are given one).
+        threads: Torch threads of the local engine (default: torch's).
+        actors: Ray actors (each loads the model once).
+        cpus_per_actor: CPUs reserved per actor, also its torch threads.
+        gpus_per_actor: GPUs per actor (default: 1 when the cluster has GPUs, else 0).
+        address: Ray cluster to join (default: ``RAY_ADDRESS``, else a new local one).
+        progress: Show a progress bar (docs/s).
+        on_shard: Called with each shard file written.
+
+    Returns:
+        A :class:`DatasetRun` with the counts (skips by reason) and timing.
+
+    Raises:
+        PRXAIError: Bad input (missing column, empty file, bad bytes, duplicate
+            ids, unknown labels), unknown method, unwritable output, output of
+            other settings, or a failed Ray worker (finished shards are kept).
+    """
+    if engine not in ENGINES:
+        raise PRXAIError(f"unknown engine {engine!r}; choose from: {', '.join(ENGINES)}.")
+    if long not in LONG_POLICIES:
+        raise PRXAIError(f"unknown long-text policy {long!r}; choose from: {', '.join(LONG_POLICIES)}.")
+    if token_budget < 1 or shard_size < 1 or actors < 1 or cpus_per_actor < 1:
+        raise PRXAIError("token_budget, shard_size, actors and cpus_per_actor must be positive.")
+    names = _registry().parse_methods(methods)
+    ShardStore(output, format, names, {"run_key": ""}).check_writable()  # format, pyarrow, permissions: early
+    corpus = read_corpus(input, dataset=dataset, split=split, text_column=text_column, id_column=id_column,
+                         label_column=label_column, encoding=encoding, limit=limit)
+    if target == "label" and corpus.labels is None:
+        raise PRXAIError("target 'label' explains each text's gold label: give the label column (--label-column).")
+    if engine == "ray":
+        from captum_prxai.corpus.ray_engine import check_ray
+
+        check_ray()
+
+    worker_kwargs = dict(model=model, methods=names, method_options=method_options or {}, target=target,
+                         long=long, max_length=max_length, window_stride=window_stride,
+                         token_budget=token_budget, bucketing=bucketing)
+    worker = Worker(**worker_kwargs, device=device, threads=threads)
+    notes: List[str] = []
+    labels = _labels(corpus, worker.label_names, target, notes)
+
+    metadata = {
+        "format_version": OUTPUT_VERSION,
+        "format": format,
+        "model": model if isinstance(model, str) else "(model object)",
+        "model_identity": _model_identity(worker.model),
+        "label_names": worker.label_names,
+        "methods": [{"name": e.name, "label": e.label, "column": score_column(e.name)} for e in worker.explainers],
+        "method_options": method_options or {},
+        "target": target,
+        "long": long,
+        "max_length": worker.max_length,
+        "window_stride": worker.window_stride if long == "windows" else None,
+        "source": corpus.source,
+        "columns": {"text": text_column, "id": id_column, "label": label_column},
+    }
+    key_blob = json.dumps({k: v for k, v in metadata.items() if k not in ("source", "columns")},
+                          sort_keys=True, default=str)
+    metadata["run_key"] = hashlib.sha1(key_blob.encode()).hexdigest()[:16]
+    store = ShardStore(output, format, names, metadata)
+    store.prepare(overwrite=overwrite)
+
+    done = store.done_ids()
+    records = [{"row": i, "id": corpus.ids[i], "text": corpus.texts[i], "label": labels[i]}
+               for i in range(len(corpus)) if corpus.ids[i] not in done]
+    result = DatasetRun(store.folder, engine, len(corpus), len(corpus) - len(records), notes=notes)
+    shards = plan_shards(records, shard_size, bucketing)
+
+    def finish(rows: List[Dict[str, Any]]) -> None:
+        path = store.write(rows)
+        result.shards += 1
+        result.processed += len(rows)
+        for r in rows:
+            if r["skip_reason"] is not None:
+                result.skipped[r["skip_reason"]] = result.skipped.get(r["skip_reason"], 0) + 1
+            else:
+                result.explained += 1
+                result.truncated += bool(r["truncated"])
+                result.windowed += bool(r["windows"])
+        if on_shard is not None:
+            on_shard(path)
+
+    from tqdm.auto import tqdm
+
+    bar = tqdm(total=len(records), unit="doc", desc="attribute-dataset", disable=not progress or not records,
+               dynamic_ncols=True)
+    start = time.perf_counter()
+    try:
+        if engine == "local":
+            for shard in shards:
+                finish(worker.process(shard, on_batch=bar.update))
+        else:
+            del worker  # the actors load their own copies
+            from captum_prxai.corpus.ray_engine import run_ray
+
+            def finish_and_count(rows: List[Dict[str, Any]]) -> None:
+                finish(rows)
+                bar.update(len(rows))
+
+            run_ray(shards, worker_kwargs, finish_and_count, actors=actors, cpus_per_actor=cpus_per_actor,
+                    gpus_per_actor=gpus_per_actor, address=address, output=store.folder)
+    finally:
+        result.seconds = time.perf_counter() - start
+        bar.close()
+    return result
+
+
+def _labels(corpus: Corpus, label_names: List[str], target: Union[str, int], notes: List[str]) -> List[Optional[int]]:
+    if corpus.labels is None:
+        return [None] * len(corpus)
+    if corpus.label_names is not None:  # a packaged dataset: keep its labels if its classes are the model's
+        ours = [n.lower() for n in corpus.label_names]
+        if sorted(ours) != sorted(n.lower() for n in label_names):
+            if target == "label":
+                raise PRXAIError(f"{corpus.source} has classes {', '.join(corpus.label_names)} but the model's are "
+                                 f"{', '.join(label_names)}; target 'label' cannot be explained.")
+            notes.append(f"{corpus.source}'s labels ({', '.join(corpus.label_names)}) are not the model's classes "
+                         f"({', '.join(label_names)}); the label column is left empty.")
+            return [None] * len(corpus)
+    return map_labels(corpus.labels, label_names, corpus.source, corpus.label_names)

@@ -1,0 +1,313 @@
+"""One worker: loads the model once and explains shards of texts, batch by batch.
+
+The same :class:`Worker` runs in process (the ``local`` engine) and inside
+each Ray actor (the ``ray`` engine), so both engines compute every row with
+the same code, the same batches and hence the same numbers. Scores come from
+the method registry's explainers, i.e. from the attribution classes'
+``attribute()`` (and :meth:`~captum_prxai.attr.PageRankAttribution.attribute_long`
+for windowed long texts): the capture -> graph -> PageRank chain is the core's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
+
+from captum_prxai.exceptions import PRXAIError
+
+__all__ = ["Worker", "plan_batches", "LONG_POLICIES", "SKIP_REASONS"]
+
+#: what to do with a text longer than the model accepts
+LONG_POLICIES = ("truncate", "windows", "skip")
+#: ``skip_reason`` values of skipped rows
+SKIP_REASONS = ("empty", "too-long", "no-label")
+
+
+def _registry():
+    """The method registry (its one import site in this package)."""
+    from captum_prxai.bench import methods
+
+    return methods
+
+
+def load_model_spec(model: Union[str, Tuple[Any, Any]]) -> Tuple[Any, Any]:
+    """``"default"``, a checkpoint folder, a trained model's name, or a ready ``(model, tokenizer)`` pair."""
+    if isinstance(model, tuple):
+        if len(model) != 2:
+            raise PRXAIError("pass the model as a name or path, or as a (model, tokenizer) pair.")
+        return model
+    from captum_prxai.models import load_model
+
+    return load_model(str(model))
+
+
+def plan_batches(lengths: Sequence[int], token_budget: int, bucketing: bool = True) -> List[List[int]]:
+    """Group texts into batches of at most ``token_budget`` padded tokens.
+
+    With ``bucketing``, texts are taken shortest first (ties by position), so
+    each batch holds texts of similar length and dynamic padding wastes
+    little; without it they are taken in input order. A batch's cost is
+    ``len(batch) * max(length in batch)``; a text longer than the budget
+    gets a batch of its own.
+
+    Args:
+        lengths: Token count of each text.
+        token_budget: Padded tokens per batch.
+        bucketing: Sort by length first.
+
+    Returns:
+        Batches of indices into ``lengths``.
+    """
+    if token_budget < 1:
+        raise PRXAIError(f"token_budget must be at least 1, got {token_budget}.")
+    order = sorted(range(len(lengths)), key=lambda i: (lengths[i], i)) if bucketing else list(range(len(lengths)))
+    batches: List[List[int]] = []
+    current: List[int] = []
+    longest = 0
+    for i in order:
+        new_longest = max(longest, lengths[i])
+        if current and (len(current) + 1) * new_longest > token_budget:
+            batches.append(current)
+            current, new_longest = [], lengths[i]
+        current.append(i)
+        longest = new_longest
+    if current:
+        batches.append(current)
+    return batches
+
+
+@dataclass
+class _Doc:
+    record: Dict[str, Any]
+    ids: List[int]
+    special: List[int]
+    tokens: List[str]
+    n_tokens: int
+    truncated: bool
+    windowed: bool
+
+
+class Worker:
+    """Explains records ``{"row", "id", "text", "label"}`` with the registry's methods.
+
+    Args:
+        model: ``"default"``, a checkpoint folder, a trained model's name, or
+            a ``(model, tokenizer)`` pair.
+        methods: Registry names (see :func:`captum_prxai.bench.methods.available_methods`).
+        method_options: Per-method overrides, e.g. ``{"pr-g": {"damping": 0.5}}``.
+        target: ``"predicted"`` (the model's class), ``"label"`` (the gold
+            label; rows without one are skipped) or a class index.
+        long: ``"truncate"``, ``"windows"`` (PR-XAI methods only: stitched
+            sliding windows, :meth:`PageRankAttribution.attribute_long`) or
+            ``"skip"`` for texts over ``max_length``.
+        max_length: Tokens per text, special tokens included (default: the model's limit).
+        window_stride: Content tokens between window starts (default: half a window).
+        token_budget: Padded tokens per batch.
+        bucketing: Sort each shard by length before batching.
+        device: ``"auto"`` (CUDA when available), ``"cpu"``, ``"cuda"``, ...
+        threads: ``torch.set_num_threads`` for this worker (``None``: leave it).
+    """
+
+    def __init__(
+        self,
+        model: Union[str, Tuple[Any, Any]] = "default",
+        methods: Sequence[str] = ("pr-g",),
+        method_options: Optional[Dict[str, Dict[str, Any]]] = None,
+        target: Union[str, int] = "predicted",
+        long: str = "truncate",
+        max_length: Optional[int] = None,
+        window_stride: Optional[int] = None,
+        token_budget: int = 8192,
+        bucketing: bool = True,
+        device: str = "auto",
+        threads: Optional[int] = None,
+    ) -> None:
+        import torch
+
+        from captum_prxai._limits import max_input_length
+
+        if threads is not None:
+            torch.set_num_threads(int(threads))
+        if long not in LONG_POLICIES:
+            raise PRXAIError(f"unknown long-text policy {long!r}; choose from: {', '.join(LONG_POLICIES)}.")
+        if not (target in ("predicted", "label") or (isinstance(target, int) and not isinstance(target, bool))):
+            raise PRXAIError(f"target must be 'predicted', 'label' or a class index, got {target!r}.")
+        registry = _registry()
+        self.methods = registry.parse_methods(list(methods))
+        self.model, self.tokenizer = load_model_spec(model)
+        if device == "auto":
+            device = "cuda" if torch.cuda.is_available() else "cpu"
+        self.device = torch.device(device)
+        self.model.to(self.device)
+        config = getattr(self.model, "config", None)
+        self.label_names = self._label_names(config)
+        if isinstance(target, int) and not 0 <= target < len(self.label_names):
+            raise PRXAIError(f"target {target} is out of range: the model has {len(self.label_names)} classes "
+                             f"(0..{len(self.label_names) - 1}).")
+        self.target = target
+        limit = max_input_length(config, self.tokenizer)
+        if max_length is not None:
+            if max_length < 3:
+                raise PRXAIError(f"max_length must be at least 3 tokens, got {max_length}.")
+            limit = max_length if limit is None else min(max_length, limit)
+        self.max_length = limit
+        self.long = long
+        self.window_stride = window_stride or (max((limit - 2) // 2, 1) if limit else None)
+        self.token_budget = int(token_budget)
+        self.bucketing = bool(bucketing)
+        pad = getattr(self.tokenizer, "pad_token_id", None)
+        self.pad_id = int(pad if pad is not None else 0)
+        self.forward_func = registry.make_forward_func(self.model)
+        context = registry.MethodContext.from_tokenizer(self.tokenizer, options=method_options or {})
+        self.explainers = [registry.build_method(m, self.model, self.forward_func, context) for m in self.methods]
+        if long == "windows":
+            slow = [e.name for e in self.explainers if not hasattr(e.attribution, "attribute_long")]
+            if slow:
+                raise PRXAIError(
+                    f"--long windows explains long texts with stitched windows, which only the PR-XAI methods "
+                    f"(pr-a, pr-g, pr-ag) support; {', '.join(slow)} cannot. Use --long truncate or skip, "
+                    "or drop those methods."
+                )
+
+    @staticmethod
+    def _label_names(config: Any) -> List[str]:
+        n = int(getattr(config, "num_labels", 0) or 0)
+        id2label = getattr(config, "id2label", None) or {}
+        n = max(n, len(id2label))
+        return [str(id2label.get(i, id2label.get(str(i), f"class {i}"))) for i in range(n)]
+
+    # ------------------------------------------------------------------ encode
+    def _encode(self, record: Dict[str, Any]) -> Union[_Doc, Dict[str, Any]]:
+        from captum_prxai._limits import encode_text
+
+        text = record.get("text")
+        if text is None or not str(text).strip():
+            return self._skipped(record, "empty")
+        if self.target == "label" and record.get("label") is None:
+            return self._skipped(record, "no-label")
+        never = lambda n, lim: PRXAIError("unreachable")  # noqa: E731  (no limit: never too long)
+        enc = encode_text(self.tokenizer, str(text), None, False, never)
+        n_tokens = int(enc.full_length)
+        truncated = windowed = False
+        if self.max_length is not None and n_tokens > self.max_length:
+            if self.long == "skip":
+                return self._skipped(record, "too-long", n_tokens)
+            if self.long == "truncate":
+                enc = encode_text(self.tokenizer, str(text), self.max_length, True, never)
+                truncated = True
+            else:
+                windowed = True
+        return _Doc(record, [int(i) for i in enc.input_ids[0].tolist()],
+                    [int(i) for i in enc.special_tokens_mask[0].tolist()], list(enc.tokens), n_tokens,
+                    truncated, windowed)
+
+    def _skipped(self, record: Dict[str, Any], reason: str, n_tokens: Optional[int] = None) -> Dict[str, Any]:
+        row = self._row(record)
+        row.update(skip_reason=reason, n_tokens=n_tokens)
+        return row
+
+    def _row(self, record: Dict[str, Any]) -> Dict[str, Any]:
+        from captum_prxai.corpus.io import score_column
+
+        row: Dict[str, Any] = {
+            "row": int(record["row"]), "id": str(record["id"]), "label": record.get("label"),
+            "skip_reason": None, "n_tokens": None, "truncated": None, "windows": None, "tokens": None,
+            "predicted": None, "probabilities": None, "target": None,
+        }
+        for name in self.methods:
+            row[score_column(name)] = None
+        return row
+
+    def _target(self, doc: _Doc, predicted: int) -> int:
+        if self.target == "predicted":
+            return predicted
+        if self.target == "label":
+            return int(doc.record["label"])
+        return int(self.target)
+
+    # ------------------------------------------------------------------ explain
+    def process(self, records: Sequence[Dict[str, Any]],
+                on_batch: Optional[Callable[[int], None]] = None) -> List[Dict[str, Any]]:
+        """Explain one shard of records; returns one row per record, in input order.
+
+        Args:
+            records: ``{"row", "id", "text", "label"}`` dicts (label: class index or ``None``).
+            on_batch: Called with the number of texts after each batch (progress).
+        """
+        from captum_prxai.corpus.io import score_column
+
+        out: List[Dict[str, Any]] = []
+        docs: List[_Doc] = []
+        for record in records:
+            encoded = self._encode(record)
+            if isinstance(encoded, dict):
+                out.append(encoded)
+            elif encoded.windowed:
+                out.append(self._explain_windowed(encoded))
+                if on_batch:
+                    on_batch(1)
+            else:
+                docs.append(encoded)
+        if on_batch and out:
+            on_batch(sum(1 for r in out if r["skip_reason"] is not None))
+        for batch in plan_batches([len(d.ids) for d in docs], self.token_budget, self.bucketing):
+            out.extend(self._explain_batch([docs[i] for i in batch], score_column))
+            if on_batch:
+                on_batch(len(batch))
+        return sorted(out, key=lambda r: r["row"])
+
+    def _explain_batch(self, docs: List[_Doc], score_column: Callable[[str], str]) -> List[Dict[str, Any]]:
+        import torch
+
+        width = max(len(d.ids) for d in docs)
+        ids = torch.full((len(docs), width), self.pad_id, dtype=torch.long)
+        mask = torch.zeros((len(docs), width), dtype=torch.long)
+        special = torch.zeros((len(docs), width), dtype=torch.long)
+        for i, d in enumerate(docs):
+            n = len(d.ids)
+            ids[i, :n] = torch.tensor(d.ids)
+            mask[i, :n] = 1
+            special[i, :n] = torch.tensor(d.special)
+        ids, mask, special = ids.to(self.device), mask.to(self.device), special.to(self.device)
+        with torch.no_grad():
+            logits = self.forward_func(ids, mask)
+        probs = torch.softmax(logits.double(), -1).cpu()
+        predicted = probs.argmax(-1).tolist()
+        targets = [self._target(d, p) for d, p in zip(docs, predicted)]
+        target_t = torch.tensor(targets, dtype=torch.long, device=self.device)
+        scores = {e.name: e(ids, mask, special, target_t).cpu() for e in self.explainers}
+        rows = []
+        for i, d in enumerate(docs):
+            n = len(d.ids)
+            row = self._row(d.record)
+            row.update(n_tokens=d.n_tokens, truncated=d.truncated, windows=0, tokens=d.tokens,
+                       predicted=int(predicted[i]), probabilities=[float(p) for p in probs[i].tolist()],
+                       target=int(targets[i]))
+            for name, s in scores.items():
+                row[score_column(name)] = [float(v) for v in s[i, :n].tolist()]
+            rows.append(row)
+        return rows
+
+    def _explain_windowed(self, doc: _Doc) -> Dict[str, Any]:
+        """One long text: prediction from the mean of its windows' logits, scores from ``attribute_long``."""
+        import torch
+
+        from captum_prxai.corpus.io import score_column
+        from captum_prxai.graph.windows import plan_windows
+
+        ids = torch.tensor([doc.ids], dtype=torch.long, device=self.device)
+        plan = plan_windows(len(doc.ids), self.max_length, self.window_stride)
+        window_mask = plan.mask.to(self.device)
+        window_ids = ids[0, plan.positions.clamp(min=0).to(self.device)] * window_mask
+        with torch.no_grad():
+            logits = self.forward_func(window_ids, window_mask.long())
+        probs = torch.softmax(logits.double().mean(0), -1).cpu()
+        predicted = int(probs.argmax())
+        target = self._target(doc, predicted)
+        row = self._row(doc.record)
+        row.update(n_tokens=doc.n_tokens, truncated=False, windows=int(plan.positions.shape[0]), tokens=doc.tokens,
+                   predicted=predicted, probabilities=[float(p) for p in probs.tolist()], target=target)
+        for e in self.explainers:
+            s = e.attribution.attribute_long(ids, target=target, window=self.max_length, stride=self.window_stride)
+            row[score_column(e.name)] = [float(v) for v in s[0].detach().float().cpu().tolist()]
+        return row
