@@ -1,22 +1,150 @@
-"""The README's Python snippets run as written (with the embedded default model)."""
+"""The README's code runs as written, its two commands install what they say, and its links and figures hold.
+
+``.ci/run`` executes the first two ``bash`` blocks under "## Quick start" (install and explain; run the tests);
+these tests check what those commands must be without running pip.
+"""
+
+from __future__ import annotations
 
 import re
+import shlex
+from decimal import ROUND_HALF_EVEN, ROUND_HALF_UP, Decimal
 from pathlib import Path
 
+import pytest
 import torch
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+BENCHMARKS_DOC = ROOT / "docs" / "benchmarks.md"
+RESULTS = ROOT / "benchmarks" / "results"
+TESTED_TORCH = "torch==2.13.0"
 
 
 def _python_blocks() -> list[str]:
     return re.findall(r"```python\n(.*?)```", README.read_text(encoding="utf-8"), flags=re.S)
 
 
+def quick_start_commands() -> list[str]:
+    """The ``bash`` blocks under "## Quick start", as ``.ci/run`` reads them (one command per block)."""
+    text = README.read_text(encoding="utf-8")
+    section = re.search(r"^## Quick start\n(.*?)(?=^## )", text, flags=re.S | re.M)
+    assert section, "the README lost its '## Quick start' section"
+    return [" ".join(b.split("\n")).strip() for b in re.findall(r"```bash\n(.*?)```", section.group(1), flags=re.S)]
+
+
+def _pip_installs(command: str) -> list[list[str]]:
+    """The argument lists of every ``pip install`` in a ``&&`` chain."""
+    installs = []
+    for part in command.split("&&"):
+        words = shlex.split(part)
+        if words[:2] == ["pip", "install"] or words[:4] == ["python", "-m", "pip", "install"]:
+            installs.append(words[words.index("install") + 1:])
+    return installs
+
+
 def test_readme_usage_snippet_runs_and_returns_token_scores():
     blocks = [b for b in _python_blocks() if "PRAttentionGradient(forward, attention_layers(model))" in b]
     assert blocks, "the README lost its usage snippet"
+    assert "attention_mask=attention_mask" in blocks[0], "the first snippet should pass the padding mask explicitly"
     namespace: dict = {}
     exec(compile(blocks[0], "README.md", "exec"), namespace)
     scores, ids = namespace["scores"], namespace["input_ids"]
     assert scores.shape == ids.shape and scores.dtype == torch.float32
     assert torch.allclose(scores.sum(-1), torch.ones(ids.shape[0]), atol=1e-5)
+
+
+def test_quick_start_has_an_install_and_explain_command_then_a_test_command():
+    commands = quick_start_commands()
+    assert len(commands) >= 2, commands
+    install, tests = commands[:2]
+    assert "captum-prxai explain" in install and "--html" in install, install
+    assert "pytest" in tests, tests
+
+
+def test_every_quick_start_install_pins_the_tested_torch():
+    # Any other torch spec, or none with no torch installed, lets pip fetch a multi-GB CUDA build.
+    for command in quick_start_commands()[:2]:
+        for args in _pip_installs(command):
+            if "--no-deps" in args:
+                continue
+            assert TESTED_TORCH in args, f"'pip install {' '.join(args)}' must pin {TESTED_TORCH}"
+
+
+def test_the_explain_command_installs_only_the_core_and_the_tests_install_dev():
+    install, tests = quick_start_commands()[:2]
+    project_specs = [a for args in _pip_installs(install) for a in args if a == "." or a.startswith(".[")]
+    assert project_specs == ["."], f"explaining a sentence needs no extra, got {project_specs}"
+    test_specs = [a for args in _pip_installs(tests) for a in args if a.startswith(".[")]
+    assert test_specs == [".[dev]"], test_specs
+
+
+# --------------------------------------------------------------------------------------------------
+# Links and figures
+# --------------------------------------------------------------------------------------------------
+
+_LINK = re.compile(r"\]\(([^)\s]+)\)")
+
+
+def _anchors(markdown: str) -> set[str]:
+    """GitHub's heading anchors: lower case, punctuation dropped, spaces to hyphens."""
+    anchors = set()
+    for heading in re.findall(r"^#{1,6} (.+)$", markdown, flags=re.M):
+        slug = re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+        anchors.add(slug)
+    return anchors
+
+
+@pytest.mark.parametrize("doc", [README, BENCHMARKS_DOC], ids=lambda p: p.name)
+def test_relative_links_point_to_committed_files_and_headings(doc):
+    text = doc.read_text(encoding="utf-8")
+    broken = []
+    for target in _LINK.findall(text):
+        if re.match(r"[a-z]+://", target) or target.startswith("mailto:"):
+            continue
+        path, _, anchor = target.partition("#")
+        resolved = (doc.parent / path).resolve() if path else doc
+        if not resolved.exists():
+            broken.append(target)
+        elif anchor and resolved.suffix == ".md" and anchor not in _anchors(resolved.read_text(encoding="utf-8")):
+            broken.append(target)
+    assert not broken, f"{doc.name}: broken links {broken}"
+
+
+_FIGURE = re.compile(r"([-+−]?\d+\.\d+) ± (\d+\.\d+)")
+
+
+def _committed_figures() -> set[tuple[Decimal, Decimal]]:
+    figures = set()
+    for path in RESULTS.rglob("*.md"):
+        for mean, err in _FIGURE.findall(path.read_text(encoding="utf-8", errors="replace")):
+            figures.add((abs(Decimal(mean.replace("−", "-"))), Decimal(err)))
+    return figures
+
+
+def _quoted_by(committed: set[tuple[Decimal, Decimal]], mean: str, err: str) -> bool:
+    """Whether ``mean ± err`` is a committed figure, possibly rounded to fewer decimals (sign aside: prose
+    says "trails by 0.049" for a committed -0.049)."""
+    m, e = abs(Decimal(mean.replace("−", "-"))), Decimal(err)
+    for cm, ce in committed:
+        if cm.as_tuple().exponent > m.as_tuple().exponent or ce.as_tuple().exponent > e.as_tuple().exponent:
+            continue
+        if any(cm.quantize(m, rounding=r) == m and ce.quantize(e, rounding=r) == e
+               for r in (ROUND_HALF_EVEN, ROUND_HALF_UP)):
+            return True
+    return False
+
+
+@pytest.mark.parametrize("doc", [README, BENCHMARKS_DOC], ids=lambda p: p.name)
+def test_every_mean_and_standard_error_quoted_is_a_committed_result(doc):
+    committed = _committed_figures()
+    quoted = _FIGURE.findall(doc.read_text(encoding="utf-8"))
+    assert quoted, f"{doc.name} quotes no figure: is the pattern still right?"
+    missing = [f"{m} ± {e}" for m, e in quoted if not _quoted_by(committed, m, e)]
+    assert not missing, f"{doc.name} quotes figures found in no file under benchmarks/results: {missing}"
+
+
+def test_figure_check_rejects_a_figure_that_was_never_measured():
+    committed = _committed_figures()
+    assert _quoted_by(committed, "0.381", "0.017")
+    assert not _quoted_by(committed, "0.999", "0.001")
