@@ -189,3 +189,67 @@ def test_explain_default_model(tmp_path, capsys):
     assert result["label_names"] == ["negative", "positive"]
     assert result["tokens"][0] == "[CLS]" and "wonderful" in result["tokens"]
     assert sum(result["scores"]["PR-AG"]) == pytest.approx(1.0, abs=1e-4)
+
+
+def _drawn_graphs(monkeypatch):
+    """Record what ``explain --graph`` hands to the drawing function."""
+    from captum_prxai.viz import graph as graph_mod
+
+    drawn = []
+    real = graph_mod.plot_attention_graph
+
+    def recording(tokens, adjacency, node_scores, **kwargs):
+        drawn.append((list(tokens), torch.as_tensor(adjacency).detach().double(),
+                      torch.as_tensor(node_scores).detach().double(), kwargs.get("title")))
+        return real(tokens, adjacency, node_scores, **kwargs)
+
+    monkeypatch.setattr(graph_mod, "plot_attention_graph", recording)
+    return drawn
+
+
+@pytest.mark.parametrize("method, label", [("pr-g", "PR-G"), ("pr-a", "PR-A"), ("pr-ag", "PR-AG")])
+def test_explain_graph_is_the_graph_the_method_scored(tiny_model_dir, tmp_path, capsys, monkeypatch, method, label):
+    """PageRank of the drawn adjacency (teleport to [CLS], the class's damping) gives the printed scores."""
+    import inspect
+
+    from captum_prxai import PageRankAttribution, pagerank
+
+    drawn = _drawn_graphs(monkeypatch)
+    data = tmp_path / "r.json"
+    code, out, err = _run(capsys, "the plot was dull", "--model", tiny_model_dir, "--methods", f"rollout,{method},ixg",
+                          "--graph", tmp_path / "g.svg", "--json", data)
+    assert code == 0, err
+    assert (tmp_path / "g.svg").read_text().lstrip().startswith("<?xml")
+    result = json.loads(data.read_text())
+    assert result["graph_method"] == label
+    printed = torch.tensor(result["scores"][label], dtype=torch.float64)
+    [(tokens, adjacency, node_scores, title)] = drawn
+    assert tokens == result["tokens"] and adjacency.shape == (len(tokens), len(tokens))
+    assert title.startswith(f"{label}: the graph PageRank ran on")
+    torch.testing.assert_close(node_scores, printed, atol=1e-6, rtol=0)
+    damping = inspect.signature(PageRankAttribution).parameters["damping"].default
+    teleport = torch.zeros(1, len(tokens), dtype=torch.float64)
+    teleport[0, 0] = 1.0  # the encoder's explained token, [CLS]
+    ranks = pagerank(adjacency[None], damping, personalization=teleport, tol=1e-12, max_iter=10_000)[0]
+    torch.testing.assert_close(ranks, printed, atol=1e-5, rtol=0)
+
+
+def test_explain_leads_with_the_class_default(tiny_model_dir, tmp_path, capsys):
+    """Without --methods, the first method is what PageRankAttribution() computes with its defaults."""
+    import captum_prxai
+    from captum_prxai.models import load_model
+
+    data = tmp_path / "r.json"
+    code, out, err = _run(capsys, "a good movie", "--model", tiny_model_dir, "--json", data)
+    assert code == 0, err
+    result = json.loads(data.read_text())
+    first, *others = result["scores"]
+    assert sorted(others) == sorted({"PR-A", "PR-G", "PR-AG"} - {first})
+    assert out.index(f"\n{first}  (") < min(out.index(f"\n{o}  (") for o in others)
+    model, tok = load_model(str(tiny_model_dir))
+    enc = tok("a good movie", return_tensors="pt")
+    default = captum_prxai.PageRankAttribution(
+        lambda ids, mask: model(input_ids=ids, attention_mask=mask).logits, captum_prxai.attention_layers(model))
+    expected = default.attribute(enc["input_ids"], target=result["target"], attention_mask=enc["attention_mask"],
+                                 additional_forward_args=(enc["attention_mask"],))
+    assert result["scores"][first] == pytest.approx(expected[0].tolist(), abs=1e-6)
