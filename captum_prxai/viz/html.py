@@ -27,7 +27,7 @@ from captum_prxai.exceptions import PRXAIError
 from captum_prxai.viz import _colors
 from captum_prxai.viz.tokens import check_lengths, display_token, is_special_token, merge_subwords
 
-__all__ = ["STYLE", "token_heatmap_html", "comparison_page", "score_color"]
+__all__ = ["STYLE", "token_heatmap_html", "comparison_page", "score_color", "escape"]
 
 #: CSS for the fragments made by :func:`token_heatmap_html` and pages made by :func:`comparison_page`.
 STYLE = """
@@ -62,7 +62,8 @@ STYLE = """
 _DOT = " \u00b7 "
 
 
-def _esc(text: Any) -> str:
+def escape(text: Any) -> str:
+    """``text`` (any object, as ``str``) with ``& < > " '`` escaped, safe inside HTML text and attributes."""
     return html.escape(str(text), quote=True)
 
 
@@ -116,10 +117,10 @@ def _legend(top: float, signed: bool, clipped: bool) -> str:
         note += "; special tokens above it shown at full colour"
     return (
         '<div class="prx-legend">'
-        f"<span>{_esc(left)}</span>"
+        f"<span>{escape(left)}</span>"
         f'<span class="prx-legend-bar" style="background:{gradient}"></span>'
-        f"<span>{_esc(right)}</span>"
-        f'<span class="prx-legend-note">({_esc(note)})</span>'
+        f"<span>{escape(right)}</span>"
+        f'<span class="prx-legend-note">({escape(note)})</span>'
         "</div>"
     )
 
@@ -176,9 +177,9 @@ def token_heatmap_html(
     top = _colors.display_max(words, values, signed, include_special=scale_special_tokens)
     ts = _colors.intensities(values, signed, top)
 
-    title = [f'<span class="prx-method">{_esc(method)}</span>']
+    title = [f'<span class="prx-method">{escape(method)}</span>']
     if predicted_label is not None:
-        title.append(f'<span class="prx-pred">predicted: <span class="prx-label">{_esc(predicted_label)}</span></span>')
+        title.append(f'<span class="prx-pred">predicted: <span class="prx-label">{escape(predicted_label)}</span></span>')
     if probability is not None:
         title.append(f'<span class="prx-prob">p = {float(probability):.3f}</span>')
     if seconds is not None:
@@ -193,10 +194,10 @@ def token_heatmap_html(
         shown = word if merge_subwords else display_token(word)
         spans.append(
             f'<span class="{cls}" data-score="{value!r}" data-index="{group[0]}" data-len="{len(group)}"'
-            f' title="{_esc(_fmt_score(value))}" style="background-color:{bg};color:{fg}">{_esc(shown)}</span>'
+            f' title="{escape(_fmt_score(value))}" style="background-color:{bg};color:{fg}">{escape(shown)}</span>'
         )
     return (
-        f'<div class="prx-heatmap" data-method="{_esc(method)}" data-signed="{str(bool(signed)).lower()}">'
+        f'<div class="prx-heatmap" data-method="{escape(method)}" data-signed="{str(bool(signed)).lower()}">'
         f'<div class="prx-title">{"".join(title)}</div>'
         f'<div class="prx-tokens">{" ".join(spans)}</div>'
         f"{_legend(top, signed, any(abs(v) > top for v in values))}"
@@ -207,7 +208,7 @@ def token_heatmap_html(
 def _top_table(
     tokens: Sequence[str], method_scores: Mapping[str, Any], merge: bool, k: int = 5
 ) -> str:
-    head = "".join(f"<th>{_esc(m)}</th>" for m in method_scores)
+    head = "".join(f"<th>{escape(m)}</th>" for m in method_scores)
     columns = []
     for scores in method_scores.values():
         words, values, _ = _prepare(tokens, scores, merge)
@@ -220,7 +221,7 @@ def _top_table(
         for col in columns:
             if r < len(col):
                 w, v = col[r]
-                cells.append(f"<td>{_esc(display_token(w))} <small>({_esc(_fmt_score(v))})</small></td>")
+                cells.append(f"<td>{escape(display_token(w))} <small>({escape(_fmt_score(v))})</small></td>")
             else:
                 cells.append("<td></td>")
         rows.append(f'<tr><td class="prx-num">{r + 1}</td>{"".join(cells)}</tr>')
@@ -272,7 +273,7 @@ def comparison_page(
     timings = dict(timings or {})
     meta = []
     if predicted_label is not None:
-        meta.append(f"predicted: <b>{_esc(predicted_label)}</b>")
+        meta.append(f"predicted: <b>{escape(predicted_label)}</b>")
     if probability is not None:
         meta.append(f"p = {float(probability):.3f}")
     meta.append(f"{len(tokens)} tokens")
@@ -281,7 +282,7 @@ def comparison_page(
         for name, scores in method_scores.items()
     ]
     body = (
-        f"<h1>{_esc(title)}</h1>"
+        f"<h1>{escape(title)}</h1>"
         f'<p class="prx-meta">{_DOT.join(meta)}</p>'
         + "".join(blocks)
         + _top_table(tokens, method_scores, merge_subwords)
@@ -292,6 +293,6 @@ def comparison_page(
         "<!DOCTYPE html>\n"
         '<html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
-        f"<title>{_esc(title)}</title><style>{STYLE}</style></head>"
+        f"<title>{escape(title)}</title><style>{STYLE}</style></head>"
         f'<body><main class="prx-page">{body}</main></body></html>\n'
     )
