@@ -2,11 +2,13 @@
 
 The driver's planned shards become the blocks of a Ray Dataset (one block a
 shard, ``ray.data.from_arrow``); ``map_batches`` runs a callable class on an
-actor pool (``concurrency=actors``), so each actor loads the model once
+actor pool (``ActorPoolStrategy(size=actors)``), so each actor loads the model once
 (:class:`~captum_prxai.corpus.worker.Worker`) and explains whole shards, with
 ``num_cpus`` (also its torch threads) and ``num_gpus`` per actor. Ray
-schedules the blocks on the actors, restarts a dead actor and retries its
-shard (``max_restarts`` / ``max_task_retries``); the driver streams the
+schedules the blocks on the actors; Ray Data restarts an actor that dies
+(killed, lost node) and retries its shard on another (its defaults for actor
+pools: unlimited restarts and retries of system failures), while an
+exception raised by our code fails the run at once; the driver streams the
 results back and writes each shard once it is complete, atomically, so a
 retried shard is never written twice and a failed run keeps every finished
 shard for the rerun.
@@ -27,10 +29,6 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 from captum_prxai.exceptions import PRXAIError
 
 __all__ = ["check_ray", "run_ray"]
-
-#: restarts of a dead actor, and retries of its shard, before the run fails
-MAX_RESTARTS = 3
-
 
 def check_ray() -> None:
     """Raise a clear error if Ray Data (and pyarrow) are not installed."""
@@ -140,11 +138,9 @@ def run_ray(
             fn_constructor_kwargs={"worker_kwargs": worker_kwargs, "threads": cpus_per_actor},
             batch_size=None,
             batch_format="pyarrow",
-            concurrency=actors,
+            compute=ray.data.ActorPoolStrategy(size=actors),
             num_cpus=cpus_per_actor,
             num_gpus=gpus_per_actor,
-            max_restarts=MAX_RESTARTS,
-            max_task_retries=MAX_RESTARTS,
         )
         pending: Dict[int, List[Dict[str, Any]]] = defaultdict(list)
         try:
