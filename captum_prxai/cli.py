@@ -5,7 +5,8 @@ and exposes ``HELP`` (one line), ``add_arguments(parser)`` and
 ``run(args) -> int``. Those modules import torch, transformers and friends
 inside ``run`` only, so building the parser (and ``captum-prxai --help``)
 stays fast. Errors of the :class:`~captum_prxai.exceptions.PRXAIError` kind
-print as one line, without a traceback, and exit with status 2.
+print as one line, without a traceback, and exit with status 2; an
+:class:`OSError` from the file system prints as one line with status 1.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import importlib.util
+import os
 import sys
 from typing import Sequence
 
@@ -62,6 +64,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # the reader went away (``captum-prxai datasets | head -1``): stop quietly, as Unix tools do
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 141
+    except OSError as err:
+        # the file system refused (disk full, permission changed mid-run): one line, not a traceback
+        where = f": {err.filename}" if getattr(err, "filename", None) else ""
+        print(f"captum-prxai {args.command}: error: {err.strerror or err}{where}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":  # pragma: no cover

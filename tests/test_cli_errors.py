@@ -128,3 +128,15 @@ def test_known_words_next_to_unknown_ones_are_ranked_without_a_note(tiny_model_d
 def test_a_text_with_no_tokens_is_one_clear_error(tiny_model_dir, capsys):  # noqa: F811
     code, out, err = _run(capsys, "explain", "\u200b\u200b", "--model", tiny_model_dir)
     _one_line_error(code, err, "gives no tokens once tokenised")
+
+
+def test_a_file_system_error_mid_run_is_one_line_not_a_traceback(capsys, monkeypatch):
+    from captum_prxai.commands import datasets as datasets_cmd
+
+    def full_disk(args):
+        raise OSError(28, "No space left on device", "/cache/data/movie-sentences.partial")
+
+    monkeypatch.setattr(datasets_cmd, "run", full_disk)
+    code, out, err = _run(capsys, "datasets")
+    assert code == 1 and "Traceback" not in err
+    assert err.strip() == "captum-prxai datasets: error: No space left on device: /cache/data/movie-sentences.partial"
