@@ -11,7 +11,7 @@ pytest.importorskip("transformers")
 pytest.importorskip("flask")
 
 import captum_prxai  # noqa: E402
-from captum_prxai.bench.methods import METHODS, available_methods  # noqa: E402
+from captum_prxai.methods import METHODS, available_methods, build_method, make_forward_func  # noqa: E402
 from captum_prxai.explorer import create_app  # noqa: E402
 from captum_prxai.explorer.server import make_server  # noqa: E402
 from captum_prxai.exceptions import PRXAIError  # noqa: E402
@@ -65,12 +65,20 @@ def test_info_lists_the_bench_registry_and_limits(client):
     assert [m["name"] for m in info["methods"]] == available_methods()
     by_name = {m["name"]: m for m in info["methods"]}
     assert by_name["pr-ag"]["params"] == ["damping", "teleport", "graph", "head_reduction"]
-    assert by_name["ig"]["params"] == ["ig_steps"] and by_name["occlusion"]["params"] == ["window"]
+    assert by_name["ig"]["params"] == ["ig_steps", "ig_baseline"] and by_name["occlusion"]["params"] == ["window"]
+    assert by_name["shapley"]["params"] == ["permutations"] and by_name["lime"]["params"] == ["samples"]
+    assert by_name["shapley"]["lane"] == "slow" and by_name["pr-ag"]["lane"] == "fast"
     assert by_name["ig"]["label"] == METHODS["ig"].label
     assert info["label_names"] == ["negative", "positive"]
     assert info["datasets"] == ["tiny-reviews", "tiny-topics"] and info["dataset"] == "tiny-reviews"
     assert info["limits"]["max_tokens"] == MAX_TOKENS and info["limits"]["max_chars"] == 120
-    assert info["default_methods"] == ["pr-ag", "ig"]
+    # the default PR method is the registry's preset with PageRankAttribution's own default edges
+    model = client.application.extensions["prxai_explorer"].model
+    forward = make_forward_func(model)
+    library = captum_prxai.PageRankAttribution(forward, captum_prxai.attention_layers(model)).spec.edge_weight
+    first = info["default_methods"][0]
+    assert build_method(first, model, forward).attribution.spec.edge_weight == library
+    assert info["default_methods"] == [first, "ig"] and METHODS[first].family == "pr-xai"
 
 
 def test_page_and_static_files(client):
@@ -130,9 +138,13 @@ def test_text_over_the_character_limit_is_refused(client):
     resp = client.post("/api/explain", json={"text": text, "methods": ["pr-ag"]})
     assert resp.status_code == 413
     assert resp.json["error"] == (
-        "the text has 150 characters but the explorer accepts at most 120; shorten it (or restart with a larger "
-        "--max-chars)."
+        "the text has 150 characters but the explorer accepts at most 120; shorten it, tick 'truncate' to explain "
+        "its first characters, or restart with a larger --max-chars."
     )
+    # with 'truncate' the typed text is cut to the limit, as a dataset example is cut to the model's tokens
+    job = explain(client, text=text, methods=["pr-a"], truncate=True)
+    assert job["input"]["truncated"] is True and job["input"]["full_chars"] == 150
+    assert job["input"]["text"] == text[:120] and job["input"]["chars"] == 120
 
 
 def test_text_over_the_model_limit_is_refused_unless_truncated(client):
@@ -360,15 +372,63 @@ def test_a_failing_method_is_reported_and_the_rest_still_run(tiny):
 
 
 # ----------------------------------------------------------------------------- graph and export
-def test_graph_view(client):
-    resp = client.post("/api/graph", json={"text": "a good film", "method": "pr-ag", "top_edges": 5})
+@pytest.mark.parametrize("method, params, options", [
+    ("pr-ag", {}, {}),
+    ("pr-g", {"damping": 0.5, "head_reduction": "max"}, {"damping": 0.5, "head_reduction": "max"}),
+    ("pr-a", {"teleport": "uniform"}, {"teleport": "uniform"}),
+])
+def test_graph_view_draws_the_scored_graph(client, tiny, method, params, options):
+    """The drawn edges are the top edges of the adjacency PageRank ran on, and its PageRank gives the scores."""
+    from captum_prxai.graph.pagerank import pagerank
+    from captum_prxai.viz.graph import top_edges_of
+
+    model, tokenizer, _ = tiny
+    text = "the story was not good"
+    resp = client.post("/api/graph", json={"text": text, "method": method, "params": params, "top_edges": 5,
+                                           "nodes": 5})
     assert resp.status_code == 200, resp.json
-    assert resp.json["svg"].startswith("<svg") and "</svg>" in resp.json["svg"]
-    assert resp.json["title"] == "PR-AG: attention x gradient edges, 2 layers summed"
+    out = resp.json
+    assert out["svg"].startswith("<svg") and "</svg>" in out["svg"] and out["graph"] == "token"
+    enc = tokenizer(text, return_tensors="pt")
+    job = explain(client, text=text, methods=[method], params=params)
+    assert out["scores"] == pytest.approx(job["results"][0]["scores"], abs=1e-6)  # the heatmap's scores
+
+    # the same graph from the library, with the same options
+    forward = make_forward_func(model)
+    from captum_prxai.methods import MethodContext
+
+    attribution = build_method(method, model, forward, MethodContext(options={method: options})).attribution
+    graph = attribution.attribute_graph(enc["input_ids"], target=job["input"]["target"],
+                                        additional_forward_args=(enc["attention_mask"],))
+    adjacency = graph.adjacency[0]
+    scores = graph.scores[0]
+    ranks = pagerank(graph.adjacency, graph.damping, personalization=graph.teleport, node_mask=graph.node_mask,
+                     tol=1e-10, max_iter=2000)[0]
+    assert (ranks / ranks.sum()).tolist() == pytest.approx(out["scores"], abs=1e-5)
+    top5 = sorted(range(len(scores)), key=lambda i: -float(scores[i]))[:5]
+    assert out["nodes"] == sorted(top5)
+    sub = adjacency[out["nodes"]][:, out["nodes"]]
+    expected = [[out["nodes"][i], out["nodes"][j], w] for i, j, w in top_edges_of(sub, 5)]
+    assert [e[:2] for e in out["edges"]] == [e[:2] for e in expected]
+    assert [e[2] for e in out["edges"]] == pytest.approx([e[2] for e in expected], rel=1e-6)
+    assert "token graph (2 layers summed)" in out["title"] and "top 5 of" in out["title"]
+
+
+def test_graph_view_of_the_layered_graph(client):
+    out = client.post("/api/graph", json={"text": "a good film", "method": "pr-ag",
+                                          "params": {"graph": "layered"}, "nodes": 200}).json
+    assert out["graph"] == "layered"
+    assert "layered graph (3 x 5 nodes)" in out["title"]  # (L + 1) x T nodes, 2 layers, 5 tokens
+    assert max(out["nodes"]) >= 5 and len(out["nodes"]) == 15
+
+
+def test_graph_view_refuses_other_methods_and_settings(client):
     resp = client.post("/api/graph", json={"text": "a good film", "method": "ig"})
-    assert resp.status_code == 400 and "PR-XAI graphs" in resp.json["error"]
+    assert resp.status_code == 400 and "needs a PR-XAI method" in resp.json["error"]
     resp = client.post("/api/graph", json={"text": "a good film", "method": "pr-a", "layout": "spiral"})
     assert resp.status_code == 400 and "layout" in resp.json["error"]
+    resp = client.post("/api/graph", json={"text": "a good film", "method": "pr-a", "nodes": 1})
+    assert resp.status_code == 400 and "nodes must be between 2 and 200" in resp.json["error"]
 
 
 def test_export_is_a_standalone_download(client):

@@ -6,33 +6,52 @@ Endpoints (all JSON unless noted; errors are ``{"error": "..."}`` with a 4xx sta
   script and style (fixed names inside the package; nothing else is served);
   ``GET /prx-style.css`` -- the heatmap CSS of :mod:`captum_prxai.viz.html`.
 * ``GET /api/info`` -- model, classes, datasets, methods, parameters, limits.
-* ``GET /api/examples?dataset=&q=&label=&predicted=&correct=&start=&limit=``
-  -- one page of filtered examples, with (cached) predictions.
+* ``GET /api/examples?dataset=&q=&label=&predicted=&correct=&start=&limit=&budget=``
+  -- one page of filtered examples, with (cached) predictions; ``budget``
+  bounds the new predictions of one call (the page calls again and shows
+  the progress).
+* ``POST /api/estimate`` -- the explain body: each method's estimated model
+  evaluations and seconds.
 * ``POST /api/explain`` -- ``{"text" | "example": {"dataset", "index"},
-  "methods": [...], "params": {...}, "target", "truncate", "merge_subwords"}``;
-  returns the prediction at once and a job whose methods run in the
-  background; ``GET /api/jobs/<id>`` polls it.
-* ``POST /api/graph`` -- the same input plus ``"method"`` (``pr-a``, ``pr-g``,
-  ``pr-ag``), ``"top_edges"``, ``"layout"``: the token graph as SVG.
-* ``POST /api/export`` -- the same input (plus ``"graph"``: a PR method to
-  draw): a standalone HTML comparison page, as a download. Built in memory.
-* ``GET /api/stats`` -- cache counters.
+  "methods": [...], "params": {...}, "target", "truncate", "merge_subwords",
+  "confirmed"}``; returns the prediction at once and a job whose methods run
+  in the background (``409`` with the estimate when the job would take
+  longer than ``confirm_seconds`` and ``confirmed`` is not true; ``422`` when
+  a method is over ``max_method_seconds``).
+* ``GET /api/jobs/<id>?merge_subwords=&palette=`` polls a job;
+  ``POST /api/jobs/<id>/cancel`` cancels it.
+* ``POST /api/graph`` -- the same input plus ``"method"`` (a PR-XAI method),
+  ``"top_edges"``, ``"nodes"``, ``"layout"``: the graph PageRank ran on, as SVG.
+* ``POST /api/export`` -- ``{"job": id, "merge_subwords", "palette", "graph":
+  {"method", "top_edges", "nodes", "layout"} | null}``: the job's results as
+  shown, as a standalone HTML download (also accepts the explain body, and
+  then computes it). Built in memory.
+* ``GET /api/stats`` -- cache and memory counters.
 
-The server never reads or writes a path taken from a request.
+Every request body must be a JSON object without ``NaN`` / ``Infinity``,
+unpaired surrogates, or nesting deeper than :data:`MAX_DEPTH`; state-changing
+requests from another origin (``Origin`` / ``Referer`` of another host) are
+refused. The server never reads or writes a path taken from a request.
 """
 
 from __future__ import annotations
 
+import json
+import logging
 import re
 from importlib import resources
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+from urllib.parse import urlsplit
 
 from captum_prxai.exceptions import PRXAIError
-from captum_prxai.explorer.engine import DatasetStore, Encoded, Engine, InputTooLong
+from captum_prxai.explorer.engine import DatasetStore, Encoded, Engine, InputTooLong, JobCancelled, TooCostly
 from captum_prxai.explorer.jobs import Job, JobRunner
-from captum_prxai.explorer.params import check_params, param_specs
+from captum_prxai.explorer.params import check_flag, check_params, param_specs
 
-__all__ = ["create_app", "LOOPBACK_HOSTS", "STATIC_FILES"]
+__all__ = ["create_app", "LOOPBACK_HOSTS", "STATIC_FILES", "MAX_DEPTH", "PALETTES", "parse_json_body",
+           "recolor_heatmap"]
+
+logger = logging.getLogger("captum_prxai.explorer")
 
 #: Host names accepted by default (guards a loopback server against DNS rebinding).
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1", "[::1]")
@@ -43,18 +62,140 @@ STATIC_FILES = {
     "style.css": "text/css; charset=utf-8",
 }
 MAX_METHODS = 16
+#: Deepest nesting of arrays / objects accepted in a request body.
+MAX_DEPTH = 16
+#: Heatmap palettes: name -> (colour for, colour against, unsigned top colour). "colorblind" is blue/orange
+#: (distinguishable with red-green colour blindness); "default" is the library's red/green.
+PALETTES: Dict[str, Optional[Tuple[Tuple[int, int, int], Tuple[int, int, int], Tuple[int, int, int]]]] = {
+    "default": None,
+    "colorblind": ((33, 102, 172), (230, 97, 1), (33, 102, 172)),
+}
 _CSP = ("default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data: blob:; "
-        "connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
+        "connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'none'; frame-ancestors 'self'")
 
 
 class _HTTPError(PRXAIError):
-    def __init__(self, status: int, message: str) -> None:
+    def __init__(self, status: int, message: str, **extra: Any) -> None:
         super().__init__(message)
         self.status = status
+        self.extra = extra
 
 
 def _static(name: str) -> bytes:
     return (resources.files("captum_prxai.explorer") / "static" / name).read_bytes()
+
+
+def _reject_constant(name: str) -> Any:
+    raise _HTTPError(400, f"the request body contains {name}, which JSON does not allow; send finite numbers.")
+
+
+def parse_json_body(raw: bytes) -> Dict[str, Any]:
+    """Parse a request body strictly: a JSON object, finite numbers, valid Unicode, at most :data:`MAX_DEPTH` deep.
+
+    Raises:
+        PRXAIError: With ``status`` 400 and a message saying what is wrong.
+    """
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise _HTTPError(400, f"the request body is not UTF-8 (byte {err.start}).") from None
+    depth = 0
+    for ch in re.finditer(r'[\[\]{}]|"(?:[^"\\]|\\.)*"', text):  # cheap nesting check before json.loads
+        c = ch.group(0)
+        if c in "[{":
+            depth += 1
+            if depth > MAX_DEPTH:
+                raise _HTTPError(400, f"the request body is nested more than {MAX_DEPTH} levels deep.")
+        elif c in "]}":
+            depth -= 1
+    try:
+        data = json.loads(text, parse_constant=_reject_constant)
+    except RecursionError:
+        raise _HTTPError(400, f"the request body is nested more than {MAX_DEPTH} levels deep.") from None
+    except ValueError as err:
+        if isinstance(err, PRXAIError):
+            raise
+        msg = getattr(err, "msg", str(err))
+        where = f" (line {err.lineno}, column {err.colno})" if hasattr(err, "lineno") else ""
+        raise _HTTPError(400, f"the request body is not valid JSON: {msg}{where}.") from None
+    if not isinstance(data, dict):
+        raise _HTTPError(400, "send a JSON object with the header Content-Type: application/json.")
+    stack: List[Tuple[Any, str]] = [(data, "")]
+    while stack:
+        value, where = stack.pop()
+        items: Iterable[Tuple[Any, Any]] = ()
+        if isinstance(value, dict):
+            items = ((k, v) for k, v in value.items())
+        elif isinstance(value, list):
+            items = enumerate(value)
+        for key, item in items:
+            path = f"{where}.{key}" if isinstance(key, str) else f"{where}[{key}]"
+            for s in (key, item):
+                if isinstance(s, str):
+                    try:
+                        s.encode("utf-8")
+                    except UnicodeEncodeError as err:
+                        raise _HTTPError(400, f"the request contains an unpaired surrogate "
+                                              f"(\\u{ord(s[err.start]):04x}) in {path.lstrip('.')!r} "
+                                              "(invalid Unicode); remove it.") from None
+            if isinstance(item, (dict, list)):
+                stack.append((item, path))
+    return data
+
+
+def _interpolate(t: float, end: Tuple[int, int, int]) -> Tuple[int, int, int]:
+    return tuple(round(255 + (e - 255) * t) for e in end)  # type: ignore[return-value]
+
+
+def recolor_heatmap(html: str, palette: str) -> str:
+    """Recolour a :func:`captum_prxai.viz.html.token_heatmap_html` fragment with a palette of :data:`PALETTES`.
+
+    Each token's colour intensity on the library's scale is kept; only the
+    hue changes (for ``"colorblind"``: blue for, orange against).
+    """
+    from captum_prxai.viz import _colors
+
+    if palette not in PALETTES:
+        raise PRXAIError(f"palette must be one of {', '.join(PALETTES)}, got {str(palette)[:30]!r}.")
+    colours = PALETTES[palette]
+    if colours is None:
+        return html
+    pos, neg, seq = colours
+    parts = html.split('<div class="prx-heatmap"')
+    out = [parts[0]]
+    for part in parts[1:]:
+        signed = part.lstrip().split(">", 1)[0].find('data-signed="true"') >= 0
+        ends = ([(_colors.POSITIVE_MAX, pos), (_colors.NEGATIVE_MAX, neg)] if signed
+                else [(_colors.SEQUENTIAL_MAX, seq)])
+        out.append(_recolor_part(part, ends))
+    return '<div class="prx-heatmap"'.join(out)
+
+
+def _recolor_part(html: str, ends: Sequence[Tuple[Tuple[int, int, int], Tuple[int, int, int]]]) -> str:
+    from captum_prxai.viz import _colors
+
+    def convert(rgb: Tuple[int, int, int]) -> Tuple[int, int, int]:
+        best, err_best = rgb, float("inf")
+        for old, new in ends:
+            ch = max(range(3), key=lambda i: abs(255 - old[i]))
+            t = max(0.0, min(1.0, (255 - rgb[ch]) / (255 - old[ch])))
+            err = sum(abs(a - b) for a, b in zip(_interpolate(t, old), rgb))
+            if err < err_best:
+                best, err_best = _interpolate(t, new), err
+        return best
+
+    def bg(match: "re.Match[str]") -> str:
+        c = convert((int(match.group(1)), int(match.group(2)), int(match.group(3))))
+        return f"background-color:{_colors.css_rgb(c)};color:{_colors.css_rgb(_colors.text_on(c))}"
+
+    def plain(match: "re.Match[str]") -> str:
+        return _colors.css_rgb(convert((int(match.group(1)), int(match.group(2)), int(match.group(3)))))
+
+    html = re.sub(r"background-color:rgb\((\d+),(\d+),(\d+)\);color:rgb\(\d+,\d+,\d+\)", bg, html)
+    html = re.sub(r"linear-gradient\(to right,[^\"]*\)", lambda m: re.sub(
+        r"rgb\((\d+), ?(\d+), ?(\d+)\)", plain, m.group(0)), html)
+    return html.replace("(red: against, green: for the explained class)",
+                        "(orange: against, blue: for the explained class)")
 
 
 def create_app(
@@ -68,31 +209,48 @@ def create_app(
     max_chars: int = 2000,
     cache_size: int = 2048,
     allowed_hosts: Optional[Iterable[str]] = LOOPBACK_HOSTS,
-    default_methods: Tuple[str, ...] = ("pr-ag", "ig"),
+    default_methods: Optional[Sequence[str]] = None,
+    memory_budget_mb: float = 1024.0,
+    max_method_seconds: float = 300.0,
+    confirm_seconds: float = 20.0,
+    forward_func: Optional[Any] = None,
 ):
     """Build the explorer's Flask application.
 
     Args:
-        model: A Hugging Face sequence classifier (eager attention).
+        model: A Hugging Face sequence classifier (eager attention), or any
+            model whose attention layers :func:`captum_prxai.attention_layers`
+            finds, with ``forward_func``.
         tokenizer: Its tokenizer.
-        datasets: ``name -> dataset`` (objects with ``texts``, ``labels``,
-            ``label_names``, e.g. :class:`captum_prxai.data.TextDataset`);
-            default: the offline datasets of :mod:`captum_prxai.data`,
-            loaded on first use.
+        datasets: ``name -> dataset``: objects with ``texts``, ``labels``,
+            ``label_names`` (e.g. :class:`captum_prxai.data.TextDataset`), a
+            pandas DataFrame with ``text`` and ``label`` columns, or a list of
+            ``(text, label)`` pairs (see :func:`~captum_prxai.explorer.engine.as_dataset`);
+            default: the offline datasets of :mod:`captum_prxai.data`, loaded on first use.
         dataset: Dataset shown first (default: the first one).
         split: Split of the offline datasets (ignored with ``datasets``).
         model_name: Shown in the page.
-        max_chars: Longest text accepted, in characters.
+        max_chars: Longest typed text accepted, in characters.
         cache_size: Attributions kept in memory.
         allowed_hosts: Accepted ``Host`` header names (port ignored);
             ``None`` accepts any (for a server bound to a public interface).
-        default_methods: Methods ticked when the page opens.
+        default_methods: Methods ticked when the page opens; default: the
+            registry's PR-XAI method with :class:`~captum_prxai.PageRankAttribution`'s
+            default edges, and Integrated Gradients.
+        memory_budget_mb: Activation memory one method may use; sets the
+            internal batch size of IG and the perturbation methods.
+        max_method_seconds: Methods estimated to take longer are refused (422).
+        confirm_seconds: Jobs estimated to take longer need ``"confirmed": true`` (409 first).
+        forward_func: ``forward_func(model, input_ids, attention_mask) -> logits``
+            for a model that is not a Hugging Face classifier (it gets the
+            model copy of the thread that calls it).
 
     Returns:
         A :class:`flask.Flask` application; its engine is
         ``app.extensions["prxai_explorer"]``.
     """
     from flask import Flask, Response, jsonify, request
+    from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 
     store = DatasetStore(datasets, split=split)
     if not store.names:
@@ -101,13 +259,24 @@ def create_app(
         dataset = store.names[0]
     elif dataset not in store.names:
         raise PRXAIError(f"unknown dataset {dataset!r}; choose one of: {', '.join(store.names)}.")
-    engine = Engine(model, tokenizer, store, max_chars=max_chars, cache_size=cache_size)
+    engine = Engine(model, tokenizer, store, max_chars=max_chars, cache_size=cache_size,
+                    memory_budget_mb=memory_budget_mb, max_method_seconds=max_method_seconds,
+                    confirm_seconds=confirm_seconds, forward_func=forward_func)
     hosts = None if allowed_hosts is None else {h.lower() for h in allowed_hosts}
+    registered = {m["name"]: m for m in engine.methods()}
+    if default_methods is None:
+        default_methods = (engine.default_pr_method(), "ig")
+    defaults = [m for m in default_methods if m in registered]
 
     def run_method(job: Job, name: str) -> Dict[str, Any]:
-        return engine.explain(job.payload["enc"], job.payload["target"], name, job.payload["params"])
+        return engine.explain(job.payload["enc"], job.payload["target"], name, job.payload["params"],
+                              cancel=job.cancel_event)
 
-    runner = JobRunner(run_method)
+    def lane_of(name: str) -> str:
+        spec = engine.resolve(name)
+        return engine.lane_of(spec.name, spec.family)
+
+    runner = JobRunner(run_method, lane_of=lane_of, cancelled=(JobCancelled,))
 
     app = Flask(__name__, static_folder=None)
     app.config["MAX_CONTENT_LENGTH"] = 256 * 1024
@@ -118,66 +287,94 @@ def create_app(
     # ------------------------------------------------------------------ plumbing
     @app.errorhandler(PRXAIError)
     def _prxai_error(err: PRXAIError):
-        status = getattr(err, "status", 413 if isinstance(err, InputTooLong) else 400)
-        return jsonify(error=str(err)), status
+        status = getattr(err, "status", None)
+        if status is None:
+            status = 413 if isinstance(err, InputTooLong) else 422 if isinstance(err, TooCostly) else 400
+        body = dict(error=str(err), **getattr(err, "extra", {}))
+        return jsonify(body), status
 
-    @app.errorhandler(404)
-    def _not_found(err: Any):
-        return jsonify(error=f"not found: {request.path}"), 404
+    @app.errorhandler(HTTPException)
+    def _http_error(err: HTTPException):
+        code = err.code or 500
+        if code == 404:
+            message = f"not found: {request.path}"
+        elif code == 405:
+            message = f"{request.method} is not allowed on {request.path}"
+        elif code == 413:
+            message = f"the request is larger than {app.config['MAX_CONTENT_LENGTH'] // 1024} KB."
+        else:
+            message = err.description or err.name
+        resp = jsonify(error=message)
+        resp.status_code = code
+        if code == 413:  # the rest of the body was not read: the connection cannot be reused
+            resp.headers["Connection"] = "close"
+        return resp
 
-    @app.errorhandler(405)
-    def _bad_method(err: Any):
-        return jsonify(error=f"{request.method} is not allowed on {request.path}"), 405
-
-    @app.errorhandler(413)
-    def _too_large(err: Any):
-        return jsonify(error=f"the request is larger than {app.config['MAX_CONTENT_LENGTH'] // 1024} KB."), 413
-
-    @app.errorhandler(500)
-    def _internal(err: Any):
-        original = getattr(err, "original_exception", None) or err
-        return jsonify(error=f"internal error: {type(original).__name__}: {original}"), 500
+    @app.errorhandler(Exception)
+    def _internal(err: Exception):
+        logger.exception("explorer: internal error on %s %s", request.method, request.path)
+        return jsonify(error="internal error; the details are in the explorer's log."), 500
 
     @app.before_request
     def _check_host():
-        if hosts is None:
-            return None
-        host = (request.host or "").lower()
-        name = host.rsplit(":", 1)[0] if not host.endswith("]") else host
-        if name not in hosts and host not in hosts:
-            return jsonify(error=f"host {host!r} is not allowed; open the explorer at http://127.0.0.1:<port>/."), 403
+        if hosts is not None:
+            host = (request.host or "").lower()
+            name = host.rsplit(":", 1)[0] if not host.endswith("]") else host
+            if name not in hosts and host not in hosts:
+                return jsonify(error=f"host {host[:80]!r} is not allowed; open the explorer at "
+                                     "http://127.0.0.1:<port>/."), 403
+        if request.method not in ("GET", "HEAD", "OPTIONS"):
+            origin = request.headers.get("Origin")
+            source = origin if origin is not None else request.headers.get("Referer")
+            if source is not None:
+                parts = urlsplit(source)
+                if (parts.netloc or "").lower() != (request.host or "").lower():
+                    return jsonify(error=f"cross-origin request from {source[:80]!r} refused; use the explorer's "
+                                         "own page."), 403
         return None
 
     @app.after_request
     def _headers(resp: Any):
         resp.headers.setdefault("Content-Security-Policy", _CSP)
         resp.headers["X-Content-Type-Options"] = "nosniff"
-        resp.headers["Referrer-Policy"] = "no-referrer"
+        resp.headers["Referrer-Policy"] = "same-origin"
         resp.headers.setdefault("Cache-Control", "no-store")
         return resp
 
     def payload() -> Dict[str, Any]:
-        data = request.get_json(silent=True)
-        if not isinstance(data, dict):
+        if not request.is_json:
             raise _HTTPError(400, "send a JSON object with the header Content-Type: application/json.")
-        return data
+        limit = int(app.config["MAX_CONTENT_LENGTH"])
+        if request.content_length is not None and request.content_length >= limit:
+            raise RequestEntityTooLarge()
+        parts, size = [], 0
+        while size < limit:  # also bounds a chunked body, which has no Content-Length
+            chunk = request.stream.read(limit - size)
+            if not chunk:
+                break
+            parts.append(chunk)
+            size += len(chunk)
+        if size >= limit:
+            raise RequestEntityTooLarge()
+        return parse_json_body(b"".join(parts))
 
     def arg_int(name: str, default: Optional[int] = None) -> Optional[int]:
         raw = request.args.get(name, "")
         if raw == "":
             return default
-        try:
-            return int(raw)
-        except ValueError:
-            raise PRXAIError(f"query parameter {name!r} must be an integer, got {raw!r}.") from None
+        if not re.fullmatch(r"-?\d{1,9}", raw):
+            raise PRXAIError(f"query parameter {name!r} must be an integer, got {raw[:40]!r}.")
+        return int(raw)
 
     def resolve_input(data: Mapping[str, Any]) -> Tuple[str, Dict[str, Any], Encoded]:
-        truncate = bool(data.get("truncate", False))
+        truncate = check_flag(data, "truncate")
         if data.get("example") is not None:
             ex = data["example"]
             if not isinstance(ex, dict) or not isinstance(ex.get("index"), int) or isinstance(ex.get("index"), bool):
                 raise PRXAIError("'example' must be {\"dataset\": name, \"index\": integer}.")
-            name = str(ex.get("dataset") or dataset)
+            name = ex.get("dataset") or dataset
+            if not isinstance(name, str):
+                raise PRXAIError("'example.dataset' must be a dataset name.")
             ds = store.get(name)
             index = ex["index"]
             if not 0 <= index < len(ds.texts):
@@ -186,18 +383,17 @@ def create_app(
             label = int(ds.labels[index])
             source: Dict[str, Any] = {"kind": "example", "dataset": name, "index": index, "label": label,
                                       "label_name": str(ds.label_names[label])}
-        else:
-            text = engine.check_text(data.get("text"))
-            source = {"kind": "text"}
-        return text, source, engine.encode(text, truncate=truncate)
+            return text, source, engine.encode(text, truncate=truncate)
+        text, full_chars = engine.check_text(data.get("text"), truncate=truncate)
+        return text, {"kind": "text"}, engine.encode(text, truncate=truncate, full_chars=full_chars)
 
     def resolve_target(data: Mapping[str, Any], probs: List[float]) -> int:
         target = data.get("target")
         predicted = max(range(len(probs)), key=probs.__getitem__)
-        if target is None or target == "":
+        if target is None:
             return predicted
         if isinstance(target, bool) or not isinstance(target, int):
-            raise PRXAIError(f"'target' must be a class index (integer) or null, got {target!r}.")
+            raise PRXAIError(f"'target' must be a class index (integer) or null, got {str(target)[:40]!r}.")
         if not 0 <= target < len(probs):
             raise PRXAIError(f"target {target} is out of range: the model has classes 0..{len(probs) - 1}.")
         return target
@@ -207,10 +403,13 @@ def create_app(
         if isinstance(methods, str):
             methods = methods.split(",")
         if not isinstance(methods, list) or not methods:
-            raise PRXAIError("pick at least one method ('methods': [\"pr-ag\", \"ig\"]).")
+            raise PRXAIError(f"pick at least one method ('methods': [\"{defaults[0] if defaults else 'pr-g'}\", "
+                             "\"ig\"]).")
+        if len(methods) > 4 * MAX_METHODS:
+            raise PRXAIError(f"at most {MAX_METHODS} methods at once; got {len(methods)}.")
         names: List[str] = []
         for raw in methods:
-            spec, _, _ = engine.method_key(raw, params)  # validates name and parameters
+            spec, _, _, _ = engine.method_key(raw, params)  # validates name and parameters
             if spec.name not in names:
                 names.append(spec.name)
         if len(names) > MAX_METHODS:
@@ -220,22 +419,62 @@ def create_app(
     def input_info(text: str, source: Dict[str, Any], enc: Encoded, probs: List[float], target: int) -> Dict[str, Any]:
         predicted = max(range(len(probs)), key=probs.__getitem__)
         return {"text": text, "source": source, "tokens": enc.tokens, "n_tokens": len(enc.tokens),
-                "truncated": enc.truncated, "full_length": enc.full_length, "label_names": engine.label_names,
+                "truncated": enc.truncated, "full_length": enc.full_length, "chars": len(text),
+                "full_chars": enc.full_chars, "label_names": engine.label_names,
                 "probabilities": probs, "predicted": predicted, "predicted_name": engine.label_names[predicted],
                 "target": target, "target_name": engine.label_names[target]}
 
-    def job_json(job: Job) -> Dict[str, Any]:
+    def display_options(source: Mapping[str, Any], job: Optional[Job] = None) -> Tuple[bool, str]:
+        merge = source.get("merge_subwords")
+        if isinstance(source, Mapping) and not hasattr(source, "getlist"):  # a JSON body
+            merge = check_flag(source, "merge_subwords", job.payload["merge"] if job else False)
+        else:  # query arguments
+            if merge in (None, ""):
+                merge = job.payload["merge"] if job else False
+            elif merge in ("true", "1", "false", "0"):
+                merge = merge in ("true", "1")
+            else:
+                raise PRXAIError(f"'merge_subwords' must be true or false, got {str(merge)[:20]!r}.")
+        palette = source.get("palette") or "default"
+        if palette not in PALETTES:
+            raise PRXAIError(f"palette must be one of {', '.join(PALETTES)}, got {str(palette)[:30]!r}.")
+        return bool(merge), str(palette)
+
+    def render(tokens: Sequence[str], result: Mapping[str, Any], merge: bool, palette: str) -> str:
         from captum_prxai.viz.html import token_heatmap_html
 
+        html = token_heatmap_html(tokens, result["scores"], method=result["label"], seconds=result["seconds"],
+                                  merge_subwords=merge)
+        return recolor_heatmap(html, palette)
+
+    def job_json(job: Job, merge: Optional[bool] = None, palette: str = "default") -> Dict[str, Any]:
         snap = job.snapshot()
         info = job.payload["input"]
-        merge = job.payload["merge"]
+        merge = job.payload["merge"] if merge is None else merge
         for result in snap["results"]:
-            result["html"] = token_heatmap_html(info["tokens"], result["scores"], method=result["label"],
-                                                seconds=result["seconds"], merge_subwords=merge)
+            result["html"] = render(info["tokens"], result, merge, palette)
         snap["input"] = info
+        snap["request"] = job.payload["request"]
+        snap["merge_subwords"], snap["palette"] = merge, palette
         snap["current_label"] = engine.resolve(snap["current"]).label if snap["current"] else None
         return snap
+
+    def parse_request(data: Mapping[str, Any]) -> Tuple[Dict[str, Any], List[str], str, Dict[str, Any], Encoded]:
+        params = check_params(data.get("params"))
+        methods = resolve_methods(data, params)
+        text, source, enc = resolve_input(data)
+        check_flag(data, "merge_subwords")
+        return params, methods, text, source, enc
+
+    def estimates_of(enc: Encoded, target: int, methods: Sequence[str], params: Mapping[str, Any]
+                     ) -> List[Dict[str, Any]]:
+        out = []
+        for name in methods:
+            e = engine.estimate(enc, name, params)
+            if engine.cached(enc, target, name, params) is not None:
+                e.update(seconds=0.0, text=f"{e['label']}: cached")
+            out.append(e)
+        return out
 
     # ------------------------------------------------------------------ pages
     @app.get("/")
@@ -245,7 +484,7 @@ def create_app(
     @app.get("/static/<path:name>")
     def static_file(name: str):
         if name not in STATIC_FILES or name == "index.html":
-            return jsonify(error=f"not found: /static/{name}"), 404
+            return jsonify(error=f"not found: /static/{name[:80]}"), 404
         return Response(_static(name), content_type=STATIC_FILES[name])
 
     @app.get("/prx-style.css")
@@ -264,10 +503,12 @@ def create_app(
         return jsonify(
             model=model_name, model_class=type(model).__name__, label_names=engine.label_names,
             datasets=store.names, dataset=dataset, split=store.split,
-            methods=engine.methods(), default_methods=[m for m in default_methods if m in
-                                                       {x["name"] for x in engine.methods()}],
-            params=param_specs(), graph_methods=["pr-ag", "pr-a", "pr-g"],
-            limits={"max_chars": engine.max_chars, "max_tokens": engine.max_tokens, "max_methods": MAX_METHODS},
+            methods=list(registered.values()), default_methods=defaults,
+            params=param_specs(), graph_methods=[m["name"] for m in registered.values() if m["family"] == "pr-xai"],
+            palettes=list(PALETTES),
+            limits={"max_chars": engine.max_chars, "max_tokens": engine.max_tokens, "max_methods": MAX_METHODS,
+                    "max_method_seconds": engine.max_method_seconds, "confirm_seconds": engine.confirm_seconds,
+                    "memory_budget_mb": round(engine.memory_budget / 2 ** 20, 1)},
         )
 
     @app.get("/api/datasets/<name>")
@@ -284,84 +525,148 @@ def create_app(
         name = request.args.get("dataset") or dataset
         correct_arg = request.args.get("correct", "")
         if correct_arg not in ("", "correct", "wrong"):
-            raise PRXAIError(f"'correct' must be 'correct', 'wrong' or empty, got {correct_arg!r}.")
+            raise PRXAIError(f"'correct' must be 'correct', 'wrong' or empty, got {correct_arg[:20]!r}.")
         correct = None if correct_arg == "" else correct_arg == "correct"
         q = request.args.get("q", "")
         if len(q) > 200:
             raise InputTooLong(f"the search text has {len(q)} characters; at most 200.")
+        budget = arg_int("budget", 256) or 256
         return jsonify(engine.list_examples(
             name, query=q, label=arg_int("label"), predicted=arg_int("predicted"), correct=correct,
-            start=arg_int("start", 0) or 0, limit=arg_int("limit", 20) or 20,
+            start=arg_int("start", 0) or 0, limit=arg_int("limit", 20) or 20, budget=min(max(budget, 1), 1024),
         ))
+
+    @app.post("/api/estimate")
+    def estimate():
+        data = payload()
+        params, methods, _, _, enc = parse_request(data)
+        target = resolve_target(data, engine.predict(enc))
+        ests = estimates_of(enc, target, methods, params)
+        return jsonify(estimates=ests, seconds=sum(e["seconds"] for e in ests), n_tokens=len(enc.tokens))
 
     @app.post("/api/explain")
     def explain():
         data = payload()
-        params = check_params(data.get("params"))
-        methods = resolve_methods(data, params)
-        text, source, enc = resolve_input(data)
+        params, methods, text, source, enc = parse_request(data)
+        confirmed = check_flag(data, "confirmed")
         probs = engine.predict(enc)
         target = resolve_target(data, probs)
+        ests = estimates_of(enc, target, methods, params)
+        engine.check_cost(ests)
+        total = sum(e["seconds"] for e in ests)
+        if total > engine.confirm_seconds and not confirmed:
+            costly = "; ".join(e["text"] for e in ests if e["seconds"] > 1)
+            raise _HTTPError(409, f"this will take about {total:.0f} s ({costly}). Run it anyway, or lower the "
+                                  "settings.", estimates=ests, seconds=total, needs_confirmation=True)
+        request_echo = {k: data[k] for k in ("methods", "params", "target", "truncate", "text", "example")
+                        if k in data}
+        request_echo.update(methods=methods, params=params, target=data.get("target"))
         job = Job(methods, {"enc": enc, "target": target, "params": params,
-                            "merge": bool(data.get("merge_subwords", False)),
-                            "input": input_info(text, source, enc, probs, target)})
+                            "merge": check_flag(data, "merge_subwords"), "request": request_echo,
+                            "input": input_info(text, source, enc, probs, target)},
+                  estimates={e["method"]: e["seconds"] for e in ests})
         for name in methods:  # cached results are there at once
             if engine.cached(enc, target, name, params) is not None:
                 job.record(name, engine.explain(enc, target, name, params))
         runner.submit(job)
-        return jsonify(job_json(job)), 200 if job.status == "done" else 202
+        body = job_json(job, *display_options(data, job))
+        body["estimates"] = ests
+        return jsonify(body), 200 if job.status == "done" else 202
 
-    @app.get("/api/jobs/<job_id>")
-    def job_status(job_id: str):
+    def find_job(job_id: str) -> Job:
         if not re.fullmatch(r"[0-9a-f]{32}", job_id):
-            raise _HTTPError(404, f"no job {job_id!r}.")
+            raise _HTTPError(404, f"no job {job_id[:40]!r}.")
         job = runner.get(job_id)
         if job is None:
             raise _HTTPError(404, f"no job {job_id!r}; it may have expired, explain again.")
+        return job
+
+    @app.get("/api/jobs/<job_id>")
+    def job_status(job_id: str):
+        job = find_job(job_id)
+        return jsonify(job_json(job, *display_options(request.args, job)))
+
+    @app.post("/api/jobs/<job_id>/cancel")
+    def job_cancel(job_id: str):
+        job = find_job(job_id)
+        runner.cancel(job)
         return jsonify(job_json(job))
+
+    def graph_of(enc: Encoded, target: int, params: Mapping[str, Any], spec: Mapping[str, Any]) -> Dict[str, Any]:
+        method = spec.get("method") or engine.default_pr_method()
+        if not isinstance(method, str):
+            raise PRXAIError("'method' must be a method name.")
+        kwargs: Dict[str, Any] = {}
+        for key, default in (("top_edges", 30), ("nodes", 40)):
+            value = spec.get(key, default)
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise PRXAIError(f"'{key}' must be an integer, got {str(value)[:40]!r}.")
+            kwargs[key] = value
+        layout = spec.get("layout") or "line"
+        if not isinstance(layout, str):
+            raise PRXAIError("'layout' must be 'line' or 'circle'.")
+        return engine.graph_svg(enc, target, method, params, layout=layout, **kwargs)
 
     @app.post("/api/graph")
     def graph():
         data = payload()
         params = check_params(data.get("params"))
-        method = data.get("method") or "pr-ag"
         _, _, enc = resolve_input(data)
         target = resolve_target(data, engine.predict(enc))
-        top = data.get("top_edges", 30)
-        if isinstance(top, bool) or not isinstance(top, int):
-            raise PRXAIError(f"'top_edges' must be an integer, got {top!r}.")
-        return jsonify(engine.graph_svg(enc, target, method, params, top_edges=top,
-                                        layout=str(data.get("layout") or "line")))
+        return jsonify(graph_of(enc, target, params, data))
 
     @app.post("/api/export")
     def export():
         from captum_prxai.viz.html import comparison_page
 
         data = payload()
-        params = check_params(data.get("params"))
-        methods = resolve_methods(data, params)
-        text, source, enc = resolve_input(data)
-        probs = engine.predict(enc)
-        target = resolve_target(data, probs)
-        results = [engine.explain(enc, target, name, params) for name in methods]
-        extra = None
-        if data.get("graph"):
-            drawn = engine.graph_svg(enc, target, str(data["graph"]), params)
-            extra = f"<h2>{drawn['label']} graph</h2>{drawn['svg']}"
+        merge, palette = display_options(data)
+        if data.get("job") is not None:  # exactly what the page shows: the job's finished results
+            if not isinstance(data["job"], str):
+                raise PRXAIError("'job' must be a job id.")
+            job = find_job(data["job"])
+            enc, target, params = job.payload["enc"], job.payload["target"], job.payload["params"]
+            info_ = job.payload["input"]
+            text, source, probs = info_["text"], info_["source"], info_["probabilities"]
+            results = [job.results[m] for m in job.methods if m in job.results]
+            if not results:
+                raise PRXAIError("no method of this job has finished yet; nothing to export.")
+            missing = [m for m in job.methods if m not in job.results]
+        else:  # an explain body: computed now (for scripts)
+            params, methods, text, source, enc = parse_request(data)
+            probs = engine.predict(enc)
+            target = resolve_target(data, probs)
+            results = [engine.explain(enc, target, name, params) for name in methods]
+            missing = []
+        graph_spec = data.get("graph")
+        if isinstance(graph_spec, str):
+            graph_spec = {"method": graph_spec}
+        if graph_spec is not None and not isinstance(graph_spec, dict):
+            raise PRXAIError("'graph' must be null or {\"method\", \"top_edges\", \"nodes\", \"layout\"}.")
+        extra = ""
+        if graph_spec:
+            drawn = graph_of(enc, target, params, graph_spec)
+            extra = (f"<h2>{_esc(drawn['label'])} graph</h2><p class=\"prx-meta\">{_esc(drawn['title'])}</p>"
+                     f"<div class=\"prx-graph\">{drawn['svg']}</div>")
         labels = engine.label_names
         predicted = max(range(len(probs)), key=probs.__getitem__)
         described = ", ".join(f"{r['label']} ({', '.join(f'{k}={v}' for k, v in r['params'].items())})"
                               if r["params"] else r["label"] for r in results)
         title = f"Why {labels[target]}? {text[:80]}{'...' if len(text) > 80 else ''}"
+        note = ""
+        if missing:
+            note = f"; not finished when exported: {_esc(', '.join(missing))}"
         page = comparison_page(
             enc.tokens, {r["label"]: r["scores"] for r in results}, title=title,
             predicted_label=labels[predicted], probability=probs[predicted],
-            timings={r["label"]: r["seconds"] for r in results},
-            merge_subwords=bool(data.get("merge_subwords", False)),
-            extra_html=(extra or "") + f'<p class="prx-meta">model: {_esc(model_name)}; methods: {_esc(described)}'
+            timings={r["label"]: r["seconds"] for r in results}, merge_subwords=merge,
+            extra_html="<style>.prx-graph svg{max-width:100%;height:auto;display:block}</style>" + extra
+            + f'<p class="prx-meta">model: {_esc(model_name)}; explained class: {_esc(labels[target])}; '
+            f"methods: {_esc(described)}{note}"
             + (f"; source: {_esc(source['dataset'])} #{source['index']} (true class {_esc(source['label_name'])})"
                if source["kind"] == "example" else "") + "</p>",
         )
+        page = recolor_heatmap(page, palette)
         slug = re.sub(r"[^a-z0-9]+", "-", text[:40].lower()).strip("-") or "text"
         resp = Response(page, content_type="text/html; charset=utf-8")
         resp.headers["Content-Disposition"] = f'attachment; filename="prxai-{slug}.html"'
@@ -369,7 +674,7 @@ def create_app(
 
     @app.get("/api/stats")
     def stats():
-        return jsonify(engine.stats())
+        return jsonify(dict(engine.stats(), queued=runner.queued()))
 
     return app
 

@@ -1,39 +1,117 @@
 """Model-side work of the explorer: encoding, cached predictions, cached attributions, graphs.
 
 :class:`Engine` holds one classifier, its tokenizer and a set of datasets.
-Every model or tokenizer call runs under one lock (the attention hooks of
-the attribution methods are installed on the shared model, and fast
-tokenizers are not re-entrant), so the web server may call it from any
-thread. Predictions are cached per example and attributions per
+It serves three *lanes*, each with its own copy of the model's modules
+(sharing the weights, so a copy costs almost no memory) and its own lock:
+
+* ``"predict"`` -- predictions of typed texts and dataset examples;
+* ``"fast"`` -- one-pass methods (PR-XAI, attention baselines, gradients)
+  and the graph view;
+* ``"slow"`` -- many-pass methods (Integrated Gradients, the perturbation
+  methods, attention flow).
+
+The attribution methods install hooks on the modules they explain, so two
+methods never share a copy; with separate copies a 20-minute Shapley run
+does not hold up a prediction or a PR-G heatmap in another tab.
+
+Every model call of a method goes through a guarded forward function that
+raises :class:`JobCancelled` once its job is cancelled, so a cancel takes
+effect after at most one forward pass. Many-pass methods run in internal
+batches sized by :meth:`Engine.batch_size_for` from the input length and
+``memory_budget_mb`` (Captum's ``internal_batch_size`` and
+``perturbations_per_eval``), and the engine returns freed memory to the
+system after each of them (:func:`release_memory`).
+
+Predictions are cached per example and attributions per
 ``(input ids, target, method, parameters)``.
 """
 
 from __future__ import annotations
 
+import copy
+import ctypes
+import gc
+import inspect
+import itertools
 import json
+import math
+import sys
 import threading
 import time
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
-from captum_prxai._limits import encode_text, max_input_length
+from captum_prxai._tokenize import encode_text, max_input_length
 from captum_prxai.exceptions import PRXAIError
 from captum_prxai.explorer.params import method_options
 
-__all__ = ["Engine", "Encoded", "DatasetStore", "InputTooLong", "model_max_tokens"]
+__all__ = ["Engine", "Encoded", "DatasetStore", "InputTooLong", "JobCancelled", "TooCostly", "as_dataset",
+           "model_max_tokens", "release_memory", "rss_bytes", "share_weights"]
+
+#: Methods that run many forward passes (besides the perturbation family): the slow lane.
+MANY_PASS = ("ig", "attention-flow")
 
 
 class InputTooLong(PRXAIError):
     """The text is longer than the explorer or the model accepts (HTTP 413)."""
 
-#: Attention-graph edge weight of each PR-XAI method, for the graph view.
-GRAPH_EDGES = {"pr-a": "attention", "pr-g": "gradient", "pr-ag": "attention_gradient"}
+
+class JobCancelled(PRXAIError):
+    """The job was cancelled; raised by the guarded forward function at the next model call."""
+
+
+class TooCostly(PRXAIError):
+    """A method's estimated time is over the explorer's limit (HTTP 422)."""
 
 
 def model_max_tokens(model: Any, tokenizer: Any) -> Optional[int]:
     """Longest input, in tokens with special tokens, that ``model`` accepts (``None``: no known limit)."""
     return max_input_length(getattr(model, "config", None), tokenizer)
+
+
+def rss_bytes() -> int:
+    """Resident memory of this process, in bytes (Linux ``/proc/self/statm``; 0 elsewhere)."""
+    try:
+        with open("/proc/self/statm", "rb") as fh:
+            pages = int(fh.read().split()[1])
+    except (OSError, ValueError, IndexError):
+        return 0
+    import resource
+
+    return pages * resource.getpagesize()
+
+
+def release_memory() -> None:
+    """Collect garbage and hand freed heap pages back to the system.
+
+    glibc keeps freed memory of large tensors in its arenas, so resident
+    memory stays at its peak after a long Integrated Gradients run;
+    ``malloc_trim(0)`` returns it (Linux with glibc only; a no-op elsewhere).
+    """
+    gc.collect()
+    if sys.platform.startswith("linux"):
+        try:
+            ctypes.CDLL("libc.so.6").malloc_trim(0)
+        except (OSError, AttributeError):
+            pass
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+    except Exception:  # noqa: BLE001 - memory release is best effort
+        pass
+
+
+def share_weights(model: Any) -> Any:
+    """A copy of ``model``'s modules that shares its parameters and buffers (no weight is copied).
+
+    Hooks installed on one copy do not fire on the other, so two threads can
+    explain (or predict) at once without seeing each other's hooks.
+    """
+    memo = {id(t): t for t in itertools.chain(model.parameters(), model.buffers())}
+    return copy.deepcopy(model, memo)
 
 
 @dataclass(frozen=True)
@@ -45,11 +123,84 @@ class Encoded:
     special_tokens_mask: Any  #: (1, T)
     tokens: List[str]
     truncated: bool
-    full_length: int  #: token count before truncation
+    full_length: int  #: token count before truncation (of the text after any character cut)
+    full_chars: int = 0  #: characters of the text before any character cut
 
     @property
     def key(self) -> Tuple[int, ...]:
         return tuple(int(i) for i in self.input_ids[0].tolist())
+
+    @property
+    def real_tokens(self) -> int:
+        """Tokens that are neither special nor padding (the perturbation methods' features)."""
+        real = self.attention_mask.bool() & ~self.special_tokens_mask.bool()
+        return int(real.sum())
+
+
+@dataclass
+class _Dataset:
+    """Texts with integer labels (what :func:`as_dataset` makes of a list or a DataFrame)."""
+
+    name: str
+    texts: List[str]
+    labels: List[int]
+    label_names: List[str] = field(default_factory=list)
+
+
+def as_dataset(name: str, data: Any, label_names: Optional[Sequence[str]] = None,
+               text_column: str = "text", label_column: str = "label") -> Any:
+    """Turn a user's data into a dataset the explorer can browse.
+
+    Args:
+        name: Its name in the page.
+        data: An object with ``texts``, ``labels`` and ``label_names``
+            (returned as it is); a pandas DataFrame with ``text_column`` and
+            ``label_column``; a list of ``(text, label)`` pairs; or a list of
+            texts (all labelled 0).
+        label_names: Class names; default: ``label_names`` of ``data``, else
+            the labels' string values (``"0"``, ``"1"`` ...) for integers, or
+            the sorted distinct labels when they are strings.
+
+    Returns:
+        An object with ``texts``, ``labels`` (integers) and ``label_names``.
+
+    Raises:
+        PRXAIError: Texts that are not strings, or labels out of range.
+    """
+    if all(hasattr(data, a) for a in ("texts", "labels", "label_names")):
+        return data
+    if hasattr(data, "columns") and hasattr(data, "__getitem__"):  # a pandas DataFrame
+        missing = [c for c in (text_column, label_column) if c not in data.columns]
+        if text_column in missing:
+            raise PRXAIError(f"dataset {name!r}: the DataFrame has no column {text_column!r} "
+                             f"(columns: {', '.join(map(str, data.columns))}); pass text_column=.")
+        texts = list(data[text_column])
+        labels = list(data[label_column]) if label_column not in missing else [0] * len(texts)
+    else:
+        rows = list(data)
+        if rows and isinstance(rows[0], (tuple, list)):
+            texts = [r[0] for r in rows]
+            labels = [r[1] for r in rows]
+        else:
+            texts, labels = rows, [0] * len(rows)
+    if not all(isinstance(t, str) for t in texts):
+        raise PRXAIError(f"dataset {name!r}: every text must be a string.")
+    if labels and all(isinstance(v, str) for v in labels):
+        names = list(label_names) if label_names is not None else sorted(set(labels))
+        unknown = sorted(set(labels) - set(names))
+        if unknown:
+            raise PRXAIError(f"dataset {name!r}: labels {unknown[:5]} are not in label_names {names}.")
+        ints = [names.index(v) for v in labels]
+    else:
+        try:
+            ints = [int(v) for v in labels]
+        except (TypeError, ValueError):
+            raise PRXAIError(f"dataset {name!r}: labels must be integers or strings.") from None
+        top = max(ints, default=0)
+        names = list(label_names) if label_names is not None else [str(i) for i in range(top + 1)]
+        if any(not 0 <= v < len(names) for v in ints):
+            raise PRXAIError(f"dataset {name!r}: labels must be in 0..{len(names) - 1} for label_names {names}.")
+    return _Dataset(name, [str(t) for t in texts], ints, [str(n) for n in names])
 
 
 class DatasetStore:
@@ -58,8 +209,10 @@ class DatasetStore:
     Args:
         datasets: Either a mapping ``name -> dataset`` (objects with ``texts``,
             ``labels`` and ``label_names``, e.g. a
-            :class:`~captum_prxai.data.TextDataset`), or ``None`` for the
-            offline datasets of :mod:`captum_prxai.data`.
+            :class:`~captum_prxai.data.TextDataset`, or anything
+            :func:`as_dataset` accepts: a DataFrame, a list of
+            ``(text, label)`` pairs), or ``None`` for the offline datasets of
+            :mod:`captum_prxai.data`.
         split: Split loaded from :mod:`captum_prxai.data` (ignored for a mapping).
     """
 
@@ -67,7 +220,7 @@ class DatasetStore:
         self._lock = threading.Lock()
         self._loaded: Dict[str, Any] = {}
         if datasets is not None:
-            self._loaded = dict(datasets)
+            self._loaded = {str(name): as_dataset(str(name), ds) for name, ds in datasets.items()}
             self.names = list(self._loaded)
             self._loader: Optional[Callable[[str], Any]] = None
         else:
@@ -79,7 +232,7 @@ class DatasetStore:
 
     def get(self, name: str) -> Any:
         if name not in self.names:
-            raise PRXAIError(f"unknown dataset {name!r}; choose one of: {', '.join(self.names)}.")
+            raise PRXAIError(f"unknown dataset {str(name)[:60]!r}; choose one of: {', '.join(self.names)}.")
         with self._lock:
             if name not in self._loaded:
                 assert self._loader is not None
@@ -135,70 +288,183 @@ def _label_names(model: Any, fallback: Sequence[str] = ()) -> List[str]:
     return names
 
 
+@dataclass
+class _Lane:
+    """One copy of the model with its own lock and guarded forward function."""
+
+    model: Any
+    forward: Callable[..., Any]
+    lock: Any
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
 class Engine:
     """Predictions and attributions for the explorer.
 
     Args:
-        model: A sequence classifier (``model(input_ids=..., attention_mask=...).logits``).
+        model: A sequence classifier (``model(input_ids=..., attention_mask=...).logits``
+            unless ``forward_func`` is given).
         tokenizer: Its Hugging Face tokenizer.
         datasets: A :class:`DatasetStore`.
-        max_chars: Longest text accepted from the page, in characters.
+        max_chars: Longest typed text accepted, in characters (longer texts
+            are refused, or cut to this length when truncation is asked for).
         cache_size: Attributions kept in the cache.
         batch_size: Batch size of the example predictions.
+        memory_budget_mb: Memory one method may use for its activations, in
+            MB; sets the internal batch size of the many-pass methods
+            (:meth:`batch_size_for`).
+        max_method_seconds: Methods estimated to take longer are refused
+            (:meth:`check_cost`).
+        confirm_seconds: Jobs estimated to take longer need ``confirmed`` (the page asks first).
+        forward_func: Optional ``forward_func(model, input_ids, attention_mask) -> logits``
+            for a model whose output is not ``.logits`` of a Hugging Face
+            classifier; it receives the lane's copy of the model, so it must
+            call that argument, not a model it closes over.
+        share: Give each lane its own weight-sharing copy of the model
+            (:func:`share_weights`); ``False`` runs every lane on ``model``
+            under one lock.
     """
 
     def __init__(self, model: Any, tokenizer: Any, datasets: DatasetStore, max_chars: int = 2000,
-                 cache_size: int = 2048, batch_size: int = 32) -> None:
-        from captum_prxai.bench.methods import MethodContext, make_forward_func
+                 cache_size: int = 2048, batch_size: int = 32, memory_budget_mb: float = 1024.0,
+                 max_method_seconds: float = 300.0, confirm_seconds: float = 20.0,
+                 forward_func: Optional[Callable[..., Any]] = None, share: bool = True) -> None:
+        from captum_prxai.methods import MethodContext
 
+        if memory_budget_mb <= 0:
+            raise PRXAIError(f"memory_budget_mb must be positive, got {memory_budget_mb}.")
         self.model = model.eval() if hasattr(model, "eval") else model
         self.tokenizer = tokenizer
         self.datasets = datasets
         self.max_chars = int(max_chars)
         self.max_tokens = model_max_tokens(model, tokenizer)
         self.batch_size = int(batch_size)
+        self.memory_budget = float(memory_budget_mb) * 2 ** 20
+        self.max_method_seconds = float(max_method_seconds)
+        self.confirm_seconds = float(confirm_seconds)
         self.label_names = _label_names(model)
-        self.lock = threading.RLock()
-        self.forward = make_forward_func(model)
+        self._user_forward = forward_func
+        self._local = threading.local()
+        self._tokenizer_lock = threading.Lock()
+        self.lanes: Dict[str, _Lane] = {}
+        base_lock = threading.RLock()
+        self.lanes["slow"] = _Lane(self.model, self._guarded(self.model), base_lock)
+        for name in ("fast", "predict"):
+            replica = None
+            if share:
+                try:
+                    replica = share_weights(self.model)
+                except Exception:  # noqa: BLE001 - a model that cannot be copied runs every lane on one lock
+                    replica = None
+            if replica is None:
+                self.lanes[name] = self.lanes["slow"]
+            else:
+                self.lanes[name] = _Lane(replica, self._guarded(replica), threading.RLock())
+        self.lock = self.lanes["slow"].lock  #: lock of the original model
+        self.forward = self.lanes["predict"].forward
         self._context = MethodContext.from_tokenizer(tokenizer)
         self._MethodContext = MethodContext
         self.attributions = _LRU(cache_size)
         self.predictions: Dict[Tuple[str, int], Tuple[int, List[float]]] = {}
         self.prediction_calls = 0  #: model forward passes for example predictions
+        self._forward_seconds: Dict[int, float] = {}  #: tokens -> seconds of one forward pass (batch of one)
+        self._default_pr: Optional[str] = None
+
+    def _guarded(self, model: Any) -> Callable[..., Any]:
+        from captum_prxai.methods import make_forward_func
+
+        user = self._user_forward
+        base = make_forward_func(model) if user is None else (lambda ids, mask=None: user(model, ids, mask))
+
+        def forward(*args: Any, **kwargs: Any) -> Any:
+            cancel = getattr(self._local, "cancel", None)
+            if cancel is not None and cancel.is_set():
+                raise JobCancelled("cancelled")
+            return base(*args, **kwargs)
+
+        return forward
 
     # ------------------------------------------------------------------ methods
     def methods(self) -> List[Dict[str, Any]]:
-        """The registered methods (from :mod:`captum_prxai.bench.methods`) for the page."""
-        from captum_prxai.bench.methods import METHODS
+        """The registered methods (from :mod:`captum_prxai.methods`) for the page."""
+        from captum_prxai.methods import METHODS
         from captum_prxai.explorer.params import method_param_names
 
         return [
             {"name": s.name, "label": s.label, "family": s.family, "description": s.description,
-             "params": list(method_param_names(s.name, s.family))}
+             "params": list(method_param_names(s.name, s.family)), "lane": self.lane_of(s.name, s.family)}
             for s in METHODS.values()
         ]
 
     def resolve(self, name: Any) -> Any:
-        from captum_prxai.bench.methods import resolve_method
+        from captum_prxai.methods import resolve_method
 
         if not isinstance(name, str):
-            raise PRXAIError(f"a method name must be a string, got {name!r}.")
-        return resolve_method(name)
+            raise PRXAIError(f"a method name must be a string, got {str(name)[:40]!r}.")
+        return resolve_method(name[:60])
+
+    def default_pr_method(self) -> str:
+        """The registered PR-XAI method with :class:`~captum_prxai.PageRankAttribution`'s default edges.
+
+        Read from the class signature and the registry's presets, so the page
+        and the library cannot disagree on the default.
+        """
+        if self._default_pr is None:
+            from captum_prxai.attr.pagerank_attribution import PageRankAttribution
+            from captum_prxai.methods import METHODS, build_method
+
+            default = inspect.signature(PageRankAttribution.__init__).parameters["edge_weight"].default
+            for spec in METHODS.values():
+                if spec.family != "pr-xai":
+                    continue
+                try:
+                    attr = build_method(spec.name, self.model, self.forward, self._context).attribution
+                except Exception:  # noqa: BLE001 - a method that cannot be built is not the default
+                    continue
+                edge = getattr(getattr(attr, "spec", None), "edge_weight", getattr(attr, "edge_weight", None))
+                if edge == default:
+                    self._default_pr = spec.name
+                    break
+            else:
+                self._default_pr = next(s.name for s in METHODS.values() if s.family == "pr-xai")
+        return self._default_pr
+
+    @staticmethod
+    def lane_of(name: str, family: str) -> str:
+        """``"slow"`` for many-pass methods (IG, perturbations, attention flow), else ``"fast"``."""
+        return "slow" if family == "perturbation" or name in MANY_PASS else "fast"
 
     # ------------------------------------------------------------------ input
-    def check_text(self, text: Any) -> str:
+    def check_text(self, text: Any, truncate: bool = False) -> Tuple[str, int]:
+        """``(text, characters before any cut)``; refuses empty texts, and long ones unless ``truncate``."""
         if not isinstance(text, str):
             raise PRXAIError("'text' must be a string.")
         if not text.strip():
             raise PRXAIError("the text is empty; type a sentence to explain.")
-        if len(text) > self.max_chars:
-            raise InputTooLong(
-                f"the text has {len(text)} characters but the explorer accepts at most {self.max_chars}; "
-                "shorten it (or restart with a larger --max-chars)."
-            )
-        return text
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as err:
+            raise PRXAIError(f"the text contains an unpaired surrogate (\\u{ord(text[err.start]):04x}) at "
+                             f"character {err.start}, which is not valid Unicode; remove it.") from None
+        full = len(text)
+        if full > self.max_chars:
+            if not truncate:
+                raise InputTooLong(
+                    f"the text has {full} characters but the explorer accepts at most {self.max_chars}; "
+                    "shorten it, tick 'truncate' to explain its first characters, or restart with a larger "
+                    "--max-chars."
+                )
+            text = text[: self.max_chars]
+        return text, full
 
-    def encode(self, text: str, truncate: bool = False) -> Encoded:
+    def encode(self, text: str, truncate: bool = False, full_chars: Optional[int] = None) -> Encoded:
         """Tokenise ``text``; refuse it if it is longer than the model accepts (unless ``truncate``)."""
         def too_long(length: int, limit: int) -> Exception:
             return InputTooLong(
@@ -206,37 +472,44 @@ class Engine:
                 f"shorten it, or tick 'truncate' to explain only its first {limit} tokens."
             )
 
-        with self.lock:
-            ids, mask, special, tokens, truncated, full = encode_text(self.tokenizer, text, self.max_tokens, truncate, too_long)
-        return Encoded(ids, mask, special, tokens, truncated, full)
+        with self._tokenizer_lock:
+            ids, mask, special, tokens, truncated, full = encode_text(self.tokenizer, text, self.max_tokens,
+                                                                      truncate, too_long)
+        chars = len(text) if full_chars is None else int(full_chars)
+        return Encoded(ids, mask, special, tokens, truncated or chars > len(text), full, chars)
 
     # ------------------------------------------------------------------ predictions
     def predict(self, enc: Encoded) -> List[float]:
-        """Class probabilities of one encoded input."""
+        """Class probabilities of one encoded input (on the prediction lane; times the forward pass)."""
         import torch
 
-        with self.lock, torch.no_grad():
-            logits = self.forward(enc.input_ids, enc.attention_mask)
+        lane = self.lanes["predict"]
+        with lane.lock, torch.no_grad():
+            start = time.perf_counter()
+            logits = lane.forward(enc.input_ids, enc.attention_mask)
+            self._forward_seconds[int(enc.input_ids.shape[1])] = time.perf_counter() - start
         return [float(p) for p in torch.softmax(logits.double(), -1)[0].tolist()]
 
     def _predict_texts(self, texts: Sequence[str]) -> List[Tuple[int, List[float]]]:
         import torch
 
         out: List[Tuple[int, List[float]]] = []
-        with self.lock, torch.no_grad():
-            for start in range(0, len(texts), self.batch_size):
-                chunk = list(texts[start:start + self.batch_size])
-                kwargs: Dict[str, Any] = {"truncation": True}
-                if self.max_tokens is not None:
-                    kwargs["max_length"] = self.max_tokens
+        lane = self.lanes["predict"]
+        for start in range(0, len(texts), self.batch_size):
+            chunk = list(texts[start:start + self.batch_size])
+            kwargs: Dict[str, Any] = {"truncation": True}
+            if self.max_tokens is not None:
+                kwargs["max_length"] = self.max_tokens
+            with self._tokenizer_lock:
                 enc = self.tokenizer(chunk, return_tensors="pt", padding=True, **kwargs)
-                mask = enc.get("attention_mask")
-                if mask is None:
-                    mask = torch.ones_like(enc["input_ids"])
-                probs = torch.softmax(self.forward(enc["input_ids"], mask).double(), -1)
-                self.prediction_calls += 1
-                for row in probs.tolist():
-                    out.append((int(max(range(len(row)), key=row.__getitem__)), [float(p) for p in row]))
+            mask = enc.get("attention_mask")
+            if mask is None:
+                mask = torch.ones_like(enc["input_ids"])
+            with lane.lock, torch.no_grad():  # one batch at a time: other predictions get in between
+                probs = torch.softmax(lane.forward(enc["input_ids"], mask).double(), -1)
+            self.prediction_calls += 1
+            for row in probs.tolist():
+                out.append((int(max(range(len(row)), key=row.__getitem__)), [float(p) for p in row]))
         return out
 
     def example_predictions(self, dataset: str, indices: Iterable[int]) -> int:
@@ -274,11 +547,12 @@ class Engine:
             budget: Largest number of new predictions this call may compute
                 for the predicted-class / correctness filters; when it runs
                 out the page may be short, ``exhausted`` is false, and the
-                next call resumes from ``next_start``.
+                next call resumes from ``next_start`` (the page calls again
+                with a small budget and shows ``scanned`` as progress).
 
         Returns:
             ``{"dataset", "size", "items", "next_start", "exhausted", "computed",
-            "predicted_total"}``.
+            "predicted_total", "scanned"}``; ``scanned`` is the index the scan reached.
         """
         ds = self.datasets.get(dataset)
         n = len(ds.texts)
@@ -297,6 +571,7 @@ class Engine:
         words = [w for w in str(query or "").lower().split() if w]
         start = max(0, int(start))
         limit = max(1, min(int(limit), 200))
+        budget = max(1, int(budget))
         needs_pred = predicted is not None or correct is not None
         matches: List[int] = []
         computed = 0
@@ -328,14 +603,15 @@ class Engine:
             pred, probs = self.predictions[(dataset, j)]
             lab = int(ds.labels[j])
             items.append({
-                "index": j, "text": ds.texts[j], "label": lab, "label_name": str(ds.label_names[lab]),
-                "predicted": pred, "predicted_name": self.label_names[pred], "probability": probs[pred],
+                "index": j, "text": ds.texts[j], "chars": len(ds.texts[j]), "label": lab,
+                "label_name": str(ds.label_names[lab]), "predicted": pred,
+                "predicted_name": self.label_names[pred], "probability": probs[pred],
                 "correct": (pred == lab) if comparable else None,
             })
         return {
             "dataset": dataset, "size": n, "items": items, "next_start": i if i < n else None,
-            "exhausted": i >= n, "computed": computed,
-            "predicted_total": sum(1 for k in self.predictions if k[0] == dataset),
+            "exhausted": i >= n, "computed": computed, "scanned": min(i, n),
+            "predicted_total": sum(1 for k in list(self.predictions) if k[0] == dataset),
         }
 
     def _keep(self, dataset: str, j: int, lab: int, predicted: Optional[int], correct: Optional[bool]) -> bool:
@@ -346,102 +622,285 @@ class Engine:
             return False
         return True
 
+    # ------------------------------------------------------------------ cost
+    def _shape(self) -> Tuple[int, int, int, int, int]:
+        """``(layers, hidden, intermediate, heads, bytes per value)`` of the model, for memory estimates."""
+        config = getattr(self.model, "config", None)
+
+        def get(*names: str, default: int) -> int:
+            for n in names:
+                v = getattr(config, n, None)
+                if isinstance(v, int) and v > 0:
+                    return v
+            return default
+
+        layers = get("num_hidden_layers", "n_layer", "num_layers", default=12)
+        hidden = get("hidden_size", "n_embd", "d_model", "dim", default=768)
+        inter = get("intermediate_size", "n_inner", "ffn_dim", "hidden_dim", default=4 * hidden)
+        heads = get("num_attention_heads", "n_head", "num_heads", default=12)
+        try:
+            itemsize = next(self.model.parameters()).element_size()
+        except (StopIteration, AttributeError, TypeError):
+            itemsize = 4
+        return layers, hidden, inter, heads, itemsize
+
+    def pass_bytes(self, tokens: int, backward: bool) -> int:
+        """Estimated activation memory of one example's forward pass (kept for a backward pass if ``backward``).
+
+        Per layer a transformer keeps about ``10 hidden + 2 intermediate``
+        values per token (projections, norms, feed-forward) and three
+        ``heads x T x T`` attention tensors (scores, probabilities, their
+        gradient path); a backward pass keeps every layer's, a forward pass
+        without gradients about two layers' worth at a time. A 1.5x margin
+        covers the allocator.
+        """
+        layers, hidden, inter, heads, itemsize = self._shape()
+        per_layer = tokens * (10 * hidden + 2 * inter) + 3 * heads * tokens * tokens
+        values = layers * per_layer if backward else 2 * per_layer
+        return int(1.5 * itemsize * (values + tokens * hidden))
+
+    def batch_size_for(self, tokens: int, backward: bool) -> int:
+        """Examples per internal batch that fit ``memory_budget_mb`` at this input length (at least 1)."""
+        return max(1, int(self.memory_budget // max(1, self.pass_bytes(tokens, backward))))
+
+    def forward_seconds(self, tokens: int) -> float:
+        """Measured (or, from the nearest measured length, scaled) seconds of one forward pass."""
+        known = dict(self._forward_seconds)
+        if tokens in known:
+            return known[tokens]
+        if not known:
+            import torch
+
+            ids = torch.full((1, tokens), int(self._context.pad_token_id), dtype=torch.long)
+            lane = self.lanes["predict"]
+            with lane.lock, torch.no_grad():
+                start = time.perf_counter()
+                lane.forward(ids, torch.ones_like(ids))
+                known[tokens] = self._forward_seconds[tokens] = time.perf_counter() - start
+            return known[tokens]
+        nearest = min(known, key=lambda t: abs(t - tokens))
+        return known[nearest] * tokens / nearest
+
+    def evaluations(self, enc: Encoded, name: str, params: Mapping[str, Any]) -> Tuple[int, str]:
+        """``(model evaluations, how they add up)`` of one method on ``enc``.
+
+        A forward plus backward pass counts as 3 evaluations. The counts
+        follow each Captum method's algorithm with the explorer's settings.
+        """
+        spec, used, options, _ = self.method_key(name, params)
+        real = max(1, enc.real_tokens)
+        n = spec.name
+        if n == "ig":
+            steps = int(used.get("ig_steps", 50))
+            return 3 * steps, f"{steps} steps x (forward + backward)"
+        if n == "occlusion":
+            w = int(used.get("window", 3))
+            pos = max(1, int(enc.input_ids.shape[1]) - w + 1)
+            return pos + 1, f"{pos} window positions"
+        if n == "feature-ablation":
+            return real + 1, f"{real} tokens"
+        if n == "shapley":
+            perms = int(used.get("permutations", 25))
+            return perms * real + 1, f"{perms} permutations x {real} tokens"
+        if n in ("kernel-shap", "lime"):
+            samples = int(used.get("samples", 200))
+            return samples + 1, f"{samples} samples"
+        if spec.family in ("pr-xai", "attention", "gradient"):
+            return 3, "one forward + backward pass"
+        return 3, "about one pass"
+
+    def estimate(self, enc: Encoded, name: str, params: Mapping[str, Any]) -> Dict[str, Any]:
+        """Estimated cost of one method: ``{"method", "label", "evaluations", "seconds", "detail", "lane"}``.
+
+        Seconds are the evaluations times this machine's measured forward
+        time at this length: a rough guide (batched passes are often faster,
+        a busy machine slower).
+        """
+        spec, used, _, _ = self.method_key(name, params)
+        count, detail = self.evaluations(enc, spec.name, params)
+        seconds = count * self.forward_seconds(int(enc.input_ids.shape[1]))
+        return {"method": spec.name, "label": spec.label, "evaluations": count, "seconds": seconds,
+                "detail": detail, "lane": self.lane_of(spec.name, spec.family),
+                "text": f"{spec.label}: about {_duration(seconds)} ({detail})"}
+
+    def check_cost(self, estimates: Sequence[Mapping[str, Any]]) -> None:
+        """Refuse a method estimated over ``max_method_seconds`` (:class:`TooCostly`)."""
+        for e in estimates:
+            if e["seconds"] > self.max_method_seconds:
+                raise TooCostly(
+                    f"{e['label']} would take about {_duration(e['seconds'])} here ({e['detail']}); the explorer's "
+                    f"limit is {_duration(self.max_method_seconds)} per method. Lower its setting, shorten the "
+                    "text, or restart the explorer with a larger --max-method-seconds."
+                )
+
     # ------------------------------------------------------------------ attributions
-    def method_key(self, name: str, params: Mapping[str, Any]) -> Tuple[Any, Dict[str, Any], Dict[str, Any]]:
-        """``(spec, used params, factory options)`` of a method for the page's parameters."""
+    def method_key(self, name: str, params: Mapping[str, Any]
+                   ) -> Tuple[Any, Dict[str, Any], Dict[str, Any], Dict[str, Any]]:
+        """``(spec, used params, factory options, context fields)`` of a method for the page's parameters."""
         spec = self.resolve(name)
-        used, options = method_options(spec.name, spec.family, params)
-        return spec, used, options
+        used, options, context = method_options(spec.name, spec.family, params)
+        return (spec, used, options, context)
 
     def cache_key(self, enc: Encoded, target: int, name: str, used: Mapping[str, Any]) -> Tuple[Any, ...]:
         return (enc.key, int(target), name, json.dumps(dict(used), sort_keys=True))
 
     def cached(self, enc: Encoded, target: int, name: str, params: Mapping[str, Any]) -> Optional[Dict[str, Any]]:
         """The cached result, if any, without counting a hit or miss."""
-        spec, used, _ = self.method_key(name, params)
+        spec, used, _, _ = self.method_key(name, params)
         return self.attributions.peek(self.cache_key(enc, target, spec.name, used))
 
-    def explain(self, enc: Encoded, target: int, name: str, params: Mapping[str, Any]) -> Dict[str, Any]:
-        """Scores of one method (cached).
+    def explain(self, enc: Encoded, target: int, name: str, params: Mapping[str, Any],
+                cancel: Optional[threading.Event] = None) -> Dict[str, Any]:
+        """Scores of one method (cached), on the method's lane.
+
+        Args:
+            enc: The input.
+            target: Class explained.
+            name: Registered method name.
+            params: The page's parameters.
+            cancel: Set it to stop the method at its next model call
+                (:class:`JobCancelled` is raised).
 
         Returns:
-            ``{"method", "label", "family", "params", "scores", "seconds", "cached"}``.
+            ``{"method", "label", "family", "params", "scores", "seconds", "cached", "batch"}``.
         """
         import torch
 
-        from captum_prxai.bench.methods import build_method
+        from captum_prxai.methods import build_method
 
-        spec, used, options = self.method_key(name, params)
+        spec, used, options, ctx = self.method_key(name, params)
         key = self.cache_key(enc, target, spec.name, used)
         hit = self.attributions.get(key)
         if hit is not None:
             return dict(hit, cached=True)
-        context = self._MethodContext(pad_token_id=self._context.pad_token_id,
-                                      mask_token_id=self._context.mask_token_id,
+        tokens = int(enc.input_ids.shape[1])
+        lane_name = self.lane_of(spec.name, spec.family)
+        batch = None
+        if spec.name == "ig":
+            batch = options["internal_batch_size"] = min(int(options.get("n_steps", 50)),
+                                                         self.batch_size_for(tokens, backward=True))
+        elif spec.family == "perturbation":
+            batch = options["perturbations_per_eval"] = min(16, self.batch_size_for(tokens, backward=False))
+        pad = self._context.pad_token_id
+        if ctx.get("reference") == "mask":
+            if self._context.mask_token_id is None:
+                raise PRXAIError(f"{spec.label}: the tokenizer has no [MASK] token; use the baseline 'pad'.")
+            pad = int(self._context.mask_token_id)
+        context = self._MethodContext(pad_token_id=pad, mask_token_id=self._context.mask_token_id,
                                       seed=self._context.seed, options={spec.name: options})
-        with self.lock:
-            explainer = build_method(spec.name, self.model, self.forward, context)
-            start = time.perf_counter()
-            scores = explainer(enc.input_ids, enc.attention_mask, enc.special_tokens_mask,
-                               torch.tensor([int(target)]))
-            seconds = time.perf_counter() - start
-        values = [float(v) for v in scores[0].tolist()]
-        if not all(v == v and abs(v) != float("inf") for v in values):
+        lane = self.lanes[lane_name]
+        self._local.cancel = cancel
+        try:
+            with lane.lock:
+                if cancel is not None and cancel.is_set():
+                    raise JobCancelled("cancelled")
+                explainer = build_method(spec.name, lane.model, lane.forward, context)
+                start = time.perf_counter()
+                scores = explainer(enc.input_ids, enc.attention_mask, enc.special_tokens_mask,
+                                   torch.tensor([int(target)]))
+                seconds = time.perf_counter() - start
+                values = [float(v) for v in scores[0].tolist()]
+                del explainer, scores
+        finally:
+            self._local.cancel = None
+            if lane_name == "slow":
+                release_memory()
+        if not all(math.isfinite(v) for v in values):
             raise PRXAIError(f"method {spec.label} returned NaN or infinite scores for this input.")
         result = {"method": spec.name, "label": spec.label, "family": spec.family, "params": used,
-                  "scores": values, "seconds": seconds}
+                  "scores": values, "seconds": seconds, "batch": batch}
         self.attributions.put(key, result)
         return dict(result, cached=False)
 
     # ------------------------------------------------------------------ graph view
-    def graph_svg(self, enc: Encoded, target: int, name: str, params: Mapping[str, Any], top_edges: int = 30,
-                  layout: str = "line") -> Dict[str, Any]:
-        """The token graph PageRank runs on, drawn as SVG (nodes sized by the method's scores).
+    def scored_graph(self, enc: Encoded, target: int, name: str, params: Mapping[str, Any]) -> Any:
+        """The :class:`~captum_prxai.attr.pagerank_attribution.GraphExplanation` of a PR-XAI method.
 
-        Edges are the method's per-layer edge weights (attention, gradient or
-        attention x gradient), heads combined as chosen, summed over layers.
+        Built by the method's own attribution with the page's options and
+        :meth:`~captum_prxai.PageRankAttribution.attribute_graph`, so its
+        ``adjacency`` is exactly the graph whose PageRank gave the scores.
         """
-        import captum_prxai
         import torch
-        from captum_prxai.graph.builders import token_graph
-        from captum_prxai.graph.edges import edge_weight_fn, reduce_heads
-        from captum_prxai.hooks import AttentionRecorder
-        from captum_prxai.viz.graph import attention_graph_svg
 
-        spec, used, _ = self.method_key(name, params)
-        if spec.name not in GRAPH_EDGES:
-            raise PRXAIError(f"the graph view draws PR-XAI graphs; pick one of {', '.join(GRAPH_EDGES)}, "
-                             f"not {spec.name!r}.")
+        from captum_prxai.methods import build_method
+
+        spec, used, options, _ = self.method_key(name, params)
+        if spec.family != "pr-xai":
+            pr = [m["name"] for m in self.methods() if m["family"] == "pr-xai"]
+            raise PRXAIError(f"the graph view draws the graph PageRank ran on, so it needs a PR-XAI method; pick "
+                             f"one of {', '.join(pr)}, not {spec.name!r}.")
+        context = self._MethodContext(pad_token_id=self._context.pad_token_id,
+                                      mask_token_id=self._context.mask_token_id, seed=self._context.seed,
+                                      options={spec.name: options})
+        lane = self.lanes["fast"]
+        with lane.lock:
+            attribution = build_method(spec.name, lane.model, lane.forward, context).attribution
+            graph = attribution.attribute_graph(enc.input_ids, target=torch.tensor([int(target)]),
+                                                additional_forward_args=(enc.attention_mask,))
+        return spec, used, graph
+
+    def graph_svg(self, enc: Encoded, target: int, name: str, params: Mapping[str, Any], top_edges: int = 30,
+                  layout: str = "line", nodes: int = 40) -> Dict[str, Any]:
+        """The graph PageRank ran on for this method and these options, drawn as SVG.
+
+        Only the ``nodes`` highest-ranked nodes are drawn (in text order), with
+        the ``top_edges`` strongest edges among them; nodes are sized by their
+        PageRank. For the token graph the ranks are the method's token
+        scores; for the layered graph (one node per token and layer) they are
+        the PageRank of each node of the same graph.
+
+        Returns:
+            ``{"method", "label", "svg", "title", "graph", "nodes", "edges", "scores"}``:
+            ``nodes`` the drawn nodes' indices into the graph's adjacency,
+            ``edges`` the drawn ``[i, j, weight]`` (same indices), ``scores``
+            the method's token scores.
+        """
+        from captum_prxai.graph.pagerank import pagerank
+        from captum_prxai.hooks import attention_layers
+        from captum_prxai.viz.graph import attention_graph_svg, top_edges_of
+
         if layout not in ("line", "circle"):
-            raise PRXAIError(f"layout must be 'line' or 'circle', got {layout!r}.")
+            raise PRXAIError(f"layout must be 'line' or 'circle', got {str(layout)[:20]!r}.")
         top_edges = int(top_edges)
         if not 1 <= top_edges <= 200:
             raise PRXAIError(f"top_edges must be between 1 and 200, got {top_edges}.")
-        result = self.explain(enc, target, spec.name, params)
-        edge = edge_weight_fn(GRAPH_EDGES[spec.name])
-        heads = used.get("head_reduction", "mean")
-        with_gradients = spec.name != "pr-a"
-
-        def keep(layer: int, attention: Any, grad: Any) -> Any:
-            return reduce_heads(edge(attention, grad), heads)
-
-        with self.lock:
-            recorder = AttentionRecorder(captum_prxai.attention_layers(self.model), keep,
-                                         with_gradients=with_gradients)
-            with (torch.enable_grad() if with_gradients else torch.no_grad()), recorder:
-                logits = self.forward(enc.input_ids, enc.attention_mask)
-                if with_gradients:
-                    recorder.backward(logits[0, int(target)])
-            maps = [m.detach() for m in recorder.collected()]
-            residual = 0.5 if used.get("graph") == "layered" else 0.0
-            adjacency = token_graph(maps, residual)[0]
-            title = f"{spec.label}: {GRAPH_EDGES[spec.name].replace('_', ' x ')} edges, {len(maps)} layers summed"
-            svg = attention_graph_svg(enc.tokens, adjacency, result["scores"], top_edges=top_edges, layout=layout,
-                                      title=title)
-        return {"method": spec.name, "label": spec.label, "svg": svg, "title": title}
+        nodes = int(nodes)
+        if not 2 <= nodes <= 200:
+            raise PRXAIError(f"nodes must be between 2 and 200, got {nodes}.")
+        spec, used, graph = self.scored_graph(enc, target, name, params)
+        adjacency = graph.adjacency[0].detach().double()
+        scores = graph.scores[0].detach().double()
+        node_mask = graph.node_mask[0]
+        layered = adjacency.shape[0] != scores.shape[0]
+        if layered:
+            ranks = pagerank(adjacency.unsqueeze(0), graph.damping, personalization=graph.teleport.double(),
+                             node_mask=graph.node_mask, tol=1e-9, max_iter=1000)[0]
+            positions, layers_of = graph.node_position.tolist(), graph.node_layer.tolist()
+            labels = [f"{enc.tokens[p]}@{l}" for p, l in zip(positions, layers_of)]
+        else:
+            ranks = scores.abs()
+            labels = list(enc.tokens)
+        real = [i for i in range(adjacency.shape[0]) if bool(node_mask[i])]
+        chosen = sorted(sorted(real, key=lambda i: -float(ranks[i]))[:nodes])
+        sub = adjacency[chosen][:, chosen]
+        edges = [[chosen[i], chosen[j], w] for i, j, w in top_edges_of(sub, top_edges)]
+        layers = graph.built.num_layers if layered else len(attention_layers(self.lanes["fast"].model))
+        what = f"{spec.label}: {str(graph.spec.edge_weight).replace('_', ' x ')} edges, "
+        if layered:
+            what += f"layered graph ({layers + 1} x {len(enc.tokens)} nodes)"
+        else:
+            what += f"token graph ({layers} layers summed)"
+        shown = (f"top {len(chosen)} of {len(real)} nodes" if len(chosen) < len(real) else f"{len(real)} nodes")
+        title = f"{what}; {shown}, {len(edges)} strongest edges"
+        svg = attention_graph_svg([labels[i] for i in chosen], sub, [float(ranks[i]) for i in chosen],
+                                  top_edges=top_edges, layout=layout, title=title)
+        return {"method": spec.name, "label": spec.label, "svg": svg, "title": title,
+                "graph": "layered" if layered else "token", "nodes": chosen, "edges": edges,
+                "scores": [float(v) for v in scores.tolist()], "params": used}
 
     # ------------------------------------------------------------------ stats
     def stats(self) -> Dict[str, Any]:
         return {"attribution_hits": self.attributions.hits, "attribution_misses": self.attributions.misses,
                 "attributions_cached": len(self.attributions), "predictions_cached": len(self.predictions),
-                "prediction_calls": self.prediction_calls}
+                "prediction_calls": self.prediction_calls, "rss_mb": round(rss_bytes() / 2 ** 20, 1),
+                "memory_budget_mb": round(self.memory_budget / 2 ** 20, 1)}

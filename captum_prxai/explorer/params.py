@@ -1,22 +1,28 @@
 """The explorer's method parameters: which knobs each method has, their ranges, and validation.
 
-The methods themselves come from the benchmark registry
-(:data:`captum_prxai.bench.methods.METHODS`); this module only says which of
+The methods themselves come from the shared method registry
+(:data:`captum_prxai.methods.METHODS`); this module only says which of
 the page's parameter fields apply to which method and turns them into the
-per-method ``options`` of :class:`captum_prxai.bench.methods.MethodContext`.
+per-method ``options`` of :class:`captum_prxai.methods.MethodContext`.
 Only the parameters a method uses go into its cache key, so changing the
-IG steps does not invalidate cached PR-AG results.
+IG steps does not invalidate cached PR-G results.
+
+Validation is strict: a number field takes a JSON number only (``true`` or
+``"2.7"`` are refused, not read as 1 or 2), an integer field an integral
+number, and neither takes ``NaN`` or ``Infinity``.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from captum_prxai.attr.pagerank_attribution import DEFAULT_DAMPING
 from captum_prxai.exceptions import PRXAIError
 
-__all__ = ["Param", "PARAMS", "check_params", "method_param_names", "method_options", "param_specs"]
+__all__ = ["Param", "PARAMS", "check_params", "method_param_names", "method_options", "param_specs",
+           "check_flag"]
 
 
 @dataclass(frozen=True)
@@ -29,11 +35,13 @@ class Param:
         kind: ``"float"``, ``"int"`` or ``"choice"``.
         default: Value used when the request leaves it out (``None``: the
             method's own default).
-        help: One line shown as a tooltip.
+        help: One line shown as a tooltip; says what the number counts.
         minimum: Smallest accepted value (numbers).
         maximum: Largest accepted value (numbers).
         choices: Accepted values (``"choice"``).
-        option: Name of the keyword the method factory receives.
+        option: Name of the keyword the method factory receives; an option
+            starting with ``"context."`` sets a field of the method's
+            :class:`~captum_prxai.methods.MethodContext` instead.
     """
 
     key: str
@@ -48,22 +56,28 @@ class Param:
 
     def validate(self, value: Any) -> Any:
         """The value converted to the parameter's type, or :class:`PRXAIError`."""
-        if value is None or value == "":
+        if value is None:
             return self.default
         if self.kind == "choice":
-            if value not in self.choices:
-                raise PRXAIError(f"parameter {self.key!r} must be one of {', '.join(self.choices)}; got {value!r}.")
+            if not isinstance(value, str) or value not in self.choices:
+                raise PRXAIError(f"parameter {self.key!r} must be one of {', '.join(self.choices)}; "
+                                 f"got {_show(value)}.")
             return value
-        try:
-            number = float(value) if self.kind == "float" else int(value)
-        except (TypeError, ValueError):
-            raise PRXAIError(f"parameter {self.key!r} must be a{'n integer' if self.kind == 'int' else ' number'}; "
-                             f"got {value!r}.") from None
-        if self.kind == "int" and isinstance(value, float) and not float(value).is_integer():
-            raise PRXAIError(f"parameter {self.key!r} must be an integer; got {value!r}.")
+        what = "an integer" if self.kind == "int" else "a number"
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise PRXAIError(f"parameter {self.key!r} must be {what} (a JSON number, not a string or a "
+                             f"boolean); got {_show(value)}.")
+        if isinstance(value, float) and not math.isfinite(value):
+            raise PRXAIError(f"parameter {self.key!r} must be a finite number; got {value!r}.")
+        if self.kind == "int":
+            if isinstance(value, float) and not value.is_integer():
+                raise PRXAIError(f"parameter {self.key!r} must be an integer; got {value!r}.")
+            number: Any = int(value)
+        else:
+            number = float(value)
         if not (self.minimum <= number <= self.maximum):  # type: ignore[operator]
             raise PRXAIError(
-                f"parameter {self.key!r} must be between {self.minimum:g} and {self.maximum:g}; got {value!r}."
+                f"parameter {self.key!r} must be between {self.minimum:g} and {self.maximum:g}; got {_show(value)}."
             )
         return number
 
@@ -75,6 +89,21 @@ class Param:
         else:
             out["min"], out["max"] = self.minimum, self.maximum
         return out
+
+
+def _show(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def check_flag(data: Mapping[str, Any], key: str, default: bool = False) -> bool:
+    """A boolean field of a request: JSON ``true`` / ``false`` only (``"false"`` is refused, not read as true)."""
+    value = data.get(key, default)
+    if value is None:
+        return default
+    if not isinstance(value, bool):
+        raise PRXAIError(f"{key!r} must be true or false; got {_show(value)}.")
+    return value
 
 
 #: Every field of the parameter panel, in display order.
@@ -94,21 +123,29 @@ PARAMS: Dict[str, Param] = {
               "how the attention heads of a layer are combined (attention-graph methods)",
               choices=("mean", "sum", "max"), option="head_reduction"),
         Param("ig_steps", "IG steps", "int", 50,
-              "Integrated Gradients: number of integration steps", 1, 300, option="n_steps"),
+              "Integrated Gradients: integration steps; each step is one forward and one backward pass",
+              1, 300, option="n_steps"),
+        Param("ig_baseline", "IG baseline", "choice", "pad",
+              "Integrated Gradients: the reference text, every real token replaced by [PAD] or by [MASK]",
+              choices=("pad", "mask"), option="context.reference"),
         Param("window", "Occlusion window", "int", 3,
-              "Occlusion: tokens hidden at once (sliding window, stride 1)", 1, 16,
-              option="sliding_window_shapes"),
+              "Occlusion: tokens hidden at once (sliding window, stride 1); one model evaluation per position",
+              1, 16, option="sliding_window_shapes"),
+        Param("permutations", "Shapley permutations", "int", None,
+              "Shapley sampling: random token orders to average over (empty: 25); each costs one model "
+              "evaluation per token, so 25 permutations of 400 tokens are 10,000 evaluations",
+              1, 200, option="n_samples"),
         Param("samples", "Samples", "int", None,
-              "Shapley / KernelSHAP / LIME: model evaluations to sample (empty: the method's default)",
-              1, 2000, option="n_samples"),
+              "KernelSHAP / LIME: perturbed copies of the text the surrogate is fitted on (empty: 200); "
+              "one model evaluation each", 10, 2000, option="n_samples"),
     ]
 }
 
 _PR = ("damping", "teleport", "graph", "head_reduction")
 _BY_NAME: Dict[str, Tuple[str, ...]] = {
-    "ig": ("ig_steps",),
+    "ig": ("ig_steps", "ig_baseline"),
     "occlusion": ("window",),
-    "shapley": ("samples",),
+    "shapley": ("permutations",),
     "kernel-shap": ("samples",),
     "lime": ("samples",),
 }
@@ -125,7 +162,8 @@ def method_param_names(name: str, family: str) -> Tuple[str, ...]:
     return _BY_FAMILY.get(family, ())
 
 
-def method_options(name: str, family: str, params: Mapping[str, Any]) -> Tuple[Dict[str, Any], Dict[str, Any]]:
+def method_options(name: str, family: str, params: Mapping[str, Any]
+                   ) -> Tuple[Dict[str, Any], Dict[str, Any], Dict[str, Any]]:
     """Validate the page's parameters for one method.
 
     Args:
@@ -134,34 +172,41 @@ def method_options(name: str, family: str, params: Mapping[str, Any]) -> Tuple[D
         params: All parameters sent by the page (unrelated keys are ignored).
 
     Returns:
-        ``(used, options)``: the validated values of the parameters this
-        method uses (its cache key; ``None`` values dropped) and the keyword
-        options for its factory.
+        ``(used, options, context)``: the validated values of the parameters
+        this method uses (its cache key; ``None`` values dropped), the keyword
+        options for its factory, and the
+        :class:`~captum_prxai.methods.MethodContext` fields it sets
+        (``{"reference": "mask"}`` for IG's baseline).
 
     Raises:
         PRXAIError: A value of the wrong type or out of range.
     """
     used: Dict[str, Any] = {}
     options: Dict[str, Any] = {}
+    context: Dict[str, Any] = {}
     for key in method_param_names(name, family):
         spec = PARAMS[key]
         value = spec.validate(params.get(key))
         if value is None:
             continue
         used[key] = value
-        options[spec.option] = (int(value),) if key == "window" else value
-    return used, options
+        if spec.option.startswith("context."):
+            context[spec.option[len("context."):]] = value
+        else:
+            options[spec.option] = (int(value),) if key == "window" else value
+    return used, options, context
 
 
 def check_params(params: Any) -> Dict[str, Any]:
-    """The request's ``params`` object, with unknown keys refused."""
+    """The request's ``params`` object, with unknown keys and bad values refused."""
     if params is None:
         return {}
     if not isinstance(params, dict):
         raise PRXAIError("'params' must be an object such as {\"damping\": 0.85, \"ig_steps\": 50}.")
-    unknown = sorted(set(params) - set(PARAMS))
+    unknown = sorted(str(k) for k in set(params) - set(PARAMS))
     if unknown:
-        raise PRXAIError(f"unknown parameter(s) {', '.join(unknown)}; known: {', '.join(PARAMS)}.")
+        raise PRXAIError(f"unknown parameter(s) {', '.join(k[:40] for k in unknown[:5])}; "
+                         f"known: {', '.join(PARAMS)}.")
     for key, value in params.items():
         PARAMS[key].validate(value)
     return dict(params)
