@@ -82,6 +82,14 @@ def _is_attention_module(module: nn.Module) -> bool:
     return has_projection and not nested
 
 
+#: Module-path fragments of cross-attention (T5's EncDecAttention, BART's encoder_attn, BERT-decoder's crossattention).
+_CROSS_ATTENTION_PATHS = ("encdecattention", "crossattention", "cross_attn", "encoder_attn", "cross_attention")
+
+
+def _is_cross_attention(path: str) -> bool:
+    return any(fragment in path.lower() for fragment in _CROSS_ATTENTION_PATHS)
+
+
 def _is_attention_name(name: str) -> bool:
     return name in _KNOWN_ATTENTION_CLASSES or name.endswith(_ATTENTION_SUFFIXES)
 
@@ -100,13 +108,24 @@ def attention_layers(model: nn.Module) -> list[nn.Module]:
     Returns:
         list of nn.Module: One attention module per layer, first layer first.
 
+    Cross-attention modules are never returned. Encoder-decoder models are
+    refused with a message: pass their encoder (``model.get_encoder()``).
+
     Raises:
-        PRXAIError: No attention module was found; the message names the
-            classes that were looked for.
+        PRXAIError: No attention module was found (the message names the
+            classes that were looked for), or the model is an encoder-decoder.
     """
     if not isinstance(model, nn.Module):
         raise PRXAIError(f"attention_layers expects a torch.nn.Module, got {type(model).__name__}.")
-    found = [m for m in model.modules() if _is_attention_module(m)]
+    modules = [(name, m) for name, m in model.named_modules() if _is_attention_module(m)]
+    if any(_is_cross_attention(name) for name, _ in modules):
+        raise PRXAIError(
+            f"{type(model).__name__} has cross-attention (an encoder-decoder model); its decoder's attention does "
+            "not run over the input tokens alone. "
+            "To explain the encoder's input, hook the encoder "
+            "only: attention_layers(model.get_encoder()), with a forward_func that returns the logits."
+        )
+    found = [m for _, m in modules]
     if not found:
         tried = ", ".join(sorted(_KNOWN_ATTENTION_CLASSES))
         raise PRXAIError(

@@ -103,14 +103,18 @@ class GraphExplanation:
         return self.mask.repeat(1, self.built.num_layers + 1)
 
     def rescore(self) -> Tensor:
-        """PageRank of :attr:`adjacency` with :attr:`teleport`, reduced to token scores like :attr:`scores`."""
+        """PageRank of :attr:`adjacency` with :attr:`teleport`, reduced to token scores like :attr:`scores`.
+
+        Solved again from the drawn graph with plain power iteration in fp64,
+        for checks: it agrees with :attr:`scores` to PageRank's tolerance.
+        """
         spec = self.spec
-        ranks = pagerank(self.adjacency, spec.damping, personalization=self.teleport, node_mask=self.node_mask,
-                         tol=spec.tol * 1e-3, max_iter=max(spec.max_iter, 1000))
+        ranks = pagerank(self.adjacency.double(), spec.damping, personalization=self.teleport.double(),
+                         node_mask=self.node_mask, tol=spec.tol * 1e-3, max_iter=max(spec.max_iter, 1000))
         tokens = self.mask.shape[1]
         ranks = ranks[:, :tokens]
         ranks = ranks / ranks.sum(-1, keepdim=True)
-        return apply_sign(spec, ranks, self.built.input_gradient)
+        return apply_sign(spec, ranks.to(self.scores.dtype), self.built.input_gradient)
 
 
 class PageRankAttribution(AttentionGraphAttribution):

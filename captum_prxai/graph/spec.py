@@ -293,7 +293,8 @@ def token_adjacency(spec: GraphSpec, captured: "CapturedGraph") -> Tensor:
     if spec.graph != "token":
         raise PRXAIError("token_adjacency is for graph='token'.")
     maps = _apply_policies(spec, captured.maps, captured.mask, captured.causal)
-    return token_graph(maps, spec.residual, spec.normalize_layers)
+    valid = captured.mask.to(maps[0].dtype)
+    return token_graph(maps, spec.residual, spec.normalize_layers) * valid[:, :, None] * valid[:, None, :]
 
 
 def teleport_for(spec: GraphSpec, mask: Tensor, target_position: Tensor, dtype: torch.dtype,

@@ -1,0 +1,163 @@
+"""The one graph pipeline: capture -> GraphSpec/build_graph -> score_graph, and every consumer of it."""
+
+import itertools
+
+import pytest
+import torch
+
+import captum_prxai as cp
+from captum_prxai.capture import capture_graph
+from captum_prxai.graph.spec import GraphSpec, build_graph, layer_edge_map, score_graph, token_adjacency
+from conftest import VOCAB, forward_for
+
+PR_OPTIONS = [
+    dict(edge_weight=e, graph=g, normalize_layers=n, teleport=t)
+    for e, g, n, t in itertools.product(
+        ["attention", "gradient", "attention_gradient", "gradient_abs"], ["token", "layered"], [False, True],
+        ["target", "uniform", "input_gradient"],
+    )
+    if not (g == "layered" and n)
+] + [
+    dict(edge_weight="gradient", sink="drop", self_loops="drop"),
+    dict(edge_weight="attention_gradient", damping=0.85, residual=0.3),
+    dict(edge_weight="gradient", signed=True),
+    dict(edge_weight="attention", graph="layered", residual=0.2, sink="drop"),
+]
+
+
+@pytest.mark.parametrize("kind", ["bert", "llama"])
+@pytest.mark.parametrize("options", PR_OPTIONS, ids=lambda o: "-".join(f"{k}={v}" for k, v in o.items()))
+def test_pagerank_of_the_returned_graph_reproduces_the_scores(kind, options, tiny_model_factory, tiny_batch):
+    model = tiny_model_factory(kind)
+    ids, mask = tiny_batch
+    pr = cp.PageRankAttribution(forward_for(model), cp.attention_layers(model), **options)
+    explanation = pr.attribute_graph(ids, target=1, additional_forward_args=(mask,), attention_mask=mask)
+    scores = pr.attribute(ids, target=1, additional_forward_args=(mask,), attention_mask=mask)
+    assert torch.allclose(explanation.scores, scores, atol=1e-6)
+    assert torch.allclose(explanation.rescore(), scores, atol=1e-4)
+    nodes = ids.shape[1] * (1 + explanation.built.num_layers)
+    assert explanation.adjacency.shape == (2, nodes, nodes)
+    assert explanation.node_position.shape == (nodes,) and explanation.node_layer.shape == (nodes,)
+    # padding is no part of the drawn graph
+    pad = ~explanation.node_mask
+    assert explanation.adjacency[pad].abs().sum() == 0
+    assert explanation.logits.shape == (2, 3) and explanation.target.tolist() == [1, 1]
+
+
+def test_token_graph_is_the_sum_of_the_spec_edge_maps(tiny_model_factory, tiny_batch):
+    model = tiny_model_factory("bert")
+    ids, mask = tiny_batch
+    layers = cp.attention_layers(model)
+    spec = GraphSpec(edge_weight="attention_gradient")
+    captured = capture_graph(forward_for(model), layers, ids, mask.bool(), lambda i, a, g: spec.edge_map(a, g),
+                             targets=torch.tensor([1, 1]), additional_forward_args=(mask,))
+    assert len(captured.maps) == 2 and captured.maps[0].shape == (2, 9, 9)
+    assert captured.maps[0][1, 6:].abs().sum() == 0 and captured.maps[0][1, :, 6:].abs().sum() == 0
+    built = build_graph(spec, captured)
+    assert torch.allclose(built.adjacency, captured.maps[0] + captured.maps[1])
+    assert torch.allclose(token_adjacency(spec, captured), built.adjacency)
+    pr = cp.PRAttentionGradient(forward_for(model), layers)
+    assert torch.allclose(score_graph(spec.replace(damping=pr.damping), built) * mask,
+                          pr.attribute(ids, target=1, attention_mask=mask, additional_forward_args=(mask,)), atol=1e-6)
+
+
+def test_graph_spec_checks_every_option_before_any_pass():
+    for bad, phrase in [
+        (dict(edge_weight="bogus"), "Unknown edge_weight"),
+        (dict(graph="tree"), "Unknown graph"),
+        (dict(damping=1.0), "damping"),
+        (dict(residual=1.5), "residual"),
+        (dict(teleport="cls"), "Unknown teleport"),
+        (dict(teleport=torch.tensor([-1.0, 1.0])), "non-negative"),
+        (dict(tol=0), "tol must be a positive"),
+        (dict(tol=-1e-3), "tol must be a positive"),
+        (dict(max_iter=0), "max_iter"),
+        (dict(sink="maybe"), "sink"),
+        (dict(self_loops=1), "self_loops"),
+        (dict(head_reduction="median"), "head_reduction"),
+    ]:
+        with pytest.raises(cp.PRXAIError, match=phrase):
+            GraphSpec(**bad)
+    assert GraphSpec(graph="layered").residual == 0.5 and GraphSpec().residual == 0.0
+    assert GraphSpec().replace(graph="layered").residual == 0.5
+
+
+def test_edge_weight_callable_shape_is_checked():
+    attention = torch.rand(2, 3, 5, 5)
+    for returned, phrase in [
+        (lambda a, g: a.sum(-1), r"returned shape \(2, 3, 5\)"),
+        (lambda a, g: None, "returned NoneType"),
+        (lambda a, g: a[:, :, :4, :4], r"returned shape \(2, 3, 4, 4\)"),
+    ]:
+        with pytest.raises(cp.PRXAIError, match=phrase):
+            layer_edge_map(returned)(attention, attention)
+    assert layer_edge_map(lambda a, g: a)(attention, None).shape == (2, 5, 5)
+    assert layer_edge_map(lambda a, g: a.mean(1))(attention, None).shape == (2, 5, 5)
+
+
+def test_pr_options_are_one_spec(tiny_model_factory):
+    model = tiny_model_factory("bert")
+    pr = cp.PRGradient(forward_for(model), cp.attention_layers(model), damping=0.8)
+    assert pr.spec.edge_weight == "gradient" and pr.damping == 0.8 == pr.spec.damping
+    pr.damping = 0.6
+    assert pr.spec.damping == 0.6
+    with pytest.raises(cp.PRXAIError, match="damping"):
+        pr.damping = 2.0
+    assert cp.PageRankAttribution(forward_for(model), cp.attention_layers(model)).spec.edge_weight == (
+        GraphSpec().edge_weight
+    )
+
+
+# -- attribute_long: the same pipeline over windows ---------------------------------------------------
+
+
+def test_attribute_long_applies_the_decoder_policy_and_teleports_to_the_last_token(tiny_model_factory):
+    model = tiny_model_factory("llama")
+    ids = torch.randint(2, VOCAB, (1, 12), generator=torch.Generator().manual_seed(3))
+    pr = cp.PRGradient(forward_for(model), cp.attention_layers(model))
+    whole = pr.attribute(ids, target=1)
+    windowed = pr.attribute_long(ids, target=1, window=12)
+    assert torch.allclose(whole, windowed, atol=1e-5)
+    long_ids = torch.randint(2, VOCAB, (1, 90), generator=torch.Generator().manual_seed(4))
+    scores = pr.attribute_long(long_ids, target=1, window=32)
+    assert scores.shape == (1, 90) and torch.isclose(scores.sum(), torch.tensor(1.0), atol=1e-5)
+
+
+def test_attribute_long_takes_a_padded_batch_a_mask_extra_args_and_returns_the_prediction(tiny_model_factory):
+    model = tiny_model_factory("bert")
+    gen = torch.Generator().manual_seed(5)
+    ids = torch.randint(2, VOCAB, (2, 100), generator=gen)
+    mask = torch.ones(2, 100, dtype=torch.long)
+    ids[1, 70:], mask[1, 70:] = 0, 0
+    seen = []
+
+    def forward(input_ids, attention_mask, token_type_ids):
+        seen.append((input_ids.shape, attention_mask.shape, token_type_ids.shape))
+        return model(input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids).logits
+
+    types = torch.zeros_like(ids)
+    pr = cp.PRAttentionGradient(forward, cp.attention_layers(model))
+    scores, logits = pr.attribute_long(ids, target=[1, 2], window=40, additional_forward_args=(mask, types),
+                                       attention_mask=mask, return_logits=True)
+    assert scores.shape == (2, 100) and logits.shape == (2, 3)
+    assert torch.equal(scores[1, 70:], torch.zeros(30))
+    assert torch.allclose(scores.sum(-1), torch.ones(2), atol=1e-5)
+    assert all(shape[0][1] == 40 and shape[1] == shape[0] == shape[2] for shape in seen)
+    # the second text alone, unpadded, gets the same scores
+    alone = pr.attribute_long(ids[1:, :70], target=2, window=40,
+                              additional_forward_args=(mask[1:, :70], types[1:, :70]))
+    assert torch.allclose(alone[0], scores[1, :70], atol=1e-5)
+
+
+def test_attribute_long_refuses_bad_input_clearly(tiny_model_factory):
+    model = tiny_model_factory("bert")
+    pr = cp.PRGradient(forward_for(model), cp.attention_layers(model))
+    ids = torch.randint(2, VOCAB, (1, 80))
+    with pytest.raises(cp.PRXAIError, match="accepts at most 64"):
+        pr.attribute_long(ids, window=128)
+    with pytest.raises(cp.PRXAIError, match="integer token ids"):
+        pr.attribute_long(ids.float(), window=32)
+    with pytest.raises(cp.PRXAIError, match="window must be a positive int"):
+        pr.attribute_long(ids, window=0)
+    with pytest.raises(cp.PRXAIError, match="outside this model's vocabulary"):
+        pr.attribute_long(ids + VOCAB, window=32)
