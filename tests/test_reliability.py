@@ -280,3 +280,28 @@ def test_threads_on_different_models_do_not_see_each_others_hooks(tiny_model_fac
         t.join()
     for name in expected:
         assert all(torch.allclose(s, expected[name], atol=1e-6) for s in got[name])
+
+
+@pytest.mark.parametrize("kind", ["bert", "mpnet", "llama"])
+@pytest.mark.parametrize("where", ["forward", "backward"])
+def test_an_interrupt_mid_pass_leaves_the_model_as_it_was(kind, where, tiny_model_factory):
+    model = tiny_model_factory(kind)
+    before = snapshot(model)
+    calls = {"n": 0}
+
+    def forward(input_ids):
+        logits = model(input_ids).logits
+        if where == "forward":
+            raise KeyboardInterrupt
+        calls["n"] += 1
+
+        def boom(grad):
+            raise KeyboardInterrupt
+
+        logits.register_hook(boom)
+        return logits
+
+    with pytest.raises(KeyboardInterrupt):
+        cp.PRGradient(forward, cp.attention_layers(model)).attribute(_ids(), target=1)
+    assert snapshot(model) == before
+    assert torch.allclose(_pr(model).attribute(_ids(), target=1).sum(-1), torch.ones(2), atol=1e-5)
