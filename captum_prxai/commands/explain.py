@@ -171,8 +171,10 @@ def run(args: argparse.Namespace) -> int:
     if result.truncated:
         print(f"note: the text was truncated to {len(result.tokens)} tokens")
     if result.all_unknown:
-        print(f"note: the tokenizer knows none of the text's words (all {len(result.unknown)} of its tokens are "
-              "[UNK]); the scores only say how the model treats unknown tokens")
+        n = len(result.unknown)
+        which = "its only token is" if n == 1 else f"all {n} of its tokens are"
+        print(f"note: the tokenizer knows none of the text's words ({which} [UNK]); the scores only say how "
+              "the model treats unknown tokens")
     for label, scores in result.scores.items():
         ms = result.seconds[label] * 1000
         print(f"\n{label}  ({ms:.0f} ms)")

@@ -105,8 +105,8 @@ def graph_title(label: str, graph: Any) -> str:
     edge = getattr(spec, "edge_weight", None)
     words = _EDGE_WORDS.get(edge, "custom edge weights") if edge is not None else "edge weights"
     damping = getattr(graph, "damping", None)
-    damping = f", damping {float(damping):g}" if isinstance(damping, (int, float)) else ""
-    return f"{label}: the graph PageRank ran on ({words}; edge i -> j: token i attends to j{damping}); node size: {label} score"
+    damping = f" (damping {float(damping):g})" if isinstance(damping, (int, float)) else ""
+    return f"{label}: the graph PageRank ran on{damping}\nedges: {words} (i -> j: token i attends to j)"
 
 
 @dataclass
