@@ -161,3 +161,61 @@ def test_attribute_long_refuses_bad_input_clearly(tiny_model_factory):
         pr.attribute_long(ids, window=0)
     with pytest.raises(cp.PRXAIError, match="outside this model's vocabulary"):
         pr.attribute_long(ids + VOCAB, window=32)
+
+
+def test_attribute_long_checks_memory_before_its_passes(tiny_model_factory, monkeypatch):
+    import captum_prxai.capture as capture
+
+    model = tiny_model_factory("bert")
+    pr = cp.PRGradient(forward_for(model), cp.attention_layers(model))
+    monkeypatch.setattr(capture, "available_memory_bytes", lambda device: 1000)
+    with pytest.raises(cp.PRXAIError, match="needs about"):
+        pr.attribute_long(torch.randint(2, VOCAB, (1, 80)), window=32)
+
+
+def test_attribute_long_shows_progress_when_asked(tiny_model_factory, capsys):
+    model = tiny_model_factory("bert")
+    pr = cp.PRGradient(forward_for(model), cp.attention_layers(model))
+    ids = torch.randint(2, VOCAB, (2, 40))
+    pr.attribute_long(ids, window=32, show_progress=True)
+    assert "attribute_long" in capsys.readouterr().err
+    pr.attribute_long(ids, window=32)
+    assert "attribute_long" not in capsys.readouterr().err
+
+
+def test_the_memory_estimate_counts_layers_that_fall_back_to_stored_weights(tiny_model_factory, monkeypatch):
+    import captum_prxai.capture as capture
+    from captum_prxai.capture import attention_memory_bytes
+    from captum_prxai.hooks import resolve_capture_mode
+
+    import transformers as tf
+
+    def deep(config_cls, model_cls, **extra):  # 6 layers: stored weights (L + 3 maps) cost more than recomputing (5)
+        torch.manual_seed(0)
+        config = config_cls(hidden_size=16, num_hidden_layers=6, num_attention_heads=2, intermediate_size=32,
+                            max_position_embeddings=66, vocab_size=VOCAB, num_labels=3, **extra)
+        return model_cls(config).eval()
+
+    bert = deep(tf.BertConfig, tf.BertForSequenceClassification, pad_token_id=0)
+    mpnet = deep(tf.MPNetConfig, tf.MPNetForSequenceClassification, pad_token_id=1)
+    assert resolve_capture_mode(cp.attention_layers(bert)) == "recompute"
+    assert resolve_capture_mode(cp.attention_layers(mpnet), "recompute") == "weights"  # MPNet has its own attention
+    recompute = attention_memory_bytes(2, 9, 6, 2, capture="recompute")
+    weights = attention_memory_bytes(2, 9, 6, 2, capture="weights")
+    assert weights > recompute
+    monkeypatch.setattr(capture, "available_memory_bytes", lambda device: (recompute + weights) // 2)
+    ids = torch.randint(2, VOCAB, (2, 9))
+    cp.PRGradient(forward_for(bert), cp.attention_layers(bert)).attribute(ids, target=1)  # fits
+    with pytest.raises(cp.PRXAIError, match="needs about"):
+        cp.PRGradient(forward_for(mpnet), cp.attention_layers(mpnet)).attribute(ids, target=1)
+
+
+def test_layered_node_ranks_sum_to_one_and_reduce_to_the_scores(tiny_model_factory, tiny_batch):
+    model = tiny_model_factory("bert")
+    ids, mask = tiny_batch
+    explanation = cp.PRAttention(forward_for(model), cp.attention_layers(model), graph="layered").attribute_graph(
+        ids, attention_mask=mask, additional_forward_args=(mask,))
+    ranks = explanation.node_ranks()
+    assert ranks.shape == (2, 27) and torch.allclose(ranks.sum(-1), torch.ones(2, dtype=ranks.dtype))
+    tokens = ranks[:, :9] / ranks[:, :9].sum(-1, keepdim=True)
+    assert torch.allclose(tokens.float(), explanation.scores, atol=1e-4)

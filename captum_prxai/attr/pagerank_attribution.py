@@ -102,19 +102,26 @@ class GraphExplanation:
         """``(B, N)`` nodes that are real tokens."""
         return self.mask.repeat(1, self.built.num_layers + 1)
 
+    def node_ranks(self) -> Tensor:
+        """``(B, N)`` PageRank of every node of :attr:`adjacency` (for the token graph: the unsigned scores).
+
+        Solved again from the drawn graph with plain power iteration in fp64;
+        for the layered graph this ranks every (token, layer) node, e.g. to
+        size nodes in a picture.
+        """
+        spec = self.spec
+        return pagerank(self.adjacency.double(), spec.damping, personalization=self.teleport.double(),
+                        node_mask=self.node_mask, tol=spec.tol * 1e-3, max_iter=max(spec.max_iter, 1000))
+
     def rescore(self) -> Tensor:
         """PageRank of :attr:`adjacency` with :attr:`teleport`, reduced to token scores like :attr:`scores`.
 
-        Solved again from the drawn graph with plain power iteration in fp64,
-        for checks: it agrees with :attr:`scores` to PageRank's tolerance.
+        For checks: it agrees with :attr:`scores` to PageRank's tolerance.
         """
-        spec = self.spec
-        ranks = pagerank(self.adjacency.double(), spec.damping, personalization=self.teleport.double(),
-                         node_mask=self.node_mask, tol=spec.tol * 1e-3, max_iter=max(spec.max_iter, 1000))
         tokens = self.mask.shape[1]
-        ranks = ranks[:, :tokens]
+        ranks = self.node_ranks()[:, :tokens]
         ranks = ranks / ranks.sum(-1, keepdim=True)
-        return apply_sign(spec, ranks.to(self.scores.dtype), self.built.input_gradient)
+        return apply_sign(self.spec, ranks.to(self.scores.dtype), self.built.input_gradient)
 
 
 class PageRankAttribution(AttentionGraphAttribution):
