@@ -26,7 +26,9 @@ See ``docs/llm.md`` for the semantics, the cost model and the limits.
 
 from __future__ import annotations
 
+import inspect
 import re
+import warnings
 from copy import copy
 from typing import Any, Callable, Dict, List, Optional, Union
 
@@ -35,8 +37,9 @@ from captum.attr import LLMAttributionResult, LLMGradientAttribution, TextTempla
 from captum.attr._core.llm_attr import DEFAULT_GEN_ARGS, BaseLLMAttribution, _convert_ids_to_pretty_tokens
 from torch import Tensor, nn
 
-from captum_prxai._limits import max_input_length
-from captum_prxai.attr._base import AttentionGraphAttribution, CapturedGraph, _is_causal
+from captum_prxai._tokenize import max_input_length
+from captum_prxai.attr._base import AttentionGraphAttribution
+from captum_prxai.capture import CapturedGraph, _is_causal, check_memory
 from captum_prxai.exceptions import PRXAIError
 from captum_prxai.hooks import AttentionRecorder
 
@@ -239,6 +242,7 @@ class LLMGraphAttribution(LLMGradientAttribution):
         else:
             scores, log_probs = self._rows_per_token(ids, positions, target_ids)
         scores = scores.detach().to(torch.float32)
+        self._warn_if_first_token_silenced(scores, int(prompt_ids[0, 0]))
 
         token_attr = scores[:, :n_in] @ columns.t().to(scores)
         if isinstance(inp, TextTemplateInput):
@@ -331,21 +335,29 @@ class LLMGraphAttribution(LLMGradientAttribution):
         return ids.to(self.device)
 
     # -- the model -----------------------------------------------------------------------------
-    def _next_token_logits(self, input_ids: Tensor) -> Tensor:
-        """``(B, T, V)`` logits of a forward pass over unpadded ids."""
-        output = self.model(input_ids=input_ids, attention_mask=torch.ones_like(input_ids), use_cache=False)
+    def _last_logits(self, input_ids: Tensor, keep: int) -> Tensor:
+        """``(B, keep, V)`` logits of the last ``keep`` positions of a forward pass over unpadded ids.
+
+        Models whose forward takes ``logits_to_keep`` (Llama, Qwen, Gemma, ...) apply the LM head to those
+        positions only.
+        """
+        kwargs: Dict[str, Any] = {"attention_mask": torch.ones_like(input_ids), "use_cache": False}
+        if _accepts(self.model, "logits_to_keep"):
+            kwargs["logits_to_keep"] = keep
+        output = self.model(input_ids=input_ids, **kwargs)
         logits = getattr(output, "logits", output)
         if isinstance(logits, (tuple, list)):
             logits = logits[0]
         if isinstance(logits, Tensor) and logits.dim() == 4:  # (B, 1, T, V), as Captum handles for Llama 4
             logits = logits[:, 0]
-        if not isinstance(logits, Tensor) or logits.dim() != 3 or logits.shape[:2] != input_ids.shape:
+        if (not isinstance(logits, Tensor) or logits.dim() != 3 or logits.shape[0] != input_ids.shape[0]
+                or logits.shape[1] not in (keep, input_ids.shape[1])):
             raise PRXAIError(
                 f"{type(self.model).__name__} returned logits of shape {tuple(getattr(logits, 'shape', ()))}, not "
                 f"(1, {input_ids.shape[1]}, vocab): LLMGraphAttribution needs a causal language model "
                 "(e.g. AutoModelForCausalLM)."
             )
-        return logits
+        return logits[:, -keep:]
 
     # -- the rows --------------------------------------------------------------------------------
     def _rows_one_pass(
@@ -355,7 +367,7 @@ class LLMGraphAttribution(LLMGradientAttribution):
         method = self.attr_method
         length = ids.shape[1]
         n_out = positions.shape[0]
-        method._check_memory(1, length, ids.device)
+        check_memory(method.layers, 1, length, ids.device, method.capture, method.attention_fn)
         chunk = internal_batch_size or max(1, ROW_MAPS_BUDGET // (4 * len(method.layers) * length * length))
         real = torch.ones(1, length, dtype=torch.bool, device=ids.device)
         causal_flags: list[bool] = []
@@ -373,8 +385,7 @@ class LLMGraphAttribution(LLMGradientAttribution):
         rows: list[Tensor] = []
         with torch.enable_grad() if with_gradients else torch.no_grad():
             with recorder:
-                logits = self._next_token_logits(ids)
-                log_probs = torch.log_softmax(logits[0, positions].float(), dim=-1)
+                log_probs = torch.log_softmax(self._last_logits(ids, n_out)[0].float(), dim=-1)
                 objectives = log_probs[torch.arange(n_out, device=ids.device), target_ids]
                 if not with_gradients:
                     maps = recorder.collected()
@@ -413,7 +424,7 @@ class LLMGraphAttribution(LLMGradientAttribution):
         method.target_position = "last"
 
         def forward(input_ids: Tensor) -> Tensor:
-            return torch.log_softmax(self._next_token_logits(input_ids)[:, -1].float(), dim=-1)
+            return torch.log_softmax(self._last_logits(input_ids, 1)[:, -1].float(), dim=-1)
 
         method.forward_func = forward
         length = ids.shape[1]
@@ -425,6 +436,20 @@ class LLMGraphAttribution(LLMGradientAttribution):
             with torch.no_grad():
                 log_probs.append(forward(prefix)[0, target_ids[k]])
         return torch.cat(rows), torch.stack(log_probs)
+
+    def _warn_if_first_token_silenced(self, scores: Tensor, first_id: int) -> None:
+        """Say so when the sink rule left a real (non-special) first token with exactly zero in every row."""
+        special = set(getattr(self.tokenizer, "all_special_ids", None) or ())
+        if first_id in special or scores.shape[1] < 2 or bool((scores[:, 0] != 0).any()):
+            return
+        name = self.tokenizer.convert_ids_to_tokens([first_id])[0] if hasattr(self.tokenizer, "convert_ids_to_tokens") else first_id
+        warnings.warn(
+            f"The first prompt token {name!r} is a real token, not a BOS/special token, and scores exactly 0 in every "
+            "row: the decoder's attention-sink rule (sink='auto' drops the edges into the first token) removed all "
+            "its in-edges. Start the prompt with the tokenizer's BOS token (e.g. a chat template), or build the "
+            "method with sink='keep'.",
+            stacklevel=3,
+        )
 
     def _check_causal(self, causal_flags: list[bool]) -> None:
         if causal_flags and not causal_flags[0]:
@@ -455,6 +480,14 @@ def _check_causal_lm(model: Any) -> None:
             f"{name} is an encoder-decoder model; LLMGraphAttribution explains decoder-only causal LMs "
             "(AutoModelForCausalLM)."
         )
+
+
+def _accepts(model: nn.Module, name: str) -> bool:
+    """Whether ``model.forward`` takes the keyword ``name``."""
+    try:
+        return name in inspect.signature(model.forward).parameters
+    except (TypeError, ValueError):
+        return False
 
 
 def _vocab_size(model: nn.Module) -> Optional[int]:
