@@ -15,7 +15,7 @@ from test_explain import tiny_model_dir  # noqa: E402,F401  (the fixture: a tiny
 
 import captum_prxai.models  # noqa: E402
 from captum_prxai.cli import main  # noqa: E402
-from captum_prxai.commands import explain as explain_cmd  # noqa: E402
+from captum_prxai.commands import _output  # noqa: E402
 
 
 def _run(capsys, *argv):
@@ -80,9 +80,9 @@ def test_an_output_that_is_a_folder_is_refused_before_any_work(tmp_path, capsys,
 def test_an_unwritable_output_folder_is_refused_before_any_work(tmp_path, capsys, no_model_loading, monkeypatch):
     locked = tmp_path / "locked"
     locked.mkdir()
-    real_access = explain_cmd.os.access
+    real_access = _output.os.access
     # the permission check itself (chmod cannot lock out root, who runs some CI machines)
-    monkeypatch.setattr(explain_cmd.os, "access", lambda p, mode: False if str(p) == str(locked) else real_access(p, mode))
+    monkeypatch.setattr(_output.os, "access", lambda p, mode: False if str(p) == str(locked) else real_access(p, mode))
     code, out, err = _run(capsys, "explain", "a good film", "--html", locked / "deep" / "why.html")
     _one_line_error(code, err, f"cannot write in {locked} (no write permission)")
     assert not (locked / "deep").exists()
@@ -140,3 +140,29 @@ def test_a_file_system_error_mid_run_is_one_line_not_a_traceback(capsys, monkeyp
     code, out, err = _run(capsys, "datasets")
     assert code == 1 and "Traceback" not in err
     assert err.strip() == "captum-prxai datasets: error: No space left on device: /cache/data/movie-sentences.partial"
+
+
+def test_graph_without_matplotlib_names_the_extra_before_any_work(tmp_path, capsys, no_model_loading, monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "matplotlib" else real(name, *a))
+    code, out, err = _run(capsys, "explain", "a good film", "--graph", tmp_path / "g.png")
+    _one_line_error(code, err, "pip install 'captum-prxai[viz]'")
+
+
+def test_output_folders_are_checked_like_files(tmp_path, monkeypatch):
+    from captum_prxai.exceptions import PRXAIError
+
+    blocker = tmp_path / "taken"
+    blocker.write_text("x")
+    with pytest.raises(PRXAIError, match=f"--out {blocker} is a file; give a folder"):
+        _output.check_output_dir(blocker, "--out")
+    with pytest.raises(PRXAIError, match=f"cannot make its folder, {blocker} is a file"):
+        _output.check_output_dir(blocker / "run", "--out")
+    assert _output.check_output_dir(tmp_path / "new" / "run", "--out") == tmp_path / "new" / "run"
+    assert not (tmp_path / "new").exists()  # checking makes nothing
+    real_access = _output.os.access
+    monkeypatch.setattr(_output.os, "access", lambda p, mode: False if str(p) == str(tmp_path) else real_access(p, mode))
+    with pytest.raises(PRXAIError, match="cannot write in it"):
+        _output.check_output_dir(tmp_path, "--out")

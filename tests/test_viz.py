@@ -409,3 +409,34 @@ def test_special_token_detection():
         assert is_special_token(tok), tok
     for tok in ["<script>", "<b>", "</div>", "[cls", "word", "<", "[link]"]:
         assert not is_special_token(tok), tok
+
+
+def test_lazy_exports_resolve_once_and_only_on_use():
+    """The one PEP 562 helper behind captum_prxai.viz and captum_prxai.models."""
+    import sys
+    import types
+
+    from captum_prxai._lazy import lazy_exports
+
+    pkg = types.ModuleType("fake_pkg")
+    pkg.__path__ = []
+    sys.modules["fake_pkg"] = pkg
+    try:
+        pkg.__getattr__, pkg.__dir__ = lazy_exports("fake_pkg", {"dumps": "json", "escape": "html"}, ("sub",))
+        assert pkg.dumps([1]) == "[1]" and "dumps" in vars(pkg)  # stored after the first look-up
+        assert "escape" in dir(pkg) and "sub" in dir(pkg)
+        with pytest.raises(AttributeError, match="module 'fake_pkg' has no attribute 'nope'"):
+            pkg.nope
+    finally:
+        del sys.modules["fake_pkg"]
+
+
+def test_importing_viz_and_models_loads_no_matplotlib_torch_or_decoder():
+    import subprocess
+    import sys
+
+    code = ("import sys, captum_prxai.viz, captum_prxai.models as m; "
+            "print('LabelWordClassifier' in dir(m), 'plot_attention_graph' in dir(captum_prxai.viz), "
+            "*(name in sys.modules for name in ('matplotlib', 'torch', 'captum_prxai.models.decoder')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["True", "True", "False", "False", "False"]

@@ -15,11 +15,12 @@ itself is :func:`captum_prxai.viz.explanation.explain_text`.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import sys
-from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Sequence
 
+from captum_prxai.commands._output import check_output_file, write_output
 from captum_prxai.exceptions import PRXAIError
 
 HELP = "Explain one prediction: PR-XAI token scores in the terminal and as an HTML page."
@@ -72,50 +73,6 @@ def parse_methods(spec: str) -> list[str]:
     return _parse(spec)
 
 
-def check_output(path: str, option: str, formats: Sequence[str] | None = None) -> Path:
-    """Refuse an output path that cannot be written, before any work starts.
-
-    Args:
-        path: The path given on the command line.
-        option: The option's name, for the message (``"--html"``).
-        formats: Accepted file extensions (without the dot), if the option has a format.
-
-    Raises:
-        PRXAIError: ``path`` is a folder, its folder cannot be made or
-            written (a file stands in its way, or no write permission), or
-            its extension is not one of ``formats``.
-    """
-    target = Path(path).expanduser()
-    if formats is not None:
-        ext = target.suffix.lower().lstrip(".")
-        if ext not in formats:
-            shown = f"'.{ext}'" if ext else "no extension"
-            raise PRXAIError(f"{option} {path}: unknown figure format ({shown}); end the file name with "
-                             f"{', '.join('.' + f for f in formats)}.")
-    if target.is_dir():
-        raise PRXAIError(f"{option} {path} is a folder; give a file name, e.g. {option} {target / 'out'}"
-                         f"{'.' + formats[0] if formats else ''}.")
-    if target.exists() and not os.access(target, os.W_OK):
-        raise PRXAIError(f"{option} {path}: the file exists and cannot be overwritten (no write permission).")
-    folder = target.parent
-    while not folder.exists() and folder != folder.parent:
-        folder = folder.parent
-    if not folder.is_dir():
-        raise PRXAIError(f"{option} {path}: cannot make its folder, {folder} is a file.")
-    if not os.access(folder, os.W_OK | os.X_OK):
-        raise PRXAIError(f"{option} {path}: cannot write in {folder} (no write permission); choose another place.")
-    return target
-
-
-def _write(path: Path, option: str, write: Callable[[Path], Any]) -> None:
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        write(path)
-    except OSError as err:
-        raise PRXAIError(f"{option} {path}: could not write it ({err.strerror or err}).") from None
-    print(f"wrote {path}")
-
-
 def _top_words(tokens: list[str], scores: list[float], merge: bool, unknown: Sequence[int] = (), k: int = 5) -> str:
     from captum_prxai.viz.tokens import display_token, is_special_token, merge_subwords
 
@@ -141,12 +98,15 @@ def run(args: argparse.Namespace) -> int:
     if not args.text or not args.text.strip():
         raise PRXAIError('the text is empty; give the sentence to explain, e.g. captum-prxai explain "a moving film".')
     outputs = {"--html": args.html, "--json": args.json, "--graph": args.graph}
-    paths = {opt: check_output(path, opt, GRAPH_FORMATS if opt == "--graph" else None)
+    paths = {opt: check_output_file(path, opt, GRAPH_FORMATS if opt == "--graph" else None)
              for opt, path in outputs.items() if path}
     if len({p.resolve() for p in paths.values()}) < len(paths):
         raise PRXAIError(f"{' and '.join(paths)} name the same file; give each its own.")
     if args.graph:
         graph_method(methods)
+        if importlib.util.find_spec("matplotlib") is None:
+            raise PRXAIError("--graph draws with matplotlib, which is not installed; install it with: "
+                             "pip install 'captum-prxai[viz]' (or pip install matplotlib).")
 
     from captum_prxai.models import load_model
     from captum_prxai.viz.html import comparison_page
@@ -192,7 +152,7 @@ def run(args: argparse.Namespace) -> int:
         title = graph_title(result.graph_label, result.graph)
         figure = plot_attention_graph(result.tokens, adjacency, node_scores, title=title)
         fmt = paths["--graph"].suffix.lower().lstrip(".")
-        _write(paths["--graph"], "--graph", lambda path: figure.savefig(path, format=fmt))
+        write_output(paths["--graph"], "--graph", lambda path: figure.savefig(path, format=fmt))
         if args.html:
             graph_svg = attention_graph_svg(result.tokens, adjacency, node_scores, title=title)
     if args.html:
@@ -202,8 +162,8 @@ def run(args: argparse.Namespace) -> int:
             predicted_label=labels[pred], probability=probs[pred],
             timings=result.seconds, merge_subwords=args.merge_subwords, extra_html=graph_svg,
         )
-        _write(paths["--html"], "--html", lambda path: path.write_text(page, encoding="utf-8"))
+        write_output(paths["--html"], "--html", lambda path: path.write_text(page, encoding="utf-8"))
     if args.json:
         data = json.dumps({**result.to_dict(), "model": args.model, "graph_method": result.graph_label}, indent=2)
-        _write(paths["--json"], "--json", lambda path: path.write_text(data, encoding="utf-8"))
+        write_output(paths["--json"], "--json", lambda path: path.write_text(data, encoding="utf-8"))
     return 0
