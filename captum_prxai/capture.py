@@ -78,6 +78,16 @@ def available_memory_bytes(device: torch.device) -> Optional[int]:
     return None
 
 
+def _heads(layer: nn.Module) -> int:
+    """Attention heads of a layer: from the module itself, else from its config (0 if unknown)."""
+    for owner in (layer, getattr(layer, "config", None)):
+        for name in ("num_attention_heads", "num_heads", "n_heads", "n_head"):
+            value = getattr(owner, name, None)
+            if isinstance(value, int) and value > 0:
+                return value
+    return 0
+
+
 def check_memory(layers: Sequence[nn.Module], batch: int, length: int, device: torch.device, capture: str,
                  attention_fn: Optional[AttentionExtractor]) -> None:
     """Raise a clear :class:`PRXAIError` before a pass whose attention maps would not fit in memory.
@@ -86,7 +96,7 @@ def check_memory(layers: Sequence[nn.Module], batch: int, length: int, device: t
     (:func:`~captum_prxai.hooks.resolve_capture_mode`), so layers that fall
     back to materialised weights (e.g. MPNet) are counted as such.
     """
-    heads = max((getattr(getattr(layer, "config", None), "num_attention_heads", 0) or 0) for layer in layers)
+    heads = max(_heads(layer) for layer in layers)
     if not heads:
         return
     mode = resolve_capture_mode(layers, capture, attention_fn)
