@@ -91,11 +91,11 @@ def graph_method(methods: Sequence[str]) -> str:
     for name in methods:
         if registry.resolve_method(name).family == "pr-xai":
             return registry.resolve_method(name).name
-    pr = [spec.name for spec in registry.METHODS.values() if spec.family == "pr-xai"]
-    given = ", ".join(methods)
+    pr = default_methods()
+    given = ",".join(methods)
     raise PRXAIError(
-        f"the graph view is for PR-XAI methods: it draws the graph PageRank ran on, and {given} rank no graph; "
-        f"add one of {', '.join(pr)} to --methods (e.g. --methods {','.join([pr[0], *methods])})."
+        f"the graph view is for PR-XAI methods (it draws the graph PageRank ran on), and --methods {given} has "
+        f"none; add {', '.join(pr[:-1])} or {pr[-1]} (e.g. --methods {','.join([pr[0], *methods])})."
     )
 
 
