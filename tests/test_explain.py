@@ -253,3 +253,25 @@ def test_explain_leads_with_the_class_default(tiny_model_dir, tmp_path, capsys):
     expected = default.attribute(enc["input_ids"], target=result["target"], attention_mask=enc["attention_mask"],
                                  additional_forward_args=(enc["attention_mask"],))
     assert result["scores"][first] == pytest.approx(expected[0].tolist(), abs=1e-6)
+
+
+def test_explain_text_is_library_logic(tiny_model_dir):
+    """captum_prxai.viz.explanation.explain_text: the default methods, the scored graph, refusals before any pass."""
+    from captum_prxai.models import load_model
+    from captum_prxai.viz.explanation import default_method, explain_text
+
+    model, tok = load_model(str(tiny_model_dir))
+    calls = []
+    handle = model.register_forward_hook(lambda *a: calls.append(1))
+    try:
+        with pytest.raises(PRXAIError, match="the graph view is for PR-XAI methods"):
+            explain_text("a good film", model, tok, ["ig", "rollout"], graph=True)
+        assert calls == []  # refused before the model ran
+    finally:
+        handle.remove()
+    result = explain_text("a good film", model, tok, graph=True)
+    first = next(iter(result.scores))
+    assert result.graph_label == first and first.lower() == default_method()
+    assert result.graph.scores[0].tolist() == pytest.approx(result.scores[first], abs=1e-6)
+    torch.testing.assert_close(result.graph.rescore(), result.graph.scores, atol=1e-5, rtol=0)
+    assert set(result.to_dict()) >= {"tokens", "scores", "target", "label_names"} and "graph" not in result.to_dict()
