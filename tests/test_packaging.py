@@ -1,8 +1,8 @@
 """The plugin's core stands apart from its apps, and its packaging says so.
 
 The core is what a Captum user imports: the attribution methods (``captum_prxai.attr``), attention capture
-(``captum_prxai.hooks``), the graph and PageRank (``captum_prxai.graph``) and the faithfulness metrics
-(``captum_prxai.metrics``). The apps are the benchmark, the explorer, the command line and the
+(``captum_prxai.capture``, ``captum_prxai.hooks``), the graph and PageRank (``captum_prxai.graph``) and the
+faithfulness metrics (``captum_prxai.metrics``). The apps are the benchmark, the explorer, the command line and the
 visualisation. The core must import nothing from the apps, and must work without the apps' third-party
 dependencies (Flask, matplotlib), which ``pyproject.toml`` therefore keeps out of the core dependencies.
 """
@@ -27,7 +27,7 @@ else:  # pragma: no cover
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "captum_prxai"
 
-CORE = ("captum_prxai.attr", "captum_prxai.hooks", "captum_prxai.graph", "captum_prxai.metrics")
+CORE = ("captum_prxai.attr", "captum_prxai.capture", "captum_prxai.hooks", "captum_prxai.graph", "captum_prxai.metrics")
 # A module is an app module when any part of its dotted name is one of these (so a move such as
 # captum_prxai.apps.bench is still recognised).
 APP_PARTS = frozenset({"bench", "explorer", "commands", "viz", "cli"})
@@ -88,6 +88,7 @@ _BLOCKER = textwrap.dedent(
 _CORE_WORKS = textwrap.dedent(
     """
     import captum_prxai.attr
+    import captum_prxai.capture
     import captum_prxai.graph
     import captum_prxai.hooks
     import captum_prxai.metrics
@@ -303,7 +304,7 @@ def test_import_graph_check_sees_function_level_and_lazy_imports(tmp_path, monke
     (pkg / "bench").mkdir()
     for folder in (pkg, pkg / "attr", pkg / "bench"):
         (folder / "__init__.py").write_text("")
-    for name in ("hooks", "graph", "metrics"):
+    for name in ("capture", "hooks", "graph", "metrics"):
         (pkg / f"{name}.py").write_text("")
     (pkg / "helpers.py").write_text("import importlib\n\ndef f():\n    return importlib.import_module('captum_prxai.viz')\n")
     (pkg / "viz.py").write_text("")
