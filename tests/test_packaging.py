@@ -134,8 +134,8 @@ def test_core_imports_and_attributes_without_flask_and_matplotlib():
 
 #: Every extra's packages and the test tools. (matplotlib comes with Captum, but explaining a sentence, even as
 #: an HTML page, must not need it: only the graph drawings of the viz extra do.)
-NOT_IN_THE_CORE_INSTALL = {"flask", "matplotlib", "gguf", "ray", "pyarrow", "pytest", "IPython", "nbclient",
-                           "nbformat", "ipykernel"}
+NOT_IN_THE_CORE_INSTALL = {"flask", "matplotlib", "gguf", "accelerate", "ray", "pyarrow", "pytest", "IPython",
+                           "nbclient", "nbformat", "ipykernel"}
 
 
 def test_the_readme_explain_command_needs_no_extra(tmp_path):
@@ -306,7 +306,8 @@ def test_import_graph_check_sees_function_level_and_lazy_imports(tmp_path, monke
         (folder / "__init__.py").write_text("")
     for name in ("capture", "hooks", "graph", "metrics"):
         (pkg / f"{name}.py").write_text("")
-    (pkg / "helpers.py").write_text("import importlib\n\ndef f():\n    return importlib.import_module('captum_prxai.viz')\n")
+    (pkg / "helpers.py").write_text(
+        "import importlib\n\ndef f():\n    return importlib.import_module('captum_prxai.viz')\n")
     (pkg / "viz.py").write_text("")
     (pkg / "attr" / "a.py").write_text("def g():\n    from ..bench import runner\n")
     (pkg / "attr" / "b.py").write_text("from captum_prxai import helpers\n")
@@ -339,12 +340,13 @@ def test_core_dependencies_pin_no_exact_torch_and_leave_app_dependencies_to_extr
     assert {"torch", "captum", "transformers", "numpy"} <= names, deps
     torch_spec = next(d for d in deps if _requirement_name(d) == "torch")
     assert "==" not in torch_spec and ">=" in torch_spec, torch_spec
-    for app_only in ("flask", "pytest", "gguf", "ray", "pyarrow", "ipykernel", "nbclient"):
+    for app_only in ("flask", "pytest", "gguf", "accelerate", "ray", "pyarrow", "ipykernel", "nbclient"):
         assert app_only not in names, f"{app_only} belongs in an extra, not the core dependencies"
 
 
 @pytest.mark.parametrize("extra,needs", [
-    ("explorer", "flask"), ("viz", "matplotlib"), ("bench", "matplotlib"), ("decoder", "gguf"),
+    ("explorer", "flask"), ("viz", "matplotlib"), ("bench", "matplotlib"),
+    ("decoder", "gguf"), ("decoder", "accelerate"),
     ("ray", "ray"), ("dataset", "pyarrow"), ("dev", "pytest"),
 ])
 def test_each_extra_brings_what_it_is_named_for(extra, needs):
