@@ -308,12 +308,17 @@ def test_cli_benchmark(tiny, tmp_path, monkeypatch, capsys):
     assert "NAME=FILE" in capsys.readouterr().err
 
 
-def test_benchmark_config_key_changes_with_settings():
-    a = BenchmarkConfig().key("m", {})
-    assert a == BenchmarkConfig().key("m", {})
-    assert a != BenchmarkConfig(mode="replace").key("m", {})
-    assert a != BenchmarkConfig().key("m2", {})
-    assert a != BenchmarkConfig().key("m", {"ig": {"n_steps": 5}})
+def test_record_key_changes_with_every_part():
+    from captum_prxai.bench.cache import record_key
+
+    parts = {"metrics": BenchmarkConfig().metric_fields(), "model": {"weights": "a"}, "method": {"options": {}}}
+    a = record_key(parts)
+    assert a == record_key(dict(reversed(list(parts.items()))))  # order does not matter
+    assert a != record_key({**parts, "metrics": BenchmarkConfig(mode="replace").metric_fields()})
+    assert a != record_key({**parts, "model": {"weights": "b"}})
+    assert a != record_key({**parts, "method": {"options": {"n_steps": 5}}})
+    # in "delete" mode the replacement token is unused, so it does not split the cache
+    assert BenchmarkConfig(replacement="pad").metric_fields() == BenchmarkConfig().metric_fields()
 
 
 def test_captum_infidelity_and_sensitivity_with_pr_method(tiny):

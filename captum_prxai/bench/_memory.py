@@ -1,4 +1,4 @@
-"""Peak memory of one attribution call."""
+"""Peak memory of one attribution call, and the one reader of this process's resident memory."""
 
 from __future__ import annotations
 
@@ -13,12 +13,30 @@ import torch
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
 
-def _rss_bytes() -> Optional[int]:
+def rss_bytes() -> Optional[int]:
+    """Resident memory of this process in bytes (Linux ``/proc/self/statm``), or ``None`` where unavailable."""
     try:
         with open("/proc/self/statm") as fh:
             return int(fh.read().split()[1]) * _PAGE
     except (OSError, ValueError, IndexError):
         return None
+
+
+def reset_peak_rss() -> None:
+    """Reset the kernel's resident-memory high-water mark (``VmHWM``, Linux), so what came before does not count."""
+    with open("/proc/self/clear_refs", "w") as fh:
+        fh.write("5")
+
+
+def peak_rss_bytes() -> int:
+    """Peak resident memory of this process in bytes: ``VmHWM`` (Linux), else ``ru_maxrss``."""
+    with open("/proc/self/status") as fh:
+        for line in fh:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
 class PeakMemory:
@@ -53,7 +71,7 @@ class PeakMemory:
             torch.cuda.reset_peak_memory_stats(self.device)
             self._start = torch.cuda.memory_allocated(self.device)
             return self
-        start = _rss_bytes()
+        start = rss_bytes()
         if start is None:
             self.kind = "tracemalloc"
             self._was_tracing = tracemalloc.is_tracing()
@@ -71,7 +89,7 @@ class PeakMemory:
 
     def _sample(self) -> None:
         while not self._stop.is_set():
-            rss = _rss_bytes()
+            rss = rss_bytes()
             if rss is not None and rss > self._max:
                 self._max = rss
             time.sleep(self.interval)
@@ -88,7 +106,7 @@ class PeakMemory:
             self._stop.set()
             if self._thread is not None:
                 self._thread.join()
-            rss = _rss_bytes()
+            rss = rss_bytes()
             if rss is not None and rss > self._max:
                 self._max = rss
             self.peak_bytes = max(0, self._max - self._start)

@@ -107,27 +107,40 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--option", action="append", default=[], metavar="METHOD.KEY=VALUE")
     parser.add_argument("--threads", type=int, default=None)
     args = parser.parse_args(argv)
-    if args.threads:
-        torch.set_num_threads(args.threads)
 
-    from captum_prxai.bench.runner import run_benchmark, write_command
+    from captum_prxai.bench.runner import BenchmarkConfig, run_benchmark, write_command
     from captum_prxai.data import load_dataset
-    from captum_prxai.methods import parse_options
+    from captum_prxai.exceptions import PRXAIError
+    from captum_prxai.methods import parse_methods, parse_options
     from captum_prxai.models import load_default, load_model
 
-    model, tokenizer = load_default() if args.model == "default" else load_model(args.model)
-    dataset = dataset_half(load_dataset(args.dataset, "test"), args.half)
+    if args.threads is not None and args.threads < 1:
+        raise PRXAIError(f"--threads must be at least 1, got {args.threads}.")
+    unknown = [v for v in args.variants.split(",") if args.variants != "all" and v not in VARIANTS]
+    if unknown:
+        raise PRXAIError(f"unknown variant {unknown[0]!r}; see captum_prxai.bench.ablation.VARIANTS.")
     names = register_variants(VARIANTS if args.variants == "all" else
                               {v: VARIANTS[v] for v in args.variants.split(",")})
-    methods = names + [m for m in args.baselines.split(",") if m]
+    methods = parse_methods(names + [m for m in args.baselines.split(",") if m])
+    options = parse_options(args.option)
+    config = BenchmarkConfig(max_length=args.max_length)  # the ERASER defaults; checked by run_benchmark
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    model, tokenizer = load_default() if args.model == "default" else load_model(args.model)
+    dataset = dataset_half(load_dataset(args.dataset, "test"), args.half)
     out = Path(args.out or f"benchmarks/results/ablation-{args.dataset}-{args.half}")
-    result = run_benchmark(model, tokenizer, dataset, methods, n=args.n, out_dir=out,
-                           method_options=parse_options(args.option), max_length=args.max_length,
-                           model_name=args.model)
+    result = run_benchmark(model, tokenizer, dataset, methods, n=args.n, out_dir=out, config=config,
+                           method_options=options, model_name=args.model)
     write_command(out, "python -m captum_prxai.bench.ablation", argv or sys.argv[1:])
     print(result.files.get("markdown", out))
     return 0
 
 
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    from captum_prxai.exceptions import PRXAIError
+
+    try:
+        sys.exit(main())
+    except PRXAIError as err:
+        print(f"ablation: error: {err}", file=sys.stderr)
+        sys.exit(2)

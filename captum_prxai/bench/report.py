@@ -8,6 +8,7 @@ import math
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+from captum_prxai.bench.settings import MetricSettings
 from captum_prxai.metrics.faithfulness import _pct
 from captum_prxai.metrics.stats import bootstrap_ci, mean_sem
 
@@ -26,7 +27,7 @@ MAIN_COLUMNS = [
 
 
 def _label(name: str) -> str:
-    from captum_prxai.bench.methods import METHODS
+    from captum_prxai.methods import METHODS
 
     spec = METHODS.get(name)
     return spec.label if spec is not None else name
@@ -106,17 +107,25 @@ def _table(header: List[str], rows: List[List[str]]) -> List[str]:
 
 
 def write_markdown(summary: Dict[str, Dict[str, Dict[str, float]]], methods: Sequence[str], meta: Dict[str, Any],
-                   path: Path, bins: Sequence[float] = ()) -> Path:
-    """Markdown report: settings, the method x metric table (mean ± s.e.), per-bin tables."""
+                   path: Path, bins: Sequence[float] = (), settings: Optional[MetricSettings] = None) -> Path:
+    """Markdown report: settings, the method x metric table (mean ± s.e.), per-bin tables.
+
+    Args:
+        settings: The run's metric settings (default: read from ``meta``);
+            ``bins``, when given, replaces theirs.
+    """
+    settings = settings or MetricSettings.from_mapping(meta)
+    bins = tuple(bins) or tuple(settings.bins)
     lines = ["# Faithfulness benchmark", ""]
     lines.append(
         f"Dataset **{meta.get('dataset')}**, {meta.get('n_examples')} examples, model `{meta.get('model')}` "
-        f"on {meta.get('device')}. Tokens removed by **{meta.get('mode')}**"
-        + (f" (replaced by [{str(meta.get('replacement')).upper()}])" if meta.get("replacement") else "")
-        + f"; bins {', '.join(_pct(b) + '%' for b in meta.get('bins', []))}; "
-        f"{meta.get('steps')} deletion steps; log-odds and accuracy at "
-        f"{_pct(meta.get('log_odds_fraction', 0.2))}% / {_pct(meta.get('accuracy_fraction', 0.2))}%; "
-        f"seed {meta.get('seed')}."
+        f"on {meta.get('device')}. Tokens removed by **{settings.mode}**"
+        + (f" (replaced by [{settings.replacement.upper()}])" if settings.mode == "replace" else "")
+        + f"; bins {', '.join(_pct(b) + '%' for b in bins)}; "
+        f"{settings.steps} deletion steps; log-odds and accuracy at "
+        f"{_pct(settings.log_odds_fraction)}% / {_pct(settings.accuracy_fraction)}%; "
+        + (f"inputs truncated to {meta['max_length']} tokens; " if meta.get("max_length") else "")
+        + f"seed {meta.get('seed')}."
     )
     if meta.get("model_accuracy") is not None:
         lines += ["", f"Model accuracy on these examples before any removal: {meta['model_accuracy']:.3f}; "

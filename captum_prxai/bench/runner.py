@@ -5,21 +5,29 @@ scores each explanation with :func:`captum_prxai.metrics.evaluate_faithfulness`
 and writes, into ``out_dir``:
 
 * ``cache.jsonl``: one record per (example, method): tokens, scores, metrics,
-  deletion curves, time and memory. A rerun with the same settings reads it
-  and only computes what is missing (resume after an interruption, or add a
-  method later).
+  deletion curves, time and memory. A rerun reads it and only computes what
+  is missing (resume after an interruption, or add a method later). Records
+  are keyed by everything that determines them (see
+  :mod:`captum_prxai.bench.cache`), so a rerun with other settings, weights,
+  method options or precomputed files recomputes instead of reporting old
+  numbers.
 * ``results.csv``: one row per (example, method).
 * ``summary.md`` / ``summary.json``: method x metric means ± standard error,
   time per example and peak memory.
 * ``deletion_curves.png``: mean deletion curves per method.
+
+The run is a sequence of named steps: :func:`_resolve_config`,
+:func:`_dataset_items` and :func:`_sample_order`, :func:`_prepare_model`,
+:func:`resolve_max_length`, :func:`_method_keys`, then per example
+:func:`_cached_records`, :func:`_encode`, and per method
+:meth:`_Methods.explain` and :func:`_make_record`, and finally
+:func:`_write_outputs`.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 import time
-import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
@@ -27,54 +35,40 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 import torch
 from torch import Tensor, nn
 
-from captum_prxai._limits import max_input_length
-from captum_prxai.bench.methods import (
+from captum_prxai._tokenize import model_input_limit
+from captum_prxai.bench.cache import RecordCache, model_fingerprint, record_key
+from captum_prxai.bench.settings import MetricSettings
+from captum_prxai.exceptions import PRXAIError
+from captum_prxai.methods import (
     Explainer,
     ForwardFunc,
     MethodContext,
     build_method,
     make_forward_func,
+    method_settings,
     parse_methods,
+    validate_options,
 )
-from captum_prxai.exceptions import PRXAIError
-from captum_prxai.metrics import ERASER_BINS, evaluate_faithfulness
+from captum_prxai.metrics import evaluate_faithfulness
 
-__all__ = ["BenchmarkConfig", "BenchmarkResult", "run_benchmark", "select_examples", "write_command", "CACHE_FILE"]
+__all__ = ["BenchmarkConfig", "BenchmarkResult", "MetricSettings", "run_benchmark", "select_examples",
+           "resolve_max_length", "write_command", "CACHE_FILE"]
 
 CACHE_FILE = "cache.jsonl"
-_CACHE_VERSION = 1
 
 
 @dataclass
-class BenchmarkConfig:
-    """Settings that change the numbers (part of the cache key).
+class BenchmarkConfig(MetricSettings):
+    """Settings that change the numbers (all part of the cache key): the
+    :class:`~captum_prxai.bench.settings.MetricSettings`, plus
 
     Attributes:
-        mode: Token removal, ``"delete"`` (ERASER) or ``"replace"``.
-        replacement: ``"mask"`` or ``"pad"``: the token used by ``"replace"``.
-        bins: Comprehensiveness / sufficiency removal fractions.
-        steps: Deletion-curve steps.
-        log_odds_fraction: Fraction removed for log-odds.
-        accuracy_fraction: Fraction removed for accuracy after removal.
         max_length: Tokenizer truncation length (``None``: the model limit).
         seed: Example selection and random-method seed.
     """
 
-    mode: str = "delete"
-    replacement: str = "mask"
-    bins: Tuple[float, ...] = ERASER_BINS
-    steps: int = 10
-    log_odds_fraction: float = 0.2
-    accuracy_fraction: float = 0.2
     max_length: Optional[int] = None
     seed: int = 0
-
-    def key(self, model_fingerprint: str, method_options: Dict[str, Any]) -> str:
-        blob = json.dumps(
-            {"v": _CACHE_VERSION, "cfg": self.__dict__ | {"bins": list(self.bins)}, "model": model_fingerprint,
-             "opts": method_options}, sort_keys=True, default=str,
-        )
-        return hashlib.sha1(blob.encode()).hexdigest()[:16]
 
 
 @dataclass
@@ -91,6 +85,7 @@ class BenchmarkResult:
         files: Written files by kind (``"cache"``, ``"csv"``, ``"markdown"``,
             ``"json"``, ``"plot"``).
         summary: ``{method: {metric: {"mean", "sem", "n"}}}``.
+        meta: The settings actually used (``summary.json``'s ``"meta"``).
     """
 
     out_dir: Path
@@ -101,16 +96,43 @@ class BenchmarkResult:
     errors: List[Tuple[int, str, str]] = field(default_factory=list)
     files: Dict[str, Path] = field(default_factory=dict)
     summary: Dict[str, Dict[str, Dict[str, float]]] = field(default_factory=dict)
+    meta: Dict[str, Any] = field(default_factory=dict)
 
 
-# ----------------------------------------------------------------------------- helpers
-def _dataset_items(dataset: Any) -> Tuple[List[str], List[Optional[int]], List[str], str]:
-    """(texts, labels, label_names, name) from a TextDataset, (text, label) pairs or texts."""
+@dataclass
+class _Data:
+    texts: List[str]
+    labels: List[Optional[int]]
+    label_names: List[str]
+    name: str
+    split: Optional[str]
+
+
+# ----------------------------------------------------------------------------- steps before the loop
+def _resolve_config(config: Optional[BenchmarkConfig], config_kwargs: Dict[str, Any]) -> BenchmarkConfig:
+    if config is None:
+        unknown = sorted(set(config_kwargs) - set(BenchmarkConfig.__dataclass_fields__))
+        if unknown:
+            raise PRXAIError(f"unknown benchmark setting {unknown[0]!r}; the settings are: "
+                             f"{', '.join(BenchmarkConfig.__dataclass_fields__)}.")
+        config = BenchmarkConfig(**config_kwargs)
+    elif config_kwargs:
+        raise PRXAIError("pass either config= or its fields as keyword arguments, not both.")
+    config.validate()
+    if config.max_length is not None and (isinstance(config.max_length, bool) or
+                                          not isinstance(config.max_length, int) or config.max_length < 1):
+        raise PRXAIError(f"max_length must be a positive number of tokens, got {config.max_length!r}.")
+    return config
+
+
+def _dataset_items(dataset: Any) -> _Data:
+    """Texts, labels, label names, name and split of a TextDataset, (text, label) pairs or texts."""
     if hasattr(dataset, "texts"):
         texts = list(dataset.texts)
         labels = list(getattr(dataset, "labels", None) or [None] * len(texts))
         names = list(getattr(dataset, "label_names", None) or [])
-        return texts, labels, names, str(getattr(dataset, "name", "dataset"))
+        return _Data(texts, labels, names, str(getattr(dataset, "name", "dataset")),
+                     getattr(dataset, "split", None))
     texts, labels = [], []
     for item in dataset:
         if isinstance(item, str):
@@ -124,13 +146,13 @@ def _dataset_items(dataset: Any) -> Tuple[List[str], List[Optional[int]], List[s
                 "dataset must be a captum_prxai.data.TextDataset, a list of texts or a list of (text, label) "
                 f"pairs; got an item of type {type(item).__name__}."
             )
-    return texts, labels, [], "dataset"
+    return _Data(texts, labels, [], "dataset", None)
 
 
 def _sample_order(size: int, n: Optional[int], seed: int = 0) -> List[int]:
     """The first ``n`` indices of a seeded permutation, in that order: every prefix is the sample of a smaller ``n``."""
-    if n is not None and n < 1:
-        raise PRXAIError(f"n must be a positive number of examples, got {n}.")
+    if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
+        raise PRXAIError(f"n must be a positive number of examples, got {n!r}.")
     order = torch.randperm(size, generator=torch.Generator().manual_seed(seed)).tolist()
     return order[: size if n is None else min(n, size)]
 
@@ -149,13 +171,16 @@ def write_command(out_dir: Union[str, Path], program: str, argv: Sequence[str]) 
     return path
 
 
-def _model_fingerprint(model: nn.Module) -> str:
-    config = getattr(model, "config", None)
-    name = getattr(config, "_name_or_path", "") or type(model).__name__
-    with torch.no_grad():
-        total = sum(float(p.detach().double().sum()) for p in model.parameters())
-        n_params = sum(p.numel() for p in model.parameters())
-    return f"{type(model).__name__}:{name}:{n_params}:{total:.8e}"
+def _prepare_model(model: nn.Module, device: Union[str, torch.device, None]) -> torch.device:
+    if device is None:
+        try:
+            device = next(model.parameters()).device
+        except StopIteration:
+            device = torch.device("cpu")
+    device = torch.device(device)
+    model.to(device)
+    model.eval()
+    return device
 
 
 def _display_name(model: nn.Module) -> str:
@@ -163,32 +188,71 @@ def _display_name(model: nn.Module) -> str:
     return Path(name).name if name else type(model).__name__
 
 
-def _model_limit(model: nn.Module, tokenizer: Any) -> int:
-    limit = max_input_length(getattr(model, "config", None), tokenizer)
-    return 512 if limit is None else limit
+def min_input_length(tokenizer: Any) -> int:
+    """The shortest truncation length that keeps one real token: the special tokens the tokenizer adds, plus one."""
+    count = getattr(tokenizer, "num_special_tokens_to_add", None)
+    try:
+        specials = int(count(pair=False)) if callable(count) else 0
+    except (TypeError, ValueError):  # pragma: no cover - exotic tokenizers
+        specials = 0
+    return specials + 1
 
 
+def resolve_max_length(requested: Optional[int], model: nn.Module, tokenizer: Any) -> int:
+    """The truncation length a run uses: ``requested``, checked against the model and the tokenizer.
+
+    Args:
+        requested: Tokens per input, special tokens included (``None``: the
+            model's limit, or 512 when nothing says).
+
+    Raises:
+        PRXAIError: Fewer tokens than the special tokens plus one real token
+            (e.g. 3 for ``[CLS] x [SEP]``), or more than the model accepts.
+    """
+    limit = model_input_limit(model, tokenizer)
+    if requested is None:
+        return 512 if limit is None else limit
+    least = min_input_length(tokenizer)
+    if requested < least:
+        raise PRXAIError(f"max_length {requested} is too short: this tokenizer adds {least - 1} special token(s), "
+                         f"so inputs need at least {least} tokens to keep one word; use max_length >= {least}.")
+    if limit is not None and requested > limit:
+        raise PRXAIError(f"max_length {requested} is more than this model accepts ({limit} tokens); "
+                         f"use max_length <= {limit}.")
+    return requested
+
+
+def tokenizer_fingerprint(tokenizer: Any) -> Dict[str, Any]:
+    """Class, vocabulary hash and special-token ids of a tokenizer (what decides the token ids)."""
+    vocab = getattr(tokenizer, "get_vocab", None)
+    items = sorted(vocab().items()) if callable(vocab) else []
+    digest = hashlib.blake2b(repr(items).encode(), digest_size=12).hexdigest()
+    specials = {k: getattr(tokenizer, k, None) for k in ("pad_token_id", "mask_token_id", "cls_token_id",
+                                                         "sep_token_id", "bos_token_id", "eos_token_id")}
+    return {"class": type(tokenizer).__name__, "vocab": digest, "special": specials,
+            "side": getattr(tokenizer, "truncation_side", None)}
+
+
+def _method_keys(names: Sequence[str], options: Dict[str, Dict[str, Any]], config: BenchmarkConfig,
+                 max_length: int, model: nn.Module, tokenizer: Any, data: _Data) -> Dict[str, str]:
+    """The cache key of each method's records: every input that determines them."""
+    import captum_prxai
+
+    shared = {
+        "package": getattr(captum_prxai, "__version__", ""),
+        "metrics": config.metric_fields(),
+        "max_length": max_length,
+        "seed": config.seed,
+        "model": model_fingerprint(model),
+        "tokenizer": tokenizer_fingerprint(tokenizer),
+        "dataset": {"name": data.name, "split": data.split},
+    }
+    return {name: record_key({**shared, "method": method_settings(name, options)}) for name in names}
+
+
+# ----------------------------------------------------------------------------- steps of the loop
 def _text_sha(text: str) -> str:
     return hashlib.sha1(text.encode("utf-8")).hexdigest()[:12]
-
-
-def _read_cache(path: Path, key: str) -> Dict[Tuple[int, str], Dict[str, Any]]:
-    done: Dict[Tuple[int, str], Dict[str, Any]] = {}
-    if not path.is_file():
-        return done
-    with path.open(encoding="utf-8") as fh:
-        for line_no, line in enumerate(fh, 1):
-            line = line.strip()
-            if not line:
-                continue
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError:
-                warnings.warn(f"{path}:{line_no}: skipping a damaged cache line (interrupted write?).")
-                continue
-            if rec.get("config_key") == key:
-                done[(int(rec["example"]), str(rec["method"]))] = rec
-    return done
 
 
 def _seed_for(seed: int, index: int, method: str) -> int:
@@ -198,6 +262,125 @@ def _seed_for(seed: int, index: int, method: str) -> int:
 
 def _tolist(t: Tensor) -> List[float]:
     return [float(x) for x in t.detach().cpu().reshape(-1).tolist()]
+
+
+def _cached_records(cached: Dict[tuple, Dict[str, Any]], keys: Dict[str, str], index: int, sha: str,
+                    label: Optional[int]) -> Tuple[List[Dict[str, Any]], List[str]]:
+    """(the records of example ``index`` the cache has for this run, the methods still to compute)."""
+    hits, todo = [], []
+    for name, key in keys.items():
+        rec = cached.get((key, index, name, sha, label))
+        if rec is not None:
+            hits.append(rec)
+        else:
+            todo.append(name)
+    return hits, todo
+
+
+@dataclass
+class _Encoded:
+    ids: Tensor
+    mask: Tensor
+    special: Tensor
+    tokens: List[str]
+
+
+def _encode(tokenizer: Any, text: str, max_length: int, device: torch.device) -> _Encoded:
+    enc = tokenizer(text, truncation=True, max_length=max_length, return_special_tokens_mask=True,
+                    return_tensors="pt")
+    ids = enc["input_ids"].to(device)
+    if ids.shape[1] > max_length:  # the tokenizer could not truncate (guarded by resolve_max_length)
+        raise PRXAIError(f"the tokenizer returned {ids.shape[1]} tokens for max_length {max_length}.")
+    mask = enc["attention_mask"].to(device) if "attention_mask" in enc else torch.ones_like(ids)
+    special = enc["special_tokens_mask"].to(device)
+    return _Encoded(ids, mask, special, tokenizer.convert_ids_to_tokens(ids[0].tolist()))
+
+
+class _Methods:
+    """Builds each method once (with an untimed warm-up call), then times and measures its calls."""
+
+    def __init__(self, model: nn.Module, forward: ForwardFunc, ctx: MethodContext, seed: int, warmup: bool,
+                 device: torch.device) -> None:
+        self.model, self.forward, self.ctx = model, forward, ctx
+        self.seed, self.warmup, self.device = seed, warmup, device
+        self._built: Dict[str, Explainer] = {}
+
+    def _sync(self) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+
+    def explain(self, name: str, index: int, enc: _Encoded, target: Tensor) -> Tuple[Tensor, float, Any]:
+        """``(scores, seconds, PeakMemory)`` of one call of method ``name``."""
+        from captum_prxai.bench._memory import PeakMemory
+
+        if name not in self._built:
+            self._built[name] = build_method(name, self.model, self.forward, self.ctx)
+            if self.warmup:
+                torch.manual_seed(_seed_for(self.seed, index, name))
+                self._built[name](enc.ids, enc.mask, enc.special, target)
+        torch.manual_seed(_seed_for(self.seed, index, name))
+        self._sync()
+        with PeakMemory(self.device) as mem:
+            start = time.perf_counter()
+            scores = self._built[name](enc.ids, enc.mask, enc.special, target)
+            self._sync()
+            elapsed = time.perf_counter() - start
+        if not torch.isfinite(scores).all():
+            raise PRXAIError(f"method {name!r} returned non-finite scores.")
+        return scores, elapsed, mem
+
+
+def _make_record(key: str, index: int, sha: str, name: str, label: Optional[int], label_names: List[str],
+                 target: Tensor, enc: _Encoded, res: Dict[str, Tensor], scores: Tensor, elapsed: float,
+                 mem: Any) -> Dict[str, Any]:
+    metrics = {k: float(v[0]) for k, v in res.items()
+               if k not in ("curve_most", "curve_least", "curve_fractions", "target", "prob")}
+    return {
+        "config_key": key,
+        "example": index,
+        "text_sha": sha,
+        "method": name,
+        "label": label,
+        "label_name": label_names[label] if label is not None and label < len(label_names) else None,
+        "target": int(target[0]),
+        "correct": None if label is None else bool(int(target[0]) == label),
+        "prob": float(res["prob"][0]),
+        "n_tokens": int(enc.mask[0].sum()),
+        "metrics": metrics,
+        "curve_fractions": _tolist(res["curve_fractions"]),
+        "curve_most": _tolist(res["curve_most"][0]),
+        "curve_least": _tolist(res["curve_least"][0]),
+        "time_s": elapsed,
+        "peak_mem_mb": mem.peak_bytes / 2**20,
+        "mem_kind": mem.kind,
+        "tokens": enc.tokens,
+        "scores": _tolist(scores[0]),
+    }
+
+
+# ----------------------------------------------------------------------------- the last step
+def _write_outputs(out: Path, names: List[str], records: List[Dict[str, Any]], meta: Dict[str, Any],
+                   settings: MetricSettings, plot: bool) -> Tuple[Dict[str, Any], Dict[str, Path]]:
+    from captum_prxai.bench.report import summarize, write_csv, write_markdown, write_plot, write_summary_json
+
+    order = {name: i for i, name in enumerate(names)}
+    records.sort(key=lambda r: (r["example"], order[r["method"]]))
+    summary = summarize(records, names)
+    per_example = {r["example"]: r for r in records}
+    correct = [r["correct"] for r in per_example.values() if r.get("correct") is not None]
+    meta = {
+        **meta,
+        "longest_input_tokens": max((r["n_tokens"] for r in records), default=None),
+        "model_accuracy": sum(correct) / len(correct) if correct else None,
+        "mean_prob": sum(r["prob"] for r in per_example.values()) / len(per_example) if per_example else None,
+    }
+    files: Dict[str, Path] = {"cache": out / CACHE_FILE}
+    files["csv"] = write_csv(records, out / "results.csv")
+    files["markdown"] = write_markdown(summary, names, meta, out / "summary.md", settings=settings)
+    files["json"] = write_summary_json(summary, meta, out / "summary.json")
+    if plot and records:
+        files["plot"] = write_plot(records, names, out / "deletion_curves.png")
+    return {"summary": summary, "meta": meta}, files
 
 
 # ----------------------------------------------------------------------------- main entry
@@ -235,19 +418,21 @@ def run_benchmark(
         tokenizer: Its tokenizer (must support ``return_special_tokens_mask``).
         dataset: A :class:`captum_prxai.data.TextDataset`, a list of
             ``(text, label)`` pairs or a list of texts.
-        methods: Method names (see :func:`captum_prxai.bench.available_methods`),
+        methods: Method names (see :func:`captum_prxai.methods.available_methods`),
             a list or a comma-separated string.
         n: Number of examples (a seeded random sample); ``None`` for all.
         out_dir: Output folder (created).
         forward_func: ``forward_func(input_ids, attention_mask) -> logits``
-            (default: :func:`~captum_prxai.bench.make_forward_func`).
+            (default: :func:`~captum_prxai.methods.make_forward_func`). It is
+            not part of the cache key: resume only with the same function.
         config: A :class:`BenchmarkConfig`; or pass its fields as keyword
             arguments (``mode="replace"``, ``steps=20``, ...).
         method_options: Per-method overrides, e.g. ``{"ig": {"n_steps": 20}}``.
         device: Where to run (default: the model's device).
         batch_size: Perturbed inputs per forward pass in the metrics.
-        resume: Reuse results in ``out_dir/cache.jsonl`` computed with the
-            same settings and model.
+        resume: Reuse the records in ``out_dir/cache.jsonl`` whose key matches
+            (same metric settings, truncation, seed, model weights, tokenizer,
+            dataset, method options and precomputed files).
         progress: Show a tqdm progress bar.
         plot: Write ``deletion_curves.png``.
         model_name: Name shown in the report (default: from the model config).
@@ -258,171 +443,90 @@ def run_benchmark(
         A :class:`BenchmarkResult`.
 
     Raises:
-        PRXAIError: Unknown method, empty dataset, bad settings.
+        PRXAIError: Unknown method or option, empty dataset, bad settings
+            (all checked before the first example).
     """
     from tqdm.auto import tqdm
 
-    from captum_prxai.bench._memory import PeakMemory
-    from captum_prxai.bench.report import summarize, write_csv, write_markdown, write_plot, write_summary_json
-
-    if config is None:
-        config = BenchmarkConfig(**config_kwargs)
-    elif config_kwargs:
-        raise PRXAIError("pass either config= or its fields as keyword arguments, not both.")
-    if config.mode not in ("delete", "replace"):
-        raise PRXAIError(f'mode must be "delete" or "replace", got {config.mode!r}.')
-    if config.replacement not in ("mask", "pad"):
-        raise PRXAIError(f'replacement must be "mask" or "pad", got {config.replacement!r}.')
+    config = _resolve_config(config, config_kwargs)
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise PRXAIError(f"batch_size must be a positive number of inputs per forward pass, got {batch_size!r}.")
     names = parse_methods(methods)
-    texts, labels, label_names, data_name = _dataset_items(dataset)
-    if not texts:
-        raise PRXAIError("the dataset is empty; nothing to benchmark.")
-    indices = _sample_order(len(texts), n, config.seed)
-
-    if device is None:
-        try:
-            device = next(model.parameters()).device
-        except StopIteration:
-            device = torch.device("cpu")
-    device = torch.device(device)
-    model.to(device)
-    model.eval()
-    forward = forward_func or make_forward_func(model)
     method_options = dict(method_options or {})
+    validate_options(method_options)
+    data = _dataset_items(dataset)
+    if not data.texts:
+        raise PRXAIError("the dataset is empty; nothing to benchmark.")
+    indices = _sample_order(len(data.texts), n, config.seed)
+    device = _prepare_model(model, device)
+    forward = forward_func or make_forward_func(model)
     ctx = MethodContext.from_tokenizer(tokenizer, seed=config.seed, options=method_options)
-    replacement_id: Optional[int] = None
-    if config.mode == "replace":
-        replacement_id = ctx.mask_token_id if config.replacement == "mask" else ctx.pad_token_id
-        if replacement_id is None:
-            raise PRXAIError('the tokenizer has no [MASK] token; use replacement="pad" or mode="delete".')
-    max_length = config.max_length or _model_limit(model, tokenizer)
+    metric_kwargs = config.metric_kwargs(ctx.mask_token_id, ctx.pad_token_id, batch_size)
+    max_length = resolve_max_length(config.max_length, model, tokenizer)
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    cache_path = out / CACHE_FILE
-    key = config.key(_model_fingerprint(model), method_options)
-    cached = _read_cache(cache_path, key) if resume else {}
-    if not resume and cache_path.exists():
-        cache_path.unlink()
+    cache = RecordCache(out / CACHE_FILE)
+    keys = _method_keys(names, method_options, config, max_length, model, tokenizer, data)
+    if resume:
+        cached = cache.read(set(keys.values()))
+    else:
+        cache.clear()
+        cached = {}
 
-    explainers: Dict[str, Explainer] = {}
+    runner = _Methods(model, forward, ctx, config.seed, warmup, device)
     records: List[Dict[str, Any]] = []
     errors: List[Tuple[int, str, str]] = []
     n_computed = n_cached = 0
     bar = tqdm(total=len(indices) * len(names), disable=not progress, desc="benchmark", unit="expl")
     try:
         for index in indices:
-            text, label = texts[index], labels[index]
+            text, label = data.texts[index], data.labels[index]
             sha = _text_sha(text)
-            todo = []
-            for name in names:
-                rec = cached.get((index, name))
-                if rec is not None and rec.get("text_sha") == sha:
-                    records.append(rec)
-                    n_cached += 1
-                    bar.update(1)
-                else:
-                    todo.append(name)
+            hits, todo = _cached_records(cached, keys, index, sha, label)
+            records += hits
+            n_cached += len(hits)
+            bar.update(len(hits))
             if not todo:
                 continue
-            enc = tokenizer(text, truncation=True, max_length=max_length, return_special_tokens_mask=True,
-                            return_tensors="pt")
-            ids = enc["input_ids"].to(device)
-            mask = enc["attention_mask"].to(device)
-            special = enc["special_tokens_mask"].to(device)
+            enc = _encode(tokenizer, text, max_length, device)
             with torch.no_grad():
-                logits = forward(ids, mask)
-            target = logits.argmax(dim=-1)
-            tokens = tokenizer.convert_ids_to_tokens(ids[0].tolist())
+                target = forward(enc.ids, enc.mask).argmax(dim=-1)
             for name in todo:
                 bar.set_postfix_str(f"{name} #{index}")
                 try:
-                    if name not in explainers:
-                        explainers[name] = build_method(name, model, forward, ctx)
-                        if warmup:
-                            torch.manual_seed(_seed_for(config.seed, index, name))
-                            explainers[name](ids, mask, special, target)
-                    torch.manual_seed(_seed_for(config.seed, index, name))
-                    if device.type == "cuda":
-                        torch.cuda.synchronize(device)
-                    with PeakMemory(device) as mem:
-                        start = time.perf_counter()
-                        scores = explainers[name](ids, mask, special, target)
-                        if device.type == "cuda":
-                            torch.cuda.synchronize(device)
-                        elapsed = time.perf_counter() - start
-                    if not torch.isfinite(scores).all():
-                        raise PRXAIError(f"method {name!r} returned non-finite scores.")
+                    scores, elapsed, mem = runner.explain(name, index, enc, target)
                     res = evaluate_faithfulness(
-                        forward, ids, mask, special, scores, target=target,
-                        labels=None if label is None else torch.tensor([label], device=device),
-                        bins=config.bins, steps=config.steps, log_odds_fraction=config.log_odds_fraction,
-                        accuracy_fraction=config.accuracy_fraction, mode=config.mode,
-                        replacement_id=replacement_id, pad_token_id=ctx.pad_token_id, batch_size=batch_size,
-                    )
+                        forward, enc.ids, enc.mask, enc.special, scores, target=target,
+                        labels=None if label is None else torch.tensor([label], device=device), **metric_kwargs)
                 except Exception as err:  # keep benchmarking the other methods (Ctrl-C still stops)
                     message = f"{type(err).__name__}: {err}"
                     errors.append((index, name, message))
                     bar.write(f"warning: {name} failed on example {index}: {message}")
                     bar.update(1)
                     continue
-                metrics = {k: float(v[0]) for k, v in res.items()
-                           if k not in ("curve_most", "curve_least", "curve_fractions", "target", "prob")}
-                rec = {
-                    "config_key": key,
-                    "example": index,
-                    "text_sha": sha,
-                    "method": name,
-                    "label": label,
-                    "label_name": label_names[label] if label is not None and label < len(label_names) else None,
-                    "target": int(target[0]),
-                    "correct": None if label is None else bool(int(target[0]) == label),
-                    "prob": float(res["prob"][0]),
-                    "n_tokens": int(mask[0].sum()),
-                    "metrics": metrics,
-                    "curve_fractions": _tolist(res["curve_fractions"]),
-                    "curve_most": _tolist(res["curve_most"][0]),
-                    "curve_least": _tolist(res["curve_least"][0]),
-                    "time_s": elapsed,
-                    "peak_mem_mb": mem.peak_bytes / 2**20,
-                    "mem_kind": mem.kind,
-                    "tokens": tokens,
-                    "scores": _tolist(scores[0]),
-                }
-                with cache_path.open("a", encoding="utf-8") as fh:
-                    fh.write(json.dumps(rec) + "\n")
+                rec = _make_record(keys[name], index, sha, name, label, data.label_names, target, enc, res,
+                                   scores, elapsed, mem)
+                cache.append(rec)
                 records.append(rec)
                 n_computed += 1
                 bar.update(1)
     finally:
         bar.close()
 
-    order = {name: i for i, name in enumerate(names)}
-    records.sort(key=lambda r: (r["example"], order[r["method"]]))
-    summary = summarize(records, names)
-    per_example = {r["example"]: r for r in records}
-    correct = [r["correct"] for r in per_example.values() if r.get("correct") is not None]
     meta = {
-        "dataset": data_name,
+        "dataset": data.name,
+        "split": data.split,
         "n_examples": len(indices),
         "model": model_name or _display_name(model),
         "device": str(device),
-        "mode": config.mode,
-        "replacement": config.replacement if config.mode == "replace" else None,
-        "bins": list(config.bins),
-        "steps": config.steps,
-        "log_odds_fraction": config.log_odds_fraction,
-        "accuracy_fraction": config.accuracy_fraction,
+        **config.metric_fields(),
         "max_length": max_length,
         "seed": config.seed,
+        "batch_size": batch_size,
         "errors": len(errors),
-        "model_accuracy": sum(correct) / len(correct) if correct else None,
-        "mean_prob": sum(r["prob"] for r in per_example.values()) / len(per_example) if per_example else None,
+        "cache_keys": keys,
     }
-    files = {"cache": cache_path}
-    files["csv"] = write_csv(records, out / "results.csv")
-    files["markdown"] = write_markdown(summary, names, meta, out / "summary.md", bins=config.bins)
-    files["json"] = write_summary_json(summary, meta, out / "summary.json")
-    if plot and records:
-        files["plot"] = write_plot(records, names, out / "deletion_curves.png")
-    return BenchmarkResult(out, names, records, n_computed, n_cached, errors, files, summary)
+    written, files = _write_outputs(out, names, records, meta, config.metrics_only(), plot)
+    return BenchmarkResult(out, names, records, n_computed, n_cached, errors, files, written["summary"],
+                           written["meta"])

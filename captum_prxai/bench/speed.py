@@ -17,9 +17,7 @@ with the estimate, instead of being run.
 from __future__ import annotations
 
 import gc
-import os
 import platform
-import resource
 import statistics
 import subprocess
 import sys
@@ -32,8 +30,8 @@ import torch
 from torch import nn
 
 from captum_prxai.attr._base import attention_memory_bytes, available_memory_bytes
-from captum_prxai.bench._memory import PeakMemory
-from captum_prxai.bench.methods import MethodContext, build_method, make_forward_func
+from captum_prxai.bench._memory import PeakMemory, peak_rss_bytes, reset_peak_rss, rss_bytes
+from captum_prxai.methods import IG_DEFAULTS, MethodContext, build_method, make_forward_func
 
 __all__ = ["SpeedRow", "SpeedSettings", "run_speed_benchmark", "speed_table"]
 
@@ -46,7 +44,7 @@ class SpeedSettings:
     batch_sizes: Sequence[int] = (1, 16)
     methods: Sequence[str] = ("pr-ag", "pr-a", "gae", "ig")
     repeats: int = 3
-    ig_steps: int = 50
+    ig_steps: int = IG_DEFAULTS["n_steps"]
     #: skip a method when one call is predicted to take longer than this (seconds)
     max_seconds_per_call: float = 300.0
     device: str = "cpu"
@@ -135,11 +133,6 @@ def _setup(length: int, batch: int, settings: SpeedSettings, model: Optional[nn.
     return model, calls
 
 
-def _rss() -> int:
-    with open("/proc/self/statm") as fh:
-        return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-
-
 def child_peak_memory(method: str, length: int, batch: int, threads: int = 1) -> int:
     """Peak resident memory above the level before one call of ``method``, in a process of its own.
 
@@ -151,24 +144,10 @@ def child_peak_memory(method: str, length: int, batch: int, threads: int = 1) ->
                              methods=tuple(m for m in (method,) if m not in BASELINES))
     _, calls = _setup(length, batch, settings)
     gc.collect()
-    _reset_peak()
-    before = _rss()
+    reset_peak_rss()
+    before = rss_bytes() or 0
     calls[method]()
-    return max(0, _peak_rss() - before)
-
-
-def _reset_peak() -> None:
-    """Reset the kernel's resident-memory high-water mark (``VmHWM``), so loading the model does not count."""
-    with open("/proc/self/clear_refs", "w") as fh:
-        fh.write("5")
-
-
-def _peak_rss() -> int:
-    with open("/proc/self/status") as fh:
-        for line in fh:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) * 1024
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    return max(0, peak_rss_bytes() - before)
 
 
 def _peak_in_subprocess(method: str, length: int, batch: int) -> Optional[float]:

@@ -12,6 +12,9 @@ Writes ``cache.jsonl`` (resumable), ``results.csv``, ``summary.md``,
 from __future__ import annotations
 
 import argparse
+import sys
+import warnings
+from pathlib import Path
 
 from captum_prxai.exceptions import PRXAIError
 
@@ -56,7 +59,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-resume", action="store_true",
                         help="ignore and overwrite the cache in --out instead of resuming")
     parser.add_argument("--no-plot", action="store_true", help="do not draw deletion_curves.png")
-    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    parser.add_argument("--quiet", "--no-progress", dest="quiet", action="store_true", help="no progress bar")
     parser.add_argument("--list-methods", action="store_true", help="list the available methods and exit")
 
 
@@ -81,17 +84,55 @@ def _list_methods() -> int:
     return 0
 
 
+def _check_numbers(args: argparse.Namespace) -> None:
+    """Every numeric flag, before anything is loaded."""
+    for flag, value in (("--n", args.n), ("--steps", args.steps), ("--batch-size", args.batch_size),
+                        ("--max-length", args.max_length)):
+        if value is not None and value < 1:
+            raise PRXAIError(f"{flag} must be at least 1, got {value}.")
+
+
+def check_output_dir(path: Path, flag: str = "--out") -> Path:
+    """Check, before any work is done, that the folder ``path`` can be created and written (nothing is created).
+
+    Raises:
+        PRXAIError: ``path`` (or a folder above it) is a file, or is not writable.
+    """
+    import os
+
+    existing = path
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        where = "is a file" if existing == path else f"cannot be created: {existing} is a file"
+        raise PRXAIError(f"{flag} {path} {where}; give a folder.")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise PRXAIError(f"cannot write to {flag} {path}: {existing} is not writable.")
+    for name in ("cache.jsonl", "results.csv", "summary.md", "summary.json", "deletion_curves.png"):
+        if (path / name).exists() and not os.access(path / name, os.W_OK):
+            raise PRXAIError(f"cannot write to {flag} {path}: {name} is read-only.")
+    return path
+
+
+def _one_line_warning(message, category, filename, lineno, file=None, line=None) -> None:  # noqa: ANN001
+    print(f"captum-prxai benchmark: warning: {message}", file=sys.stderr)
+
+
 def run(args: argparse.Namespace) -> int:
     if args.list_methods:
         return _list_methods()
-    if args.n is not None and args.n < 1:
-        raise PRXAIError(f"--n must be at least 1, got {args.n}.")
+    _check_numbers(args)
     import torch
 
-    from captum_prxai.bench import BenchmarkConfig, parse_methods, register_precomputed, run_benchmark
+    from captum_prxai._tokenize import model_input_limit
+    from captum_prxai.bench import BenchmarkConfig, run_benchmark
     from captum_prxai.data import load_dataset, suggested_max_length
+    from captum_prxai.methods import parse_methods, register_precomputed
     from captum_prxai.models import load_default, load_model
 
+    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise PRXAIError(f"--device {device} requested but CUDA is not available; use --device cpu.")
     for item in args.precomputed:
         name, sep, path = item.partition("=")
         if not sep or not name.strip() or not path:
@@ -99,24 +140,25 @@ def run(args: argparse.Namespace) -> int:
         register_precomputed(name.strip(), path, overwrite=True)
     methods = parse_methods(args.methods)
     options = parse_options(args.option)
-    dataset = load_dataset(args.dataset, args.split)
-    max_length = args.max_length
-    if max_length is None:
-        try:
-            max_length = suggested_max_length(args.dataset)
-        except PRXAIError:
-            max_length = None
-    model, tokenizer = load_default() if args.model == "default" else load_model(args.model)
-    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
-    if device.startswith("cuda") and not torch.cuda.is_available():
-        raise PRXAIError(f"--device {device} requested but CUDA is not available; use --device cpu.")
     config = BenchmarkConfig(mode=args.mode, replacement=args.replacement, steps=args.steps,
-                             max_length=max_length, seed=args.seed)
-    out = args.out or f"benchmark-{args.dataset}"
-    result = run_benchmark(model, tokenizer, dataset, methods, n=args.n, out_dir=out, config=config,
-                           method_options=options, device=device, batch_size=args.batch_size,
-                           resume=not args.no_resume, progress=not args.quiet, plot=not args.no_plot,
-                           model_name=args.model)
+                             max_length=args.max_length, seed=args.seed)
+    config.validate()
+    out = check_output_dir(Path(args.out or f"benchmark-{args.dataset}"))
+    dataset = load_dataset(args.dataset, args.split)
+    model, tokenizer = load_default() if args.model == "default" else load_model(args.model)
+    if config.max_length is None:  # the dataset's suggestion, within the model's limit
+        try:
+            suggested = suggested_max_length(args.dataset)
+        except PRXAIError:
+            suggested = None
+        limit = model_input_limit(model, tokenizer)
+        config.max_length = min(suggested, limit) if suggested and limit else (suggested or None)
+    with warnings.catch_warnings():
+        warnings.showwarning = _one_line_warning
+        result = run_benchmark(model, tokenizer, dataset, methods, n=args.n, out_dir=out, config=config,
+                               method_options=options, device=device, batch_size=args.batch_size,
+                               resume=not args.no_resume, progress=not args.quiet, plot=not args.no_plot,
+                               model_name=args.model)
     print(result.files["markdown"].read_text(encoding="utf-8"))
     print(f"{result.n_computed} explanations computed, {result.n_cached} read from {result.files['cache']}")
     for kind in ("csv", "markdown", "json", "plot"):
