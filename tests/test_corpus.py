@@ -217,7 +217,7 @@ def test_resume_after_a_failed_run_does_only_the_missing_shards(tiny_checkpoint,
 
 SLOW_METHOD = textwrap.dedent("""
     import time
-    from captum_prxai.bench import methods as registry
+    from captum_prxai import methods as registry
 
     def register_slow(seconds):
         pr_g = registry.resolve_method("pr-g").factory
@@ -245,7 +245,7 @@ KILL_SCRIPT = SLOW_METHOD + textwrap.dedent("""
 
 
 def test_resume_after_a_kill(tiny_checkpoint, tmp_path):
-    from captum_prxai.bench import methods as registry
+    from captum_prxai import methods as registry
 
     src = _csv(tmp_path / "in.csv", _texts(24, seed=4))
     out = tmp_path / "out"
@@ -350,13 +350,44 @@ def test_cli_writes_the_table_and_reports_errors_on_one_line(tiny_checkpoint, tm
 
 
 # ============================================================================ ray
-def test_ray_engine_equals_local_row_for_row(tiny_checkpoint, tmp_path):
+def _descends_from_us(pid: int) -> bool:
+    """Whether ``pid`` is a descendant of this process (the Ray cluster this test started), via /proc."""
+    while pid > 1:
+        try:
+            status = Path(f"/proc/{pid}/status").read_text()
+        except OSError:
+            return False
+        pid = int(next(line.split()[1] for line in status.splitlines() if line.startswith("PPid:")))
+        if pid == os.getpid():
+            return True
+    return False
+
+
+def test_ray_engine_equals_local_row_for_row_even_when_an_actor_is_killed(tiny_checkpoint, tmp_path):
+    """A two-actor local Ray cluster; one actor is SIGKILLed mid-run: Ray retries, nothing is lost or doubled."""
     pytest.importorskip("ray.data")
     src = _csv(tmp_path / "in.csv", _texts(50, seed=5, lo=0, hi=80), labels=[LABELS[i % 3] for i in range(50)])
     common = dict(text_column="body", id_column="uid", label_column="gold", model=tiny_checkpoint,
                   methods="pr-g,pr-a", shard_size=8, token_budget=256, progress=False)
     local = attribute_dataset(src, tmp_path / "local", **common)
-    remote = attribute_dataset(src, tmp_path / "ray", engine="ray", actors=2, cpus_per_actor=1, **common)
+    killed: list[int] = []
+
+    def kill_an_actor(path: Path) -> None:  # once the first shard is in, SIGKILL one of the two Ray actors
+        if killed:
+            return
+        for proc in Path("/proc").iterdir():
+            try:
+                cmdline = (proc / "cmdline").read_bytes()
+            except OSError:
+                continue
+            if proc.name.isdigit() and cmdline.startswith(b"ray::MapWorker") and _descends_from_us(int(proc.name)):
+                os.kill(int(proc.name), signal.SIGKILL)
+                killed.append(int(proc.name))
+                return
+
+    remote = attribute_dataset(src, tmp_path / "ray", engine="ray", actors=2, cpus_per_actor=1,
+                               on_shard=kill_an_actor, **common)
+    assert killed, "no Ray actor process was found to kill"
     assert (remote.processed, remote.skipped, remote.shards) == (local.processed, local.skipped, local.shards)
     assert local.skipped.get("empty", 0) >= 1 and local.truncated >= 1
     assert read_results(tmp_path / "ray") == read_results(tmp_path / "local")

@@ -82,8 +82,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from captum_prxai.commands.benchmark import parse_options
     from captum_prxai.corpus import attribute_dataset
+    from captum_prxai.corpus.worker import method_registry
+
+    parse_options = method_registry().parse_options
 
     result = attribute_dataset(
         args.input, args.output, dataset=args.dataset, split=args.split, text_column=args.text_column,

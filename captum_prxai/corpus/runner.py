@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 from captum_prxai.corpus.io import Corpus, ShardStore, map_labels, read_corpus, score_column
-from captum_prxai.corpus.worker import LONG_POLICIES, Worker, _registry
+from captum_prxai.corpus.worker import LONG_POLICIES, Worker, method_registry
 from captum_prxai.exceptions import PRXAIError
 
 __all__ = ["ENGINES", "DatasetRun", "attribute_dataset", "plan_shards"]
@@ -209,7 +209,7 @@ def attribute_dataset(
         raise PRXAIError(f"unknown long-text policy {long!r}; choose from: {', '.join(LONG_POLICIES)}.")
     if token_budget < 1 or shard_size < 1 or actors < 1 or cpus_per_actor < 1:
         raise PRXAIError("token_budget, shard_size, actors and cpus_per_actor must be positive.")
-    names = _registry().parse_methods(methods)
+    names = method_registry().parse_methods(methods)
     ShardStore(output, format, names, {"run_key": ""}).check_writable()  # format, pyarrow, permissions: early
     corpus = read_corpus(input, dataset=dataset, split=split, text_column=text_column, id_column=id_column,
                          label_column=label_column, encoding=encoding, limit=limit)

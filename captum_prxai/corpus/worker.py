@@ -23,9 +23,9 @@ LONG_POLICIES = ("truncate", "windows", "skip")
 SKIP_REASONS = ("empty", "too-long", "no-label")
 
 
-def _registry():
-    """The method registry (its one import site in this package)."""
-    from captum_prxai.bench import methods
+def method_registry():
+    """The method registry module (its one import site in this package): :mod:`captum_prxai.methods`."""
+    from captum_prxai import methods
 
     return methods
 
@@ -124,7 +124,7 @@ class Worker:
     ) -> None:
         import torch
 
-        from captum_prxai._limits import max_input_length
+        from captum_prxai._tokenize import model_input_limit
 
         if threads is not None:
             torch.set_num_threads(int(threads))
@@ -132,7 +132,7 @@ class Worker:
             raise PRXAIError(f"unknown long-text policy {long!r}; choose from: {', '.join(LONG_POLICIES)}.")
         if not (target in ("predicted", "label") or (isinstance(target, int) and not isinstance(target, bool))):
             raise PRXAIError(f"target must be 'predicted', 'label' or a class index, got {target!r}.")
-        registry = _registry()
+        registry = method_registry()
         self.methods = registry.parse_methods(list(methods))
         self.model, self.tokenizer = load_model_spec(model)
         if device == "auto":
@@ -145,7 +145,7 @@ class Worker:
             raise PRXAIError(f"target {target} is out of range: the model has {len(self.label_names)} classes "
                              f"(0..{len(self.label_names) - 1}).")
         self.target = target
-        limit = max_input_length(config, self.tokenizer)
+        limit = model_input_limit(self.model, self.tokenizer)
         if max_length is not None:
             if max_length < 3:
                 raise PRXAIError(f"max_length must be at least 3 tokens, got {max_length}.")
@@ -178,7 +178,7 @@ class Worker:
 
     # ------------------------------------------------------------------ encode
     def _encode(self, record: Dict[str, Any]) -> Union[_Doc, Dict[str, Any]]:
-        from captum_prxai._limits import encode_text
+        from captum_prxai._tokenize import encode_text
 
         text = record.get("text")
         if text is None or not str(text).strip():
@@ -289,25 +289,24 @@ class Worker:
         return rows
 
     def _explain_windowed(self, doc: _Doc) -> Dict[str, Any]:
-        """One long text: prediction from the mean of its windows' logits, scores from ``attribute_long``."""
+        """One long text, with :meth:`PageRankAttribution.attribute_long` (prediction: mean of the windows' logits)."""
         import torch
 
         from captum_prxai.corpus.io import score_column
         from captum_prxai.graph.windows import plan_windows
 
         ids = torch.tensor([doc.ids], dtype=torch.long, device=self.device)
-        plan = plan_windows(len(doc.ids), self.max_length, self.window_stride)
-        window_mask = plan.mask.to(self.device)
-        window_ids = ids[0, plan.positions.clamp(min=0).to(self.device)] * window_mask
-        with torch.no_grad():
-            logits = self.forward_func(window_ids, window_mask.long())
-        probs = torch.softmax(logits.double().mean(0), -1).cpu()
-        predicted = int(probs.argmax())
-        target = self._target(doc, predicted)
         row = self._row(doc.record)
-        row.update(n_tokens=doc.n_tokens, truncated=False, windows=int(plan.positions.shape[0]), tokens=doc.tokens,
-                   predicted=predicted, probabilities=[float(p) for p in probs.tolist()], target=target)
+        target: Optional[int] = None if self.target == "predicted" else self._target(doc, -1)
         for e in self.explainers:
-            s = e.attribution.attribute_long(ids, target=target, window=self.max_length, stride=self.window_stride)
-            row[score_column(e.name)] = [float(v) for v in s[0].detach().float().cpu().tolist()]
+            scores, logits = e.attribution.attribute_long(ids, target=target, window=self.max_length,
+                                                          stride=self.window_stride, return_logits=True)
+            if row["probabilities"] is None:
+                probs = torch.softmax(logits[0].detach().double(), -1).cpu()
+                predicted = int(probs.argmax())
+                target = predicted if target is None else target
+                windows = int(plan_windows(len(doc.ids), self.max_length, self.window_stride).positions.shape[0])
+                row.update(n_tokens=doc.n_tokens, truncated=False, windows=windows, tokens=doc.tokens,
+                           predicted=predicted, probabilities=[float(p) for p in probs.tolist()], target=target)
+            row[score_column(e.name)] = [float(v) for v in scores[0].detach().float().cpu().tolist()]
         return row
