@@ -54,6 +54,21 @@ def test_readme_usage_snippet_runs_and_returns_token_scores():
     assert torch.allclose(scores.sum(-1), torch.ones(ids.shape[0]), atol=1e-5)
 
 
+def test_readme_graph_snippet_returns_the_graph_the_scores_came_from():
+    first = [b for b in _python_blocks() if "PRAttentionGradient(forward, attention_layers(model))" in b]
+    graph_blocks = [b for b in _python_blocks() if "pr.attribute_graph(" in b]
+    assert first and graph_blocks, "the README lost its usage or attribute_graph snippet"
+    namespace: dict = {}
+    exec(compile(first[0], "README.md", "exec"), namespace)
+    exec(compile(graph_blocks[0], "README.md", "exec"), namespace)
+    graph, scores, ids = namespace["graph"], namespace["scores"], namespace["input_ids"]
+    batch, tokens = ids.shape
+    assert graph.adjacency.shape == (batch, tokens, tokens)
+    torch.testing.assert_close(graph.scores, scores)
+    torch.testing.assert_close(graph.rescore(), graph.scores, atol=1e-5, rtol=1e-4)
+    assert graph.logits.shape[0] == batch and graph.target.tolist() == [1] * batch
+
+
 def test_quick_start_has_an_install_and_explain_command_then_a_test_command():
     commands = quick_start_commands()
     assert len(commands) >= 2, commands
