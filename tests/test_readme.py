@@ -6,6 +6,7 @@ these tests check what those commands must be without running pip.
 
 from __future__ import annotations
 
+import importlib.util
 import re
 import shlex
 from decimal import ROUND_HALF_EVEN, ROUND_HALF_UP, Decimal
@@ -163,3 +164,48 @@ def test_figure_check_rejects_a_figure_that_was_never_measured():
     committed = _committed_figures()
     assert _quoted_by(committed, "0.381", "0.017")
     assert not _quoted_by(committed, "0.999", "0.001")
+
+
+# --------------------------------------------------------------------------------------------------
+# Commands quoted in the docs exist
+# --------------------------------------------------------------------------------------------------
+
+
+def quoted_command_lines(doc: Path) -> list[str]:
+    """Every command in a ``bash`` block (``&&`` chains split, ``\\`` continuations joined) and every inline
+    code span that starts like a command."""
+    text = doc.read_text(encoding="utf-8")
+    commands = []
+    for block in re.findall(r"```bash\n(.*?)```", text, flags=re.S):
+        for line in block.replace("\\\n", " ").split("\n"):
+            commands += [part.strip() for part in line.split("&&") if part.strip()]
+    prose = re.sub(r"```.*?```", "", text, flags=re.S)
+    commands += [" ".join(span.split()) for span in re.findall(r"(?<!`)`([^`]+)`(?!`)", prose)]
+    return [c for c in commands if c.startswith(("captum-prxai", "python -m ", "python benchmarks/"))]
+
+
+@pytest.mark.parametrize("doc", [README, BENCHMARKS_DOC], ids=lambda p: p.name)
+def test_every_quoted_command_parses(doc):
+    """Each ``captum-prxai`` command line quoted (sub-command and options) is accepted by the CLI's parser, each
+    ``python -m`` module exists and each ``python benchmarks/...`` script is committed. Lines with placeholders
+    (``...``, ``{a,b}``) are checked for their sub-command or file only."""
+    from captum_prxai.cli import build_parser
+
+    parser = build_parser()
+    commands = quoted_command_lines(doc)
+    assert any(c.startswith("captum-prxai ") for c in commands), f"{doc.name}: no captum-prxai command found"
+    bad = []
+    for command in commands:
+        words = shlex.split(command)
+        if words[0] == "captum-prxai":
+            args = words[1:2] if ("..." in command or "{" in command) else words[1:]
+            try:
+                parser.parse_args(args)
+            except SystemExit:
+                bad.append(command)
+        elif words[:2] == ["python", "-m"]:
+            if importlib.util.find_spec(words[2]) is None:
+                bad.append(command)
+        elif not (ROOT / words[1]).is_file():
+            bad.append(command)
+    assert not bad, f"{doc.name} quotes commands that no longer exist or parse: {bad}"
