@@ -115,6 +115,68 @@ def test_bad_training_settings(tiny_dir):
         train_classifier(tiny_dir, (tr, tr), method="full", export_default=True)
 
 
+@pytest.mark.parametrize("flag, value, phrase", [
+    ("--epochs", "0", "epochs (--epochs) must be a number > 0, got 0"),
+    ("--epochs", "-1", "epochs (--epochs) must be a number > 0, got -1"),
+    ("--batch-size", "0", "batch_size (--batch-size) must be a whole number of at least 1, got 0"),
+    ("--threads", "0", "threads (--threads) must be a whole number of at least 1, got 0"),
+    ("--lr", "-0.1", "lr (--lr) must be a number > 0"),
+    ("--lora-rank", "0", "lora_rank (--lora-rank) must be a whole number of at least 1"),
+    ("--max-length", "0", "max_length (--max-length) must be a whole number of at least 1"),
+    ("--max-train", "0", "max_train (--max-train)"),
+    ("--max-test", "-3", "max_test (--max-test)"),
+    ("--max-steps", "0", "max_steps (--max-steps)"),
+    ("--seed", "-1", "seed (--seed) must be a whole number of at least 0"),
+])
+def test_train_cli_checks_every_number_before_any_work(tmp_path, monkeypatch, capsys, flag, value, phrase):
+    from captum_prxai import cli
+    from captum_prxai.models import load as load_module
+
+    monkeypatch.setenv("CAPTUM_PRXAI_CACHE", str(tmp_path))
+    monkeypatch.setattr(load_module, "encoder_path", lambda *a: pytest.fail("work started before the check"))
+    assert cli.main(["train", "--name", "m", flag, value]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and err.startswith("captum-prxai train: error: ") and phrase in err, err
+    assert not (tmp_path / "models").exists()  # no (empty) model folder left behind
+
+
+def test_training_never_replaces_a_model_without_overwrite_and_leaves_nothing_on_failure(tiny_dir, tmp_path,
+                                                                                          monkeypatch, capfd):
+    from captum_prxai.models import _lowrank
+
+    monkeypatch.setenv("CAPTUM_PRXAI_CACHE", str(tmp_path))
+    tr, te = _toy_split("toy", "train", 8, 0), _toy_split("toy", "test", 8, 1)
+    kw = dict(method="lora", max_steps=1, batch_size=4, lora_rank=2, threads=1, progress=False)
+    first = train_classifier(tiny_dir, (tr, te), name="same", **kw)
+    saved = {p.name: p.read_bytes() for p in first.path.iterdir()}
+    assert "Writing model shards" not in capfd.readouterr().err  # progress=False: no transformers bars either
+    with pytest.raises(PRXAIError, match="already saved in .*pass --overwrite"):
+        train_classifier(tiny_dir, (tr, te), name="same", **{**kw, "seed": 1})
+    assert {p.name: p.read_bytes() for p in first.path.iterdir()} == saved  # untouched
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("disk full")
+
+    monkeypatch.setattr(_lowrank, "merge_lowrank", broken)  # fails after training, before saving
+    with pytest.raises(RuntimeError, match="disk full"):
+        train_classifier(tiny_dir, (tr, te), name="fresh", **kw)
+    with pytest.raises(RuntimeError, match="disk full"):
+        train_classifier(tiny_dir, (tr, te), name="same", overwrite=True, **{**kw, "seed": 1})
+    models = tmp_path / "models"
+    assert sorted(p.name for p in models.iterdir()) == ["same"]  # no empty "fresh", no temporary folders
+    assert {p.name: p.read_bytes() for p in first.path.iterdir()} == saved  # the old model survived
+    monkeypatch.undo()
+    monkeypatch.setenv("CAPTUM_PRXAI_CACHE", str(tmp_path))
+    second = train_classifier(tiny_dir, (tr, te), name="same", overwrite=True, **{**kw, "seed": 1})
+    assert second.path == first.path and json.loads((second.path / "model_card.json").read_text())[
+        "hyperparameters"]["seed"] == 1
+    assert sorted(p.name for p in models.iterdir()) == ["same"]
+    with pytest.raises(PRXAIError, match="at least 3 tokens"):
+        train_classifier(tiny_dir, (tr, te), name="short", max_length=2, **kw)
+    with pytest.raises(PRXAIError, match="invalid model name"):
+        train_classifier(tiny_dir, (tr, te), name="../escape", **kw)
+
+
 def test_load_model_missing_gives_command(tmp_path, monkeypatch):
     monkeypatch.setenv("CAPTUM_PRXAI_CACHE", str(tmp_path))
     with pytest.raises(PRXAIError, match="captum-prxai train --encoder minilm --dataset movie-sentences"):

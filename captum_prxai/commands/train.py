@@ -29,6 +29,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--threads", type=int, default=2, help="torch threads (default 2)")
     parser.add_argument("--export-default", action="store_true",
                         help="write the adapter into captum_prxai/models/default (the shipped model)")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="replace a model already saved under --name (otherwise refused)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
@@ -42,8 +44,10 @@ def run(args: argparse.Namespace) -> int:
         seed=args.seed, max_train=args.max_train, max_test=args.max_test,
         max_steps=args.max_steps, threads=args.threads,
     )
+    cfg.validate()  # every number, before anything is loaded (the messages name the setting)
     result = train_classifier(args.encoder, args.dataset, name=args.name, config=cfg,
-                              export_default=args.export_default, progress=not args.no_progress)
+                              export_default=args.export_default, progress=not args.no_progress,
+                              overwrite=args.overwrite)
     card = result.card
     print(f"held-out accuracy: {result.accuracy:.4f} on {card['n_eval']} {card['dataset']} "
           f"{card['eval_split']} examples ({card['train_seconds']:.0f} s training)")

@@ -57,6 +57,51 @@ class TrainConfig:
     max_steps: int | None = None
     threads: int = 2
 
+    def validate(self) -> None:
+        """Raise :class:`~captum_prxai.exceptions.PRXAIError` for any setting training cannot use.
+
+        Every numeric setting is checked here, before a model is loaded or a
+        folder is written.
+        """
+        if self.method not in ("lora", "full"):
+            raise PRXAIError(f"unknown method {self.method!r}; use 'lora' or 'full'")
+
+        def whole(name: str, least: int, optional: bool = False) -> None:
+            value = getattr(self, name)
+            if value is None and optional:
+                return
+            if isinstance(value, bool) or not isinstance(value, int) or value < least:
+                raise PRXAIError(f"{_setting(name)} must be a whole number of at least {least}, got {value!r}")
+
+        def number(name: str, low: float, high: float = float("inf"), low_ok: bool = False) -> None:
+            value = getattr(self, name)
+            ok = isinstance(value, (int, float)) and not isinstance(value, bool) and value == value
+            if not ok or not ((low <= value) if low_ok else (low < value)) or not value < high:
+                if high == float("inf"):
+                    want = f"a number {'>=' if low_ok else '>'} {low:g}"
+                else:
+                    want = f"a number in {'[' if low_ok else '('}{low:g}, {high:g})"
+                raise PRXAIError(f"{_setting(name)} must be {want}, got {value!r}")
+
+        number("epochs", 0.0)
+        whole("batch_size", 1)
+        number("lr", 0.0)
+        number("weight_decay", 0.0, low_ok=True)
+        number("warmup", 0.0, 1.0, low_ok=True)
+        whole("max_length", 1, optional=True)
+        whole("lora_rank", 1)
+        number("lora_alpha", 0.0)
+        whole("seed", 0)
+        whole("max_train", 1, optional=True)
+        whole("max_test", 1, optional=True)
+        whole("max_steps", 1, optional=True)
+        whole("threads", 1)
+
+
+def _setting(name: str) -> str:
+    """``"batch_size"`` -> ``"batch_size (--batch-size)"``: the setting and its command-line flag."""
+    return f"{name} (--{name.replace('_', '-')})"
+
 
 @dataclass
 class TrainResult:
@@ -131,6 +176,7 @@ def train_classifier(
     export_default: bool = False,
     progress: bool = True,
     out_dir: Path | None = None,
+    overwrite: bool = False,
     **overrides,
 ) -> TrainResult:
     """Fine-tune ``encoder`` on ``dataset`` and save it as a sequence classifier.
@@ -145,9 +191,21 @@ def train_classifier(
             package folder ``captum_prxai/models/default`` (needs ``method="lora"``).
         progress: Show a tqdm progress bar.
         out_dir: Save here instead of ``cache_dir("models", name)``.
+        overwrite: Replace a model already saved in that folder (otherwise
+            refused before training starts).
+
+    The model is written into a temporary folder next to its destination and
+    moved into place only once complete, so a failed or interrupted run
+    leaves neither an empty folder nor a half-written model, and the model it
+    replaces stays intact until then.
 
     Returns:
         :class:`TrainResult` with the checkpoint folder, held-out accuracy and card.
+
+    Raises:
+        PRXAIError: A bad setting, empty data, a ``max_length`` the encoder
+            cannot take, or an existing model without ``overwrite``; all
+            before training starts.
     """
     import torch
 
@@ -159,8 +217,7 @@ def train_classifier(
         if not hasattr(cfg, key):
             raise PRXAIError(f"unknown training setting {key!r}")
         setattr(cfg, key, value)
-    if cfg.method not in ("lora", "full"):
-        raise PRXAIError(f"unknown method {cfg.method!r}; use 'lora' or 'full'")
+    cfg.validate()
     if export_default and cfg.method != "lora":
         raise PRXAIError("--export-default needs --method lora (the package ships a low-rank adapter)")
 
@@ -175,8 +232,10 @@ def train_classifier(
         raise PRXAIError("empty training or test data")
     enc_name = str(encoder) if str(encoder) in _encoder_names() else Path(encoder).name
     name = name or f"{enc_name}-{ds_name}"
-    out = Path(out_dir) if out_dir else cache_dir("models", name)
-    out.mkdir(parents=True, exist_ok=True)
+    if not out_dir and (not name.strip() or any(c in name for c in "/\\") or name in (".", "..")):
+        raise PRXAIError(f"invalid model name {name!r}: use a plain folder name, without '/'")
+    out = Path(out_dir) if out_dir else cache_dir("models", create=False) / name
+    _check_destination(out, overwrite)
 
     old_threads = torch.get_num_threads()
     torch.set_num_threads(cfg.threads)
@@ -186,6 +245,7 @@ def train_classifier(
         from transformers import AutoTokenizer
 
         tokenizer = AutoTokenizer.from_pretrained(str(base_dir), local_files_only=True)
+        _check_max_length(max_length, base_dir, tokenizer)
         model = build_classifier(base_dir, list(train.label_names))
         if cfg.method == "lora":
             _lowrank.add_lowrank(model, cfg.lora_rank, cfg.lora_alpha)
@@ -264,9 +324,7 @@ def train_classifier(
                      "python": platform.python_version()},
         "created": time.strftime("%Y-%m-%d %H:%M:%S"),
     }
-    model.save_pretrained(str(out))
-    tokenizer.save_pretrained(str(out))
-    (out / "model_card.json").write_text(json.dumps(card, indent=2))
+    _save(model, tokenizer, card, out)
     result = TrainResult(path=out, accuracy=accuracy, card=card)
 
     if export_default:
@@ -286,6 +344,61 @@ def train_classifier(
         (out / "model_card.json").write_text(json.dumps(card, indent=2))
         result.adapter_path = adapter
     return result
+
+
+def _has_model(folder: Path) -> bool:
+    return folder.is_dir() and any(folder.iterdir())
+
+
+def _check_destination(out: Path, overwrite: bool) -> None:
+    """Refuse to replace a saved model without ``overwrite``, and a destination that is not a folder."""
+    if out.exists() and not out.is_dir():
+        raise PRXAIError(f"cannot save the model to {out}: it is a file")
+    if _has_model(out) and not overwrite:
+        raise PRXAIError(f"a model is already saved in {out}; pass --overwrite (overwrite=True) to replace it, "
+                         "or choose another --name")
+
+
+def _check_max_length(max_length: int, base_dir: Path, tokenizer) -> None:
+    """The wordpiece budget must keep one real token and fit the encoder's positions."""
+    from transformers import AutoConfig
+
+    from captum_prxai._tokenize import max_input_length
+
+    least = tokenizer.num_special_tokens_to_add(pair=False) + 1
+    if max_length < least:
+        raise PRXAIError(f"max_length {max_length} is too short: inputs need at least {least} tokens "
+                         "(the special tokens and one word)")
+    limit = max_input_length(AutoConfig.from_pretrained(str(base_dir), local_files_only=True), tokenizer)
+    if limit is not None and max_length > limit:
+        raise PRXAIError(f"max_length {max_length} is more than the encoder accepts ({limit} tokens)")
+
+
+def _save(model, tokenizer, card: dict, out: Path) -> None:
+    """Write the model, tokenizer and card into a temporary folder beside ``out``, then move it into place."""
+    import shutil
+    import tempfile
+
+    from captum_prxai.models.load import _quiet_transformers
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".partial", dir=out.parent))
+    old = out.parent / f".{out.name}.replaced"
+    try:
+        with _quiet_transformers():  # no "Writing model shards" bar
+            model.save_pretrained(str(tmp))
+            tokenizer.save_pretrained(str(tmp))
+        (tmp / "model_card.json").write_text(json.dumps(card, indent=2))
+        if out.exists():
+            shutil.rmtree(old, ignore_errors=True)
+            out.rename(old)
+        tmp.rename(out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if old.exists() and not out.exists():
+            old.rename(out)  # put back the model this run was to replace
+        raise
+    shutil.rmtree(old, ignore_errors=True)
 
 
 def _encoder_names() -> list[str]:
