@@ -39,7 +39,7 @@ from torch import Tensor, nn
 
 from captum_prxai._tokenize import max_input_length
 from captum_prxai.attr._base import AttentionGraphAttribution
-from captum_prxai.capture import CapturedGraph, _is_causal, check_memory
+from captum_prxai.capture import CapturedGraph, _is_causal, _warn_if_training, check_memory
 from captum_prxai.exceptions import PRXAIError
 from captum_prxai.hooks import AttentionRecorder
 
@@ -219,8 +219,9 @@ class LLMGraphAttribution(LLMGradientAttribution):
             )
         if target is not None and gen_args is not None:
             raise PRXAIError("gen_args is only used to generate the target; pass either target or gen_args, not both.")
-        if internal_batch_size is not None and internal_batch_size < 1:
-            raise PRXAIError(f"internal_batch_size must be positive, got {internal_batch_size}.")
+        if internal_batch_size is not None and (isinstance(internal_batch_size, bool) or not isinstance(
+                internal_batch_size, int) or internal_batch_size < 1):
+            raise PRXAIError(f"internal_batch_size must be a positive int, got {internal_batch_size!r}.")
 
         prompt_ids = self._prompt_ids(inp)
         n_in = prompt_ids.shape[1]
@@ -379,6 +380,12 @@ class LLMGraphAttribution(LLMGradientAttribution):
             return edges.to(torch.float32) if edges.dtype in (torch.float16, torch.bfloat16) else edges
 
         with_gradients = method._needs_gradients()
+        if with_gradients and torch.is_inference_mode_enabled():
+            raise PRXAIError(
+                "attribute() was called under torch.inference_mode(), which forbids the backward passes that "
+                "gradient-based edges need; call it outside inference_mode (PR-A needs no gradients)."
+            )
+        _warn_if_training(method.layers)
         recorder = _RetainingRecorder(method.layers, keep, with_gradients=with_gradients,
                                       attention_fn=method.attention_fn, capture=method.capture,
                                       input_gradient=method._needs_input_gradient())

@@ -6,6 +6,7 @@ test loads the packaged SmolLM2-135M (GGUF) end to end.
 
 from __future__ import annotations
 
+import functools
 import warnings
 
 import pytest
@@ -33,6 +34,16 @@ VOCAB = len(WORDS)
 ARCHS = ["llama", "gpt2", "qwen2", "gemma3"]
 PR_METHODS = {"pr-a": cp.PRAttention, "pr-g": cp.PRGradient, "pr-ag": cp.PRAttentionGradient}
 BASELINES = {"raw": cp.RawAttention, "rollout": cp.AttentionRollout, "gae": cp.GradientWeightedRollout}
+# options whose per-row inputs differ: the layered graph and signs, the gradient x input teleport, per-layer
+# normalisation and a uniform teleport over the causal prefix
+VARIANTS = {
+    "pr-g-layered-signed": functools.partial(cp.PageRankAttribution, edge_weight="gradient", graph="layered",
+                                             signed=True),
+    "pr-ag-input-gradient-normalized": functools.partial(cp.PageRankAttribution, edge_weight="attention_gradient",
+                                                         teleport="input_gradient", normalize_layers=True),
+    "pr-a-uniform": functools.partial(cp.PageRankAttribution, edge_weight="attention", teleport="uniform"),
+    "attention-flow": cp.AttentionFlow,
+}
 PROMPT = "w1 w2 w3 w4 w5 w6"
 TARGET = "w7 w8 w9 w10"
 
@@ -125,8 +136,16 @@ def test_result_is_captums_with_the_right_shapes_and_probabilities(lms, tok, arc
 @pytest.mark.parametrize("arch", ARCHS)
 @pytest.mark.parametrize("name", sorted(PR_METHODS) + sorted(BASELINES))
 def test_one_pass_matrix_equals_the_per_token_path(lms, tok, arch, name):
-    model = lms(arch)
-    llm = _wrap(model, {**PR_METHODS, **BASELINES}[name], tok)
+    _check_one_pass_equals_per_token(lms(arch), tok, {**PR_METHODS, **BASELINES}[name])
+
+
+@pytest.mark.parametrize("name", sorted(VARIANTS))
+def test_one_pass_equals_per_token_for_other_options(lms, tok, name):
+    _check_one_pass_equals_per_token(lms("llama"), tok, VARIANTS[name])
+
+
+def _check_one_pass_equals_per_token(model, tok, cls):
+    llm = _wrap(model, cls, tok)
     inp = TextTokenInput(PROMPT, tok)
     one = llm.attribute(inp, target=TARGET, include_generated=True)
     per_token = llm.attribute(inp, target=TARGET, include_generated=True, one_pass=False)
@@ -318,8 +337,10 @@ def test_bad_inputs_and_targets_get_clear_errors(lms, tok):
         llm.attribute(inp, target=7)
     with pytest.raises(PRXAIError, match="accepts at most 64"):
         llm.attribute(inp, target=" ".join(["w9"] * 60))
-    with pytest.raises(PRXAIError, match="internal_batch_size must be positive"):
+    with pytest.raises(PRXAIError, match="internal_batch_size must be a positive int"):
         llm.attribute(inp, target=TARGET, internal_batch_size=0)
+    with torch.inference_mode(), pytest.raises(PRXAIError, match="inference_mode"):
+        llm.attribute(inp, target=TARGET)
 
 
 def test_empty_prompts_are_refused(lms, tok):
