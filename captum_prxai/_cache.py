@@ -21,3 +21,31 @@ def cache_dir(*parts: str, create: bool = True) -> Path:
     if create:
         path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+def write_atomic(path: "str | Path", data: "str | bytes", encoding: str = "utf-8") -> Path:
+    """Replace ``path`` with ``data`` all at once: write a temporary file beside it, flush it to disk, rename.
+
+    A reader (or a run killed part-way) sees the old file or the new one,
+    never a half-written one.
+
+    Returns:
+        ``path`` as a :class:`~pathlib.Path`.
+    """
+    import tempfile
+
+    path = Path(path)
+    payload = data.encode(encoding) if isinstance(data, str) else bytes(data)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(payload)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return path

@@ -127,6 +127,25 @@ def test_the_cli_prints_the_damaged_cache_warning_on_one_line(tiny, tmp_path, mo
     assert len(err) == 1 and err[0].startswith("captum-prxai benchmark: warning: ") and "damaged" in err[0]
 
 
+def test_rewritten_outputs_are_replaced_whole_or_not_at_all(tiny, tmp_path, monkeypatch):
+    from captum_prxai import _cache
+
+    model, tokenizer = tiny
+    out = tmp_path / "out"
+    run_benchmark(model, tokenizer, DATA, ["random"], n=2, out_dir=out, progress=False, plot=False)
+    before = {name: (out / name).read_bytes() for name in ("summary.json", "summary.md", "results.csv")}
+
+    def crash(src, dst):
+        raise OSError("killed while writing")
+
+    monkeypatch.setattr(_cache.os, "replace", crash)  # the last step of every rewrite
+    with pytest.raises(OSError, match="killed while writing"):
+        run_benchmark(model, tokenizer, DATA, ["random"], n=3, out_dir=out, progress=False, plot=False)
+    monkeypatch.undo()
+    assert {name: (out / name).read_bytes() for name in before} == before  # the old outputs, whole
+    assert sorted(p.name for p in out.iterdir()) == ["cache.jsonl", "results.csv", "summary.json", "summary.md"]
+
+
 # ----------------------------------------------------------------------------- item 9: --max-length
 def test_max_length_is_honoured_checked_and_recorded(tiny, tmp_path):
     model, tokenizer = tiny

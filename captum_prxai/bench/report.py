@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import csv
+import io
 import json
 import math
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+from captum_prxai._cache import write_atomic
 from captum_prxai.bench.settings import MetricSettings
 from captum_prxai.metrics.faithfulness import _pct
 from captum_prxai.metrics.stats import bootstrap_ci, mean_sem
@@ -68,14 +70,14 @@ def write_csv(records: Sequence[Dict[str, Any]], path: Path) -> Path:
                 metric_keys.append(k)
     header = ["example", "method", "label", "target", "correct", "prob", "n_tokens"] + metric_keys + [
         "time_s", "peak_mem_mb"]
-    with Path(path).open("w", newline="", encoding="utf-8") as fh:
-        writer = csv.writer(fh)
-        writer.writerow(header)
-        for r in records:
-            writer.writerow([r["example"], r["method"], r["label"], r["target"], r["correct"], r["prob"],
-                             r["n_tokens"]] + [r["metrics"].get(k, "") for k in metric_keys]
-                            + [r["time_s"], r["peak_mem_mb"]])
-    return Path(path)
+    buffer = io.StringIO(newline="")
+    writer = csv.writer(buffer)
+    writer.writerow(header)
+    for r in records:
+        writer.writerow([r["example"], r["method"], r["label"], r["target"], r["correct"], r["prob"],
+                         r["n_tokens"]] + [r["metrics"].get(k, "") for k in metric_keys]
+                        + [r["time_s"], r["peak_mem_mb"]])
+    return write_atomic(path, buffer.getvalue())
 
 
 def _num(value: float, digits: int) -> str:
@@ -154,8 +156,7 @@ def write_markdown(summary: Dict[str, Dict[str, Dict[str, float]]], methods: Seq
         lines += _table(header, rows)
     if meta.get("errors"):
         lines += ["", f"**{meta['errors']} explanation(s) failed** and are left out; see the warnings of the run."]
-    Path(path).write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return Path(path)
+    return write_atomic(path, "\n".join(lines) + "\n")
 
 
 def write_summary_json(summary: Dict[str, Any], meta: Dict[str, Any], path: Path) -> Path:
@@ -170,8 +171,7 @@ def write_summary_json(summary: Dict[str, Any], meta: Dict[str, Any], path: Path
             return [clean(v) for v in obj]
         return obj
 
-    Path(path).write_text(json.dumps(clean({"meta": meta, "methods": summary}), indent=2), encoding="utf-8")
-    return Path(path)
+    return write_atomic(path, json.dumps(clean({"meta": meta, "methods": summary}), indent=2))
 
 
 def write_plot(records: Sequence[Dict[str, Any]], methods: Sequence[str], path: Path) -> Path:
@@ -207,8 +207,9 @@ def write_plot(records: Sequence[Dict[str, Any]], methods: Sequence[str], path: 
     handles, labels = axes[0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="lower center", ncol=4, fontsize=8, frameon=False)
     fig.tight_layout(rect=(0, 0.065 * legend_rows, 1, 1))
-    fig.savefig(path, dpi=120)
-    return Path(path)
+    image = io.BytesIO()
+    fig.savefig(image, format="png", dpi=120)
+    return write_atomic(path, image.getvalue())
 
 
 #: (summary key, header) of the matrix tables; all but sufficiency are higher-is-better
@@ -304,6 +305,4 @@ def write_matrix(cells: Sequence[Any], path: Path, title: str = "Faithfulness ma
             lines += _table(["Pair"] + [run[0] for run in runs], rows)
             lines.append("")
     lines += sections
-    path = Path(path)
-    path.write_text("\n".join(lines), encoding="utf-8")
-    return path
+    return write_atomic(path, "\n".join(lines))

@@ -35,6 +35,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 import torch
 from torch import Tensor, nn
 
+from captum_prxai._cache import write_atomic
 from captum_prxai._tokenize import model_input_limit
 from captum_prxai.bench.cache import RecordCache, model_fingerprint, record_key
 from captum_prxai.bench.settings import MetricSettings
@@ -166,9 +167,7 @@ def write_command(out_dir: Union[str, Path], program: str, argv: Sequence[str]) 
     """Write ``out_dir/COMMAND``: the exact command line that reproduces a result folder."""
     import shlex
 
-    path = Path(out_dir) / "COMMAND"
-    path.write_text(" ".join([program] + [shlex.quote(a) for a in argv]) + "\n")
-    return path
+    return write_atomic(Path(out_dir) / "COMMAND", " ".join([program] + [shlex.quote(a) for a in argv]) + "\n")
 
 
 def _prepare_model(model: nn.Module, device: Union[str, torch.device, None]) -> torch.device:

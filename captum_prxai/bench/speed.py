@@ -29,6 +29,7 @@ from typing import Callable, Optional, Sequence
 import torch
 from torch import nn
 
+from captum_prxai._cache import write_atomic
 from captum_prxai.attr._base import attention_memory_bytes, available_memory_bytes
 from captum_prxai.bench._memory import PeakMemory, peak_rss_bytes, reset_peak_rss, rss_bytes
 from captum_prxai.methods import IG_DEFAULTS, MethodContext, build_method, make_forward_func
@@ -260,5 +261,4 @@ def speed_table(rows: Sequence[SpeedRow], settings: SpeedSettings, command: str)
 
 def write_results(rows: Sequence[SpeedRow], settings: SpeedSettings, out: Path, command: str) -> Path:
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(speed_table(rows, settings, command))
-    return out
+    return write_atomic(out, speed_table(rows, settings, command))
