@@ -19,9 +19,9 @@ and writes, into ``out_dir``:
 The run is a sequence of named steps: :func:`_resolve_config`,
 :func:`_dataset_items` and :func:`_sample_order`, :func:`_prepare_model`,
 :func:`resolve_max_length`, :func:`_method_keys`, then per example
-:func:`_cached_records`, :func:`_encode`, and per method
-:meth:`_Methods.explain` and :func:`_make_record`, and finally
-:func:`_write_outputs`.
+:func:`_explain_examples` (per example :func:`_cached_records` and
+:func:`_encode`, per method :meth:`_Methods.explain`, the metrics and
+:func:`_make_record`), and finally :func:`_write_outputs`.
 """
 
 from __future__ import annotations
@@ -357,6 +357,57 @@ def _make_record(key: str, index: int, sha: str, name: str, label: Optional[int]
     }
 
 
+@dataclass
+class _Tally:
+    records: List[Dict[str, Any]] = field(default_factory=list)
+    errors: List[Tuple[int, str, str]] = field(default_factory=list)
+    n_computed: int = 0
+    n_cached: int = 0
+
+
+def _explain_examples(indices: Sequence[int], data: _Data, keys: Dict[str, str], cached: Dict[tuple, Dict[str, Any]],
+                      cache: RecordCache, tokenizer: Any, max_length: int, device: torch.device,
+                      forward: ForwardFunc, runner: _Methods, metric_kwargs: Dict[str, Any], bar: Any) -> _Tally:
+    """The loop: per example, reuse the cached records, then explain, score and store the missing ones.
+
+    A method that fails on an example is reported and skipped; the others
+    still run (Ctrl-C still stops the run).
+    """
+    tally = _Tally()
+    for index in indices:
+        text, label = data.texts[index], data.labels[index]
+        sha = _text_sha(text)
+        hits, todo = _cached_records(cached, keys, index, sha, label)
+        tally.records += hits
+        tally.n_cached += len(hits)
+        bar.update(len(hits))
+        if not todo:
+            continue
+        enc = _encode(tokenizer, text, max_length, device)
+        with torch.no_grad():
+            target = forward(enc.ids, enc.mask).argmax(dim=-1)
+        gold = None if label is None else torch.tensor([label], device=device)
+        for name in todo:
+            bar.set_postfix_str(f"{name} #{index}")
+            try:
+                scores, elapsed, mem = runner.explain(name, index, enc, target)
+                res = evaluate_faithfulness(forward, enc.ids, enc.mask, enc.special, scores, target=target,
+                                            labels=gold, **metric_kwargs)
+            except Exception as err:
+                message = f"{type(err).__name__}: {err}"
+                tally.errors.append((index, name, message))
+                bar.write(f"warning: {name} failed on example {index}: {message}")
+                bar.update(1)
+                continue
+            rec = _make_record(keys[name], index, sha, name, label, data.label_names, target, enc, res, scores,
+                               elapsed, mem)
+            cache.append(rec)
+            tally.records.append(rec)
+            tally.n_computed += 1
+            bar.update(1)
+    return tally
+
+
 # ----------------------------------------------------------------------------- the last step
 def _write_outputs(out: Path, names: List[str], records: List[Dict[str, Any]], meta: Dict[str, Any],
                    settings: MetricSettings, plot: bool) -> Tuple[Dict[str, Any], Dict[str, Path]]:
@@ -474,42 +525,10 @@ def run_benchmark(
         cached = {}
 
     runner = _Methods(model, forward, ctx, config.seed, warmup, device)
-    records: List[Dict[str, Any]] = []
-    errors: List[Tuple[int, str, str]] = []
-    n_computed = n_cached = 0
     bar = tqdm(total=len(indices) * len(names), disable=not progress, desc="benchmark", unit="expl")
     try:
-        for index in indices:
-            text, label = data.texts[index], data.labels[index]
-            sha = _text_sha(text)
-            hits, todo = _cached_records(cached, keys, index, sha, label)
-            records += hits
-            n_cached += len(hits)
-            bar.update(len(hits))
-            if not todo:
-                continue
-            enc = _encode(tokenizer, text, max_length, device)
-            with torch.no_grad():
-                target = forward(enc.ids, enc.mask).argmax(dim=-1)
-            for name in todo:
-                bar.set_postfix_str(f"{name} #{index}")
-                try:
-                    scores, elapsed, mem = runner.explain(name, index, enc, target)
-                    res = evaluate_faithfulness(
-                        forward, enc.ids, enc.mask, enc.special, scores, target=target,
-                        labels=None if label is None else torch.tensor([label], device=device), **metric_kwargs)
-                except Exception as err:  # keep benchmarking the other methods (Ctrl-C still stops)
-                    message = f"{type(err).__name__}: {err}"
-                    errors.append((index, name, message))
-                    bar.write(f"warning: {name} failed on example {index}: {message}")
-                    bar.update(1)
-                    continue
-                rec = _make_record(keys[name], index, sha, name, label, data.label_names, target, enc, res,
-                                   scores, elapsed, mem)
-                cache.append(rec)
-                records.append(rec)
-                n_computed += 1
-                bar.update(1)
+        tally = _explain_examples(indices, data, keys, cached, cache, tokenizer, max_length, device, forward,
+                                  runner, metric_kwargs, bar)
     finally:
         bar.close()
 
@@ -523,9 +542,9 @@ def run_benchmark(
         "max_length": max_length,
         "seed": config.seed,
         "batch_size": batch_size,
-        "errors": len(errors),
+        "errors": len(tally.errors),
         "cache_keys": keys,
     }
-    written, files = _write_outputs(out, names, records, meta, config.metrics_only(), plot)
-    return BenchmarkResult(out, names, records, n_computed, n_cached, errors, files, written["summary"],
-                           written["meta"])
+    written, files = _write_outputs(out, names, tally.records, meta, config.metrics_only(), plot)
+    return BenchmarkResult(out, names, tally.records, tally.n_computed, tally.n_cached, tally.errors, files,
+                           written["summary"], written["meta"])
