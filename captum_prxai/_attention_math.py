@@ -1,12 +1,32 @@
-"""Attention arithmetic shared by the capture paths.
+"""Attention arithmetic shared by the capture paths, computed in tiles of query rows.
 
-* :func:`attention_probs` materialises ``softmax(q k^T * scale + mask)``.
+* :func:`attention_probs` materialises ``softmax(q k^T * scale + mask)`` for
+  a block of query rows.
+* :func:`tile_rows` turns a memory budget into a number of query rows per tile.
+* :func:`tiled_attention` is eager attention for capture without gradients:
+  each tile's probabilities are handed to a callback and multiplied with
+  ``v``, and only one tile of per-head probabilities exists at a time.
 * :class:`RecomputedAttention` is scaled dot-product attention whose forward
   runs :func:`torch.nn.functional.scaled_dot_product_attention` (no ``T x T``
   map is kept) and whose backward recomputes the probabilities of that one
-  layer, hands ``(A, dL/dA)`` to a callback, and finishes the attention
-  backward by hand. Only one layer's maps exist at a time, so capturing
-  attention gradients costs no more memory than a memory-efficient backward.
+  layer, tile by tile, hands each tile's ``(A, dL/dA)`` to a callback, and
+  finishes the attention backward by hand.
+
+Why tiles of query rows are exact: the softmax normalises each query row on
+its own, and so does its gradient ``dS = A * (dA - rowsum(dA * A))``; the
+edge weights are elementwise per head and the head reductions are per entry.
+So every row block of the reduced edge map, of ``dq``, and every row block's
+contribution to ``dk`` and ``dv`` (summed over the blocks) is what the whole
+layer at once would give, up to float summation order.
+
+Memory model (per layer, ``B`` examples, ``H`` heads, ``T`` queries, ``S`` keys):
+a tile of ``r`` rows holds at most about five ``(B, H, r, S)`` tensors at once
+(scores/probabilities, their gradient, the softmax gradient, the edge weight
+and a temporary), where ``r = tile_rows(B, H, T, S, itemsize, budget)`` keeps
+one of them within ``budget`` bytes (at least one row). With the default
+:data:`DEFAULT_TILE_BYTES` the per-head temporaries stay below about
+``5 * DEFAULT_TILE_BYTES`` whatever the length;
+:func:`captum_prxai.capture.attention_memory_bytes` counts them.
 """
 
 from __future__ import annotations
@@ -18,8 +38,30 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-#: ``(A (B, H, T, S), dA (B, H, T, S)) -> None``
-GradientSink = Callable[[Tensor, Tensor], None]
+#: Default memory budget, in bytes, of one ``(B, H, rows, S)`` per-head tile tensor (16 MiB): small enough
+#: that a tile's temporaries stay in the last-level cache's neighbourhood on CPU and well inside any GPU,
+#: large enough that at 512 tokens one example's layer is a single tile.
+DEFAULT_TILE_BYTES = 16 * 2**20
+
+#: ``(A (B, H, r, S), dA (B, H, r, S) or None, rows) -> None``: one tile of query rows ``rows`` (a slice).
+TileSink = Callable[[Tensor, Optional[Tensor], slice], None]
+#: Old name of :data:`TileSink`.
+GradientSink = TileSink
+
+
+def tile_rows(batch: int, heads: int, queries: int, keys: int, itemsize: int, budget: Optional[int] = None) -> int:
+    """Query rows per tile so that one ``(batch, heads, rows, keys)`` tensor fits in ``budget`` bytes.
+
+    ``budget=None`` means :data:`DEFAULT_TILE_BYTES`; the result is between 1 and ``queries``.
+    """
+    budget = DEFAULT_TILE_BYTES if budget is None else int(budget)
+    per_row = max(1, batch * heads * keys * itemsize)
+    return max(1, min(queries, budget // per_row))
+
+
+def tile_bytes(batch: int, heads: int, queries: int, keys: int, itemsize: int, budget: Optional[int] = None) -> int:
+    """Bytes of one ``(batch, heads, rows, keys)`` tile tensor, with ``rows`` from :func:`tile_rows`."""
+    return batch * heads * keys * itemsize * tile_rows(batch, heads, queries, keys, itemsize, budget)
 
 
 def repeat_heads(tensor: Tensor, groups: int) -> Tensor:
@@ -28,10 +70,19 @@ def repeat_heads(tensor: Tensor, groups: int) -> Tensor:
 
 
 def attention_probs(
-    query: Tensor, key: Tensor, mask: Optional[Tensor], scale: float, causal: bool
+    query: Tensor,
+    key: Tensor,
+    mask: Optional[Tensor],
+    scale: float,
+    causal: bool,
+    row_offset: int = 0,
+    total_rows: Optional[int] = None,
 ) -> Tensor:
     """``softmax(q k^T * scale + mask)``; boolean masks mark allowed keys with ``True``.
 
+    ``query`` may be a block of query rows: rows ``row_offset ..`` of
+    ``total_rows`` (default: the whole sequence), which places the causal
+    diagonal; ``mask`` then covers those rows only (see :func:`mask_rows`).
     The scale is folded into ``q`` (``T x D``) rather than applied to the
     ``T x T`` scores. Fully masked rows (padding queries) get a uniform row
     instead of NaN.
@@ -40,7 +91,10 @@ def attention_probs(
     lowest = torch.finfo(scores.dtype).min
     if causal:
         t_q, t_k = scores.shape[-2], scores.shape[-1]
-        allowed = torch.ones(t_q, t_k, dtype=torch.bool, device=scores.device).tril(diagonal=t_k - t_q)
+        total = t_q if total_rows is None else total_rows
+        allowed = torch.ones(t_q, t_k, dtype=torch.bool, device=scores.device).tril(
+            diagonal=row_offset + t_k - total
+        )
         scores = scores.masked_fill_(~allowed, lowest)
     if mask is not None:
         if mask.dtype == torch.bool:
@@ -50,15 +104,65 @@ def attention_probs(
     return torch.softmax(scores, dim=-1)
 
 
+def mask_rows(mask: Optional[Tensor], rows: slice, total_rows: int) -> Optional[Tensor]:
+    """The part of an attention mask (``(..., T, S)`` or broadcast ``(..., 1, S)``) that covers query ``rows``."""
+    if mask is None or mask.dim() < 2 or mask.shape[-2] != total_rows or total_rows == 1:
+        return mask
+    return mask[..., rows, :]
+
+
 def default_scale(query: Tensor, scale: Optional[float]) -> float:
     return 1.0 / math.sqrt(query.shape[-1]) if scale is None else float(scale)
 
 
-class RecomputedAttention(torch.autograd.Function):
-    """SDPA forward; backward recomputes ``A``, reports ``(A, dA)`` to ``sink`` and returns ``dq, dk, dv``.
+def _tiles(length: int, rows: int):
+    rows = max(1, int(rows))
+    for start in range(0, length, rows):
+        yield slice(start, min(length, start + rows))
 
-    With ``capture_only`` (the earliest hooked layer, when nothing below it
-    needs a gradient) the backward stops after reporting ``(A, dA)``.
+
+def tiled_attention(
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    mask: Optional[Tensor],
+    scale: float,
+    causal: bool,
+    groups: int,
+    sink: TileSink,
+    rows: int,
+) -> Tensor:
+    """Eager attention ``A v`` computed ``rows`` query rows at a time; each tile's ``A`` goes to ``sink``.
+
+    For capture without gradients (attention-only edges): the per-head
+    probabilities of one tile, ``(B, H, rows, S)``, are the largest tensor
+    alive. Returns ``(B, H, T, D)``, as ``softmax(q k^T) v`` of the whole layer.
+    """
+    key_full, value_full = repeat_heads(key, groups), repeat_heads(value, groups)
+    length = query.shape[-2]
+    if rows >= length:
+        probs = attention_probs(query, key_full, mask, scale, causal)
+        sink(probs, None, slice(0, length))
+        return torch.matmul(probs, value_full)
+    out = query.new_empty(query.shape[:-1] + (value_full.shape[-1],))
+    for part in _tiles(length, rows):
+        probs = attention_probs(query[:, :, part], key_full, mask_rows(mask, part, length), scale, causal,
+                                part.start, length)
+        sink(probs, None, part)
+        out[:, :, part] = torch.matmul(probs, value_full)
+        del probs
+    return out
+
+
+class RecomputedAttention(torch.autograd.Function):
+    """SDPA forward; backward recomputes ``A`` tile by tile, reports each ``(A, dA)`` tile to ``sink``.
+
+    The backward walks the query rows in tiles of ``rows`` rows: it recomputes
+    the tile's probabilities, their gradient ``dA = dO v^T``, hands both to
+    ``sink`` with the tile's row slice, then adds the tile's share of
+    ``dq`` (its rows), ``dk`` and ``dv`` (sums over the tiles). With
+    ``capture_only`` (the earliest hooked layer, when nothing below it needs a
+    gradient) the backward only reports the tiles.
     """
 
     @staticmethod
@@ -71,8 +175,9 @@ class RecomputedAttention(torch.autograd.Function):
         scale: float,
         causal: bool,
         groups: int,
-        sink: GradientSink,
+        sink: TileSink,
         capture_only: bool = False,
+        rows: Optional[int] = None,
     ) -> Tensor:
         out = F.scaled_dot_product_attention(
             query, repeat_heads(key, groups), repeat_heads(value, groups), attn_mask=mask, scale=scale,
@@ -81,32 +186,55 @@ class RecomputedAttention(torch.autograd.Function):
         ctx.save_for_backward(query, key, value, mask if mask is not None else torch.empty(0))
         ctx.has_mask, ctx.scale, ctx.causal, ctx.groups, ctx.sink = mask is not None, scale, causal, groups, sink
         ctx.capture_only = capture_only
+        ctx.rows = query.shape[-2] if rows is None else max(1, int(rows))
         return out
 
     @staticmethod
     def backward(ctx: torch.autograd.function.FunctionCtx, grad_out: Tensor):  # type: ignore[override]
         query, key, value, mask = ctx.saved_tensors
-        groups = ctx.groups
+        mask = mask if ctx.has_mask else None
+        groups, scale, length = ctx.groups, ctx.scale, query.shape[-2]
         key_full, value_full = repeat_heads(key, groups), repeat_heads(value, groups)
-        probs = attention_probs(query, key_full, mask if ctx.has_mask else None, ctx.scale, ctx.causal)
-        grad_probs = torch.matmul(grad_out, value_full.transpose(-1, -2))
-        ctx.sink(probs, grad_probs)
-        if ctx.capture_only:  # the earliest layer: nothing below it needs a gradient
-            return None, None, None, None, None, None, None, None, None
-        need_q, need_k, need_v = ctx.needs_input_grad[:3]
+        need_q, need_k, need_v = (False, False, False) if ctx.capture_only else ctx.needs_input_grad[:3]
+        single = ctx.rows >= length
         grad_q = grad_k = grad_v = None
-        if need_q or need_k:
-            # fused softmax backward: dS = A * (dA - rowsum(dA * A))
-            grad_scores = torch._softmax_backward_data(grad_probs, probs, -1, probs.dtype)
-            del grad_probs
-            if need_q:
-                grad_q = torch.matmul(grad_scores, key_full).mul_(ctx.scale)
-            if need_k:
-                grad_k = _sum_groups(torch.matmul(grad_scores.transpose(-1, -2), query * ctx.scale), groups)
-            del grad_scores
-        if need_v:
-            grad_v = _sum_groups(torch.matmul(probs.transpose(-1, -2), grad_out), groups)
-        return grad_q, grad_k, grad_v, None, None, None, None, None, None
+        if need_q and not single:
+            grad_q = torch.empty_like(query)
+        query_scaled = query * scale if need_k else None
+        value_t = value_full.transpose(-1, -2)
+        for part in _tiles(length, ctx.rows):
+            if single:
+                q, g_out, tile_mask = query, grad_out, mask
+            else:
+                q, g_out, tile_mask = query[:, :, part], grad_out[:, :, part], mask_rows(mask, part, length)
+            probs = attention_probs(q, key_full, tile_mask, scale, ctx.causal, part.start, length)
+            grad_probs = torch.matmul(g_out, value_t)
+            ctx.sink(probs, grad_probs, part)
+            if need_v:
+                share = torch.matmul(probs.transpose(-1, -2), g_out)
+                grad_v = share if grad_v is None else grad_v.add_(share)
+            if need_q or need_k:
+                # fused softmax backward, row by row: dS = A * (dA - rowsum(dA * A))
+                grad_scores = torch._softmax_backward_data(grad_probs, probs, -1, probs.dtype)
+                del grad_probs, probs
+                if need_q:
+                    rows_q = torch.matmul(grad_scores, key_full).mul_(scale)
+                    if single:
+                        grad_q = rows_q
+                    else:
+                        grad_q[:, :, part] = rows_q
+                if need_k:
+                    q_part = query_scaled if single else query_scaled[:, :, part]
+                    share = torch.matmul(grad_scores.transpose(-1, -2), q_part)
+                    grad_k = share if grad_k is None else grad_k.add_(share)
+                del grad_scores
+            else:
+                del grad_probs, probs
+        if grad_k is not None:
+            grad_k = _sum_groups(grad_k, groups)
+        if grad_v is not None:
+            grad_v = _sum_groups(grad_v, groups)
+        return grad_q, grad_k, grad_v, None, None, None, None, None, None, None
 
 
 def _sum_groups(grad: Tensor, groups: int) -> Tensor:

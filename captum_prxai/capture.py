@@ -20,8 +20,9 @@ from typing import Any, Callable, Optional, Sequence, Union
 import torch
 from torch import Tensor, nn
 
+from captum_prxai._attention_math import tile_bytes as _tile_bytes
 from captum_prxai.exceptions import PRXAIError, PRXAIWarning
-from captum_prxai.hooks import AttentionExtractor, AttentionRecorder, resolve_capture_mode
+from captum_prxai.hooks import AttentionExtractor, AttentionRecorder, current_tile_bytes, resolve_capture_mode
 
 __all__ = [
     "CapturedGraph",
@@ -50,18 +51,41 @@ class CapturedGraph:
 
 
 def attention_memory_bytes(
-    batch: int, length: int, layers: int, heads: int, itemsize: int = 4, capture: str = "recompute"
+    batch: int,
+    length: int,
+    layers: int,
+    heads: int,
+    itemsize: int = 4,
+    capture: str = "recompute",
+    tile_bytes: Optional[int] = None,
 ) -> int:
-    """Rough peak memory of the attention maps of one attribution pass.
+    """Rough peak memory of the attention maps of one attribution pass (bytes).
 
-    With ``capture="recompute"`` only one layer's maps exist at a time: about
-    five ``(B, H, T, T)`` tensors in its backward (probabilities, their
-    gradient, the softmax gradient, the edge product and a temporary). With
-    ``capture="weights"`` autograd keeps one map per layer for the backward
-    pass, plus about three for the layer being computed: ``(L + 3)`` maps.
+    Two parts:
+
+    * **Per-head maps.** With ``capture="recompute"`` (tiled, see
+      :mod:`captum_prxai._attention_math`) one layer is computed at a time,
+      in tiles of ``r`` query rows; about five ``(B, H, r, T)`` tensors exist
+      at once (probabilities, their gradient, the softmax gradient, the edge
+      weight and a temporary), ``r`` chosen by
+      :func:`~captum_prxai._attention_math.tile_rows` so that one of them fits
+      in ``tile_bytes`` (default: :func:`~captum_prxai.hooks.current_tile_bytes`,
+      16 MiB). So this part is bounded by the budget, whatever the length.
+      With ``capture="weights"`` autograd keeps the model's ``(B, H, T, T)``
+      map of every layer for the backward pass, plus about three for the layer
+      being computed: ``(L + 3)`` maps.
+    * **Head-reduced maps.** The ``L`` ``(B, T, T)`` edge maps kept for the
+      graph, plus about three more while the graph is built and PageRank runs
+      (the summed adjacency, the masked copy and a temporary), in fp32:
+      ``(L + 3) * B * T * T * 4`` bytes. This part grows as ``T**2`` and
+      dominates at long lengths.
     """
-    maps = 5 if capture == "recompute" else layers + 3
-    return maps * batch * heads * length * length * itemsize
+    reduced = (layers + 3) * batch * length * length * 4
+    if capture == "recompute":
+        tile = _tile_bytes(batch, heads, length, length, itemsize,
+                           current_tile_bytes() if tile_bytes is None else tile_bytes)
+        return 5 * tile + reduced
+    return (layers + 3) * batch * heads * length * length * itemsize + reduced
 
 
 def available_memory_bytes(device: torch.device) -> Optional[int]:
@@ -94,7 +118,9 @@ def check_memory(layers: Sequence[nn.Module], batch: int, length: int, device: t
 
     The capture mode is the one the recorder will use
     (:func:`~captum_prxai.hooks.resolve_capture_mode`), so layers that fall
-    back to materialised weights (e.g. MPNet) are counted as such.
+    back to materialised weights (e.g. MPNet) are counted as such; recomputed
+    layers are counted as tiles of the current budget
+    (:func:`~captum_prxai.hooks.tile_budget`), see :func:`attention_memory_bytes`.
     """
     heads = max(_heads(layer) for layer in layers)
     if not heads:
@@ -140,14 +166,27 @@ def _is_causal(attention: Tensor, mask: Tensor) -> bool:
     Looking at the first *real* row makes the check hold for left-padded
     batches, whose padding rows may attend anywhere.
     """
-    length = attention.shape[-1]
     if int(mask.sum(-1).max()) < 2:
         return False
+    _, causal = _causal_rows(attention, mask, slice(0, attention.shape[-2]))
+    return bool(causal.all())
+
+
+def _causal_rows(attention: Tensor, mask: Tensor, rows: slice) -> tuple[Tensor, Tensor]:
+    """:func:`_is_causal` on a tile of query ``rows``: ``(seen (B,), causal (B,))``, on the device.
+
+    ``seen`` marks the examples whose first real query lies in the tile;
+    ``causal`` is False only for those of them that attend to a later real key.
+    """
+    length = mask.shape[-1]
     positions = torch.arange(length, device=mask.device).expand_as(mask)
     first = torch.where(mask, positions, torch.full_like(positions, length)).amin(-1).clamp(max=length - 1)
-    rows = attention[torch.arange(attention.shape[0], device=attention.device), :, first]  # (B, H, T)
+    seen = (first >= rows.start) & (first < rows.stop)
+    local = (first - rows.start).clamp(0, attention.shape[-2] - 1)
+    picked = attention[torch.arange(attention.shape[0], device=attention.device), :, local]  # (B, H, T)
     later = (positions > first[:, None]) & mask
-    return bool((rows.masked_select(later[:, None, :].expand_as(rows)) == 0).all())
+    attends_later = ((picked != 0) & later[:, None, :]).any(-1).any(-1)
+    return seen, ~(seen & attends_later)
 
 
 def _select_target(output: Any, targets: Optional[Tensor], batch: int) -> tuple[Tensor, Tensor, Optional[Tensor]]:
@@ -212,6 +251,7 @@ def capture_graph(
     attention_fn: Optional[AttentionExtractor] = None,
     capture: str = "auto",
     target_position: Union[str, int] = "auto",
+    tile_bytes: Optional[int] = None,
 ) -> CapturedGraph:
     """Run one forward (and backward) pass and return the per-layer edge maps.
 
@@ -230,20 +270,32 @@ def capture_graph(
         input_gradient (bool): Also return gradient x input at the first layer.
         attention_fn, capture: See :class:`~captum_prxai.hooks.AttentionRecorder`.
         target_position: See :func:`target_positions`.
+        tile_bytes (int, optional): Budget of one per-head attention tile
+            (see :func:`~captum_prxai.hooks.tile_budget`); default: the
+            current budget, 16 MiB. ``edge_map`` is called once per tile of
+            query rows, ``(layer, A (B, H, r, T), dA) -> (B, r, T)``, so it
+            must be elementwise or row-wise (the built-in edge weights are).
 
     Returns:
         CapturedGraph: maps in at least fp32, zero on padding rows and columns.
     """
     _warn_if_training(layers)
-    causal_flags: list[bool] = []
+    # the causal check runs on the first layer whose maps arrive, tile by tile: (layer, seen, causal)
+    causal_state: list[Any] = []
 
-    def keep(layer: int, attention: Tensor, grad: Optional[Tensor]) -> Tensor:
-        if not causal_flags:
-            causal_flags.append(_is_causal(attention, mask))
+    def keep(layer: int, attention: Tensor, grad: Optional[Tensor], rows: Optional[slice] = None) -> Tensor:
+        if not causal_state:
+            causal_state.extend([layer, torch.zeros(mask.shape[0], dtype=torch.bool, device=mask.device),
+                                 torch.ones(mask.shape[0], dtype=torch.bool, device=mask.device)])
+        if causal_state[0] == layer:
+            seen, causal = _causal_rows(attention, mask, slice(0, attention.shape[-2]) if rows is None else rows)
+            causal_state[1] |= seen
+            causal_state[2] &= causal
         return edge_map(layer, attention, grad)
 
     recorder = AttentionRecorder(layers, keep, with_gradients=with_gradients, attention_fn=attention_fn,
-                                 capture=capture, input_gradient=input_gradient)
+                                 capture=capture, input_gradient=input_gradient,
+                                 tile_bytes=current_tile_bytes() if tile_bytes is None else tile_bytes)
     if with_gradients and torch.is_inference_mode_enabled():
         raise PRXAIError(
             "attribute() was called under torch.inference_mode(), which forbids the backward pass gradient-based "
@@ -277,7 +329,8 @@ def capture_graph(
             "The captured attention maps contain NaN or infinite values (check the inputs, e.g. NaN embeddings, "
             "and the model's weights)."
         )
-    causal = bool(causal_flags and causal_flags[0])
+    causal = bool(causal_state) and int(mask.sum(-1).max()) >= 2 and bool(
+        (causal_state[1] & causal_state[2]).all())
     return CapturedGraph(
         maps=maps,
         mask=mask,

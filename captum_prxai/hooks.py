@@ -29,7 +29,15 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from captum_prxai._attention_math import RecomputedAttention, attention_probs, default_scale, repeat_heads
+from captum_prxai._attention_math import (
+    DEFAULT_TILE_BYTES,
+    RecomputedAttention,
+    attention_probs,
+    default_scale,
+    repeat_heads,
+    tile_rows,
+    tiled_attention,
+)
 from captum_prxai.exceptions import PRXAIError
 
 __all__ = [
@@ -40,6 +48,8 @@ __all__ = [
     "hf_attention_weights",
     "resolve_capture_mode",
     "sdpa_attention",
+    "tile_budget",
+    "current_tile_bytes",
 ]
 
 #: ``(module, args, kwargs, output) -> (B, H, T, T)`` attention probabilities or ``None``.
@@ -355,18 +365,19 @@ def _capture_attention(
             probs = F.dropout(probs, p=dropout, training=True)
         out = torch.matmul(probs, repeat_heads(value, groups))
         return out.transpose(1, 2).contiguous(), probs
+    length = query.shape[2]
+    rows = recorder.rows_per_tile(query, key)
+
+    def sink(probs: Tensor, grad: Optional[Tensor], part: slice, index: int = index) -> None:
+        recorder._store(index, probs, grad, part, length)
+
     if recorder.with_gradients and torch.is_grad_enabled():
         recorder._anchor(index, query)
-
-        def sink(probs: Tensor, grad: Tensor, index: int = index) -> None:
-            recorder._store(index, probs, grad)
-
         capture_only = index == 0 and not recorder.input_gradient_wanted
-        out = RecomputedAttention.apply(query, key, value, attention_mask, scale, causal, groups, sink, capture_only)
+        out = RecomputedAttention.apply(query, key, value, attention_mask, scale, causal, groups, sink, capture_only,
+                                        rows)
     else:
-        probs = attention_probs(query, repeat_heads(key, groups), attention_mask, scale, causal)
-        recorder._store(index, probs, None)
-        out = torch.matmul(probs, repeat_heads(value, groups))
+        out = tiled_attention(query, key, value, attention_mask, scale, causal, groups, sink, rows)
     return out.transpose(1, 2).contiguous(), None
 
 
@@ -457,11 +468,54 @@ def _exclusive(layers: Sequence[nn.Module]) -> Iterator[None]:
 
 
 # --------------------------------------------------------------------------------------------
+# Tile budget
+# --------------------------------------------------------------------------------------------
+
+_tile_state = threading.local()
+
+
+def current_tile_bytes() -> int:
+    """The memory budget of one per-head attention tile for captures in this thread (bytes).
+
+    :data:`~captum_prxai._attention_math.DEFAULT_TILE_BYTES` (16 MiB) unless
+    changed by :func:`tile_budget`.
+    """
+    return getattr(_tile_state, "budget", None) or DEFAULT_TILE_BYTES
+
+
+@contextlib.contextmanager
+def tile_budget(nbytes: int) -> Iterator[None]:
+    """Capture attention in tiles whose per-head tensors hold at most ``nbytes`` bytes, in this thread.
+
+    The capture of :func:`captum_prxai.capture.capture_graph` (and so every
+    PR-XAI attribution) computes each layer's ``(B, H, r, T)`` attention
+    probabilities and gradients ``r`` query rows at a time, with ``r`` chosen
+    so that one such tensor fits in the budget (at least one row); about five
+    of them exist at once. A larger budget means fewer, larger tiles (less
+    per-tile overhead on GPUs), a smaller one less memory. The memory check of
+    ``attribute`` (:func:`captum_prxai.capture.check_memory`) uses the same
+    budget. Example::
+
+        >>> with tile_budget(256 * 2**20):
+        ...     scores = PRGradient(forward, attention_layers(model)).attribute(ids)
+    """
+    if isinstance(nbytes, bool) or not isinstance(nbytes, int) or nbytes < 1:
+        raise PRXAIError(f"tile_budget takes a positive number of bytes, got {nbytes!r}.")
+    previous = getattr(_tile_state, "budget", None)
+    _tile_state.budget = nbytes
+    try:
+        yield
+    finally:
+        _tile_state.budget = previous
+
+
+# --------------------------------------------------------------------------------------------
 # The recorder
 # --------------------------------------------------------------------------------------------
 
-#: ``(layer_index, attention (B, H, T, T), gradient (B, H, T, T) or None) -> reduced map``
-AttentionReducer = Callable[[int, Tensor, Optional[Tensor]], Tensor]
+#: ``(layer_index, attention (B, H, T, T), gradient (B, H, T, T) or None) -> reduced map``; with tiles,
+#: ``(layer_index, A (B, H, r, T), dA or None, rows) -> map whose second-last axis holds those r rows``.
+AttentionReducer = Callable[..., Tensor]
 
 
 class AttentionRecorder:
@@ -500,6 +554,21 @@ class AttentionRecorder:
             soft-capping or a custom ``attention_fn`` is given. Modules that do
             not go through transformers' attention functions (e.g. MPNet)
             always use their returned weights.
+        input_gradient (bool): Also compute gradient x input at the first
+            layer's input during :meth:`backward` (:attr:`input_gradient`).
+        tile_bytes (int, optional): Hand the recomputed attention to
+            ``reduce`` in tiles of query rows whose ``(B, H, r, T)`` per-head
+            tensors hold at most this many bytes (at least one row; see
+            :func:`~captum_prxai._attention_math.tile_rows`). ``reduce`` is
+            then called as ``reduce(layer_index, A, dA, rows)`` once per tile,
+            ``rows`` being the slice of query rows the tile covers, and must
+            return a map whose second-last axis holds those rows (e.g. the
+            head-reduced ``(B, r, T)`` edge map); the recorder writes the tiles
+            into one ``(B, T, T)`` map per layer. Edge weights must therefore
+            be elementwise or row-wise in ``A`` and ``dA`` (the built-in ones
+            are). Layers that hand over their own weights (``"weights"``, MPNet)
+            are reduced whole, with ``rows`` covering every row. Default:
+            ``None``, whole layers and ``reduce(layer_index, A, dA)``.
 
     Example::
 
@@ -518,6 +587,7 @@ class AttentionRecorder:
         attention_fn: Optional[AttentionExtractor] = None,
         capture: str = "auto",
         input_gradient: bool = False,
+        tile_bytes: Optional[int] = None,
     ) -> None:
         layers = list(layers)
         if not layers:
@@ -536,6 +606,11 @@ class AttentionRecorder:
         self._anchors: list[Optional[Tensor]] = [None] * len(layers)
         self._index = {id(layer): i for i, layer in enumerate(layers)}
         self.input_gradient_wanted = input_gradient
+        if tile_bytes is not None and (isinstance(tile_bytes, bool) or not isinstance(tile_bytes, int)
+                                       or tile_bytes < 1):
+            raise PRXAIError(f"tile_bytes must be a positive int or None, got {tile_bytes!r}.")
+        #: per-head tile budget in bytes, or ``None`` for whole layers
+        self.tile_bytes = tile_bytes
         #: ``(B, T)`` gradient x input at the first layer's input, after :meth:`backward` (``input_gradient=True``)
         self.input_gradient: Optional[Tensor] = None
         self._first_input: Optional[Tensor] = None
@@ -643,9 +718,38 @@ class AttentionRecorder:
         """Remember a tensor whose gradient needs layer ``index``'s attention backward."""
         self._anchors[index] = tensor
 
-    def _store(self, index: int, attention: Tensor, grad: Optional[Tensor]) -> None:
+    def rows_per_tile(self, query: Tensor, key: Tensor) -> int:
+        """Query rows per tile for one layer's ``query (B, H, T, D)`` and ``key (B, Hkv, S, D)``."""
+        length = query.shape[-2]
+        if self.tile_bytes is None:
+            return length
+        batch, heads, keys = query.shape[0], query.shape[1], key.shape[-2]
+        return tile_rows(batch, heads, length, keys, query.element_size(), self.tile_bytes)
+
+    def _store(self, index: int, attention: Tensor, grad: Optional[Tensor], rows: Optional[slice] = None,
+               length: Optional[int] = None) -> None:
+        """Reduce one layer's maps, or one tile of ``rows`` of its ``length`` query rows, into :attr:`maps`."""
         with torch.no_grad():
-            self.maps[index] = self.reduce(index, attention.detach(), grad)
+            if self.tile_bytes is None:
+                self.maps[index] = self.reduce(index, attention.detach(), grad)
+                return
+            length = attention.shape[-2] if length is None else length
+            rows = slice(0, length) if rows is None else rows
+            out = self.reduce(index, attention.detach(), grad, rows)
+            count = rows.stop - rows.start
+            if not isinstance(out, Tensor) or out.dim() < 2 or out.shape[-2] != count:
+                shape = tuple(out.shape) if isinstance(out, Tensor) else type(out).__name__
+                raise PRXAIError(
+                    f"The reduction of layer {index} returned {shape} for a tile of {count} query rows; with "
+                    "tiles it must return a map whose second-last axis holds the tile's rows, e.g. (B, rows, T)."
+                )
+            if count == length:
+                self.maps[index] = out
+                return
+            full = self.maps[index]
+            if full is None or rows.start == 0:
+                full = self.maps[index] = out.new_empty(out.shape[:-2] + (length,) + out.shape[-1:])
+            full[..., rows, :] = out
 
     # -- backward ---------------------------------------------------------------------------
     def backward(self, objective: Tensor) -> None:

@@ -1,0 +1,191 @@
+"""Time and peak memory of PR-A, PR-G and PR-AG as ratios to one forward+backward pass (issue 19).
+
+Every cell (length ``T``, batch ``B``) uses the model, inputs and method
+callables of :func:`captum_prxai.bench.speed._setup`: MiniLM-L6 up to 512
+tokens, and beyond that a MiniLM-sized randomly initialised BERT config
+(6 layers, 384 wide, 12 heads) with enough positions, as in
+``benchmarks/results/speed_cpu_b1.md``. The baseline ``forward+backward`` is
+one pass with parameter gradients and the model's default (fused SDPA)
+attention.
+
+* **Time**: after one warm-up of each callable, ``--repeats`` rounds run the
+  baseline and every method one after another (round robin, so that the load
+  of a shared machine hits them alike); the table reports medians and the
+  ratio of medians.
+* **Memory**: the growth of resident memory during one call, each cell in a
+  fresh process with the high-water mark reset after loading
+  (:func:`captum_prxai.bench.speed.child_peak_memory`).
+
+A run writes JSON; ``table`` turns a "before" and an "after" run into the
+Markdown tables committed under ``benchmarks/results/``::
+
+    OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 python benchmarks/capture_speed.py run --label after \\
+        --lengths 128,512,2048,4096 --batch-sizes 1 --json /tmp/after_b1.json
+    python benchmarks/capture_speed.py table --before /tmp/before_b1.json --after /tmp/after_b1.json \\
+        --speed-out benchmarks/results/capture_speed_cpu.md --memory-out benchmarks/results/capture_memory_cpu.md
+
+The "before" run is the same command with ``PYTHONPATH`` pointing at a copy of
+the package from before the change (see ``docs/speed.md``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import shlex
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Optional
+
+import torch
+
+BASELINE = "forward+backward"
+DEFAULT_METHODS = ("pr-a", "pr-g", "pr-ag")
+
+
+def _cells(lengths: str, batches: str) -> list[tuple[int, int]]:
+    return [(int(t), int(b)) for t in lengths.split(",") for b in batches.split(",")]
+
+
+def run(args: argparse.Namespace) -> dict:
+    from captum_prxai.bench.speed import SpeedSettings, _setup
+
+    torch.set_num_threads(args.threads)
+    methods = [m for m in args.methods.split(",") if m]
+    lengths = sorted({t for t, _ in _cells(args.lengths, args.batch_sizes)})
+    results: dict = {"label": args.label, "threads": args.threads, "torch": torch.__version__,
+                     "machine": platform.machine(), "command": " ".join(shlex.quote(a) for a in sys.argv),
+                     "cells": []}
+    for length, batch in _cells(args.lengths, args.batch_sizes):
+        settings = SpeedSettings(lengths=tuple(lengths), batch_sizes=(batch,), methods=tuple(methods))
+        model_name = "minilm-l6" if length <= 512 else "bert-config-l6"
+        cell = {"model": model_name, "length": length, "batch": batch, "times": {}, "peak_mib": {}}
+        if not args.memory_only:
+            _, calls = _setup(length, batch, settings)
+            names = [BASELINE, *methods]
+            for name in names:
+                calls[name]()  # warm-up
+            times: dict[str, list[float]] = {name: [] for name in names}
+            for _ in range(args.repeats):
+                for name in names:
+                    start = time.perf_counter()
+                    calls[name]()
+                    times[name].append(time.perf_counter() - start)
+            cell["times"] = times
+            del calls
+            summary = ", ".join(f"{n} {statistics.median(v):.3f}s" for n, v in times.items())
+            print(f"[{args.label}] T={length} B={batch}: {summary}", flush=True)
+        if not args.time_only:
+            for name in (BASELINE, *methods):
+                peak = _child_memory(name, length, batch, args.threads)
+                cell["peak_mib"][name] = peak
+                print(f"[{args.label}] T={length} B={batch} {name}: peak "
+                      f"{'failed' if peak is None else f'{peak:.0f} MiB'}", flush=True)
+        results["cells"].append(cell)
+        if args.json:
+            Path(args.json).write_text(json.dumps(results, indent=1))
+    return results
+
+
+def _child_memory(method: str, length: int, batch: int, threads: int) -> Optional[float]:
+    import subprocess
+
+    code = ("from captum_prxai.bench.speed import child_peak_memory; "
+            f"print(child_peak_memory({method!r}, {length}, {batch}, {threads}))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    if done.returncode != 0 or not done.stdout.strip():
+        sys.stderr.write(done.stderr[-2000:])
+        return None
+    return int(done.stdout.strip().splitlines()[-1]) / 2**20
+
+
+def _ratio(value: Optional[float], base: Optional[float]) -> str:
+    return "" if value is None or not base else f"{value / base:.2f}×"
+
+
+def table(args: argparse.Namespace) -> None:
+    before = json.loads(Path(args.before).read_text())
+    after = json.loads(Path(args.after).read_text())
+    extra_before = [json.loads(Path(p).read_text()) for p in args.more_before]
+    extra_after = [json.loads(Path(p).read_text()) for p in args.more_after]
+    cells_before = {(c["length"], c["batch"]): c for run_ in [before, *extra_before] for c in run_["cells"]}
+    cells_after = {(c["length"], c["batch"]): c for run_ in [after, *extra_after] for c in run_["cells"]}
+    keys = sorted(set(cells_before) & set(cells_after))
+    commands = [r["command"] for r in [before, *extra_before]] + [r["command"] for r in [after, *extra_after]]
+    table_command = " ".join(shlex.quote(a) for a in sys.argv)
+    note = args.note or ""
+    header = (
+        f"Runs (the \"before\" ones with `PYTHONPATH` at the package copy from before the change):\n\n"
+        + "\n".join(f"    {c}" for c in commands)
+        + f"\n\nTable: `{table_command}`\n\n"
+        f"Hardware: {platform.machine()}, {after['threads']} torch thread(s); torch {after['torch']}. {note}\n"
+    )
+    speed = ["# PR-XAI capture: time as a ratio to one forward+backward (cpu)", "", header,
+             "Median wall time of the rounds; ratio = method median / forward+backward median (parameter "
+             "gradients, the model's default fused attention), in the same run.", "",
+             "| model | T | B | method | before (s) | before ratio | after (s) | after ratio | speed-up |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    memory = ["# PR-XAI capture: peak memory as a ratio to one forward+backward (cpu)", "", header,
+              "Peak memory = growth of resident memory during one call, each in a fresh process with the "
+              "high-water mark reset after loading; ratio = method / forward+backward.", "",
+              "| model | T | B | method | before (MiB) | before ratio | after (MiB) | after ratio |",
+              "|---|---|---|---|---|---|---|---|"]
+    for key in keys:
+        b, a = cells_before[key], cells_after[key]
+        methods = [m for m in a["times"] or a["peak_mib"] if m in (b["times"] or b["peak_mib"])]
+        for method in methods:
+            tb = statistics.median(b["times"][method]) if b["times"].get(method) else None
+            ta = statistics.median(a["times"][method]) if a["times"].get(method) else None
+            base_b = statistics.median(b["times"][BASELINE]) if b["times"].get(BASELINE) else None
+            base_a = statistics.median(a["times"][BASELINE]) if a["times"].get(BASELINE) else None
+            if tb is not None and ta is not None:
+                gain = "" if method == BASELINE else f"{tb / ta:.2f}×"
+                speed.append(f"| {a['model']} | {key[0]} | {key[1]} | {method} | {tb:.3f} | {_ratio(tb, base_b)} | "
+                             f"{ta:.3f} | {_ratio(ta, base_a)} | {gain} |")
+            mb, ma = b["peak_mib"].get(method), a["peak_mib"].get(method)
+            if method in b["peak_mib"] or method in a["peak_mib"]:
+                fmt = lambda v: "failed" if v is None else f"{v:.0f}"  # noqa: E731
+                memory.append(f"| {a['model']} | {key[0]} | {key[1]} | {method} | {fmt(mb)} | "
+                              f"{_ratio(mb, b['peak_mib'].get(BASELINE))} | {fmt(ma)} | "
+                              f"{_ratio(ma, a['peak_mib'].get(BASELINE))} |")
+    if args.speed_out:
+        Path(args.speed_out).write_text("\n".join(speed) + "\n")
+    if args.memory_out:
+        Path(args.memory_out).write_text("\n".join(memory) + "\n")
+    print("\n".join(speed + [""] + memory))
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    r = sub.add_parser("run", help="measure one code version, write JSON")
+    r.add_argument("--label", required=True)
+    r.add_argument("--lengths", default="128,512,2048,4096")
+    r.add_argument("--batch-sizes", default="1")
+    r.add_argument("--methods", default=",".join(DEFAULT_METHODS))
+    r.add_argument("--repeats", type=int, default=5)
+    r.add_argument("--threads", type=int, default=1)
+    r.add_argument("--time-only", action="store_true")
+    r.add_argument("--memory-only", action="store_true")
+    r.add_argument("--json", default=None)
+    t = sub.add_parser("table", help="before/after JSON -> Markdown tables")
+    t.add_argument("--before", required=True)
+    t.add_argument("--after", required=True)
+    t.add_argument("--more-before", nargs="*", default=[])
+    t.add_argument("--more-after", nargs="*", default=[])
+    t.add_argument("--note", default="")
+    t.add_argument("--speed-out", default=None)
+    t.add_argument("--memory-out", default=None)
+    args = parser.parse_args(argv)
+    if args.command == "run":
+        run(args)
+    else:
+        table(args)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
