@@ -44,11 +44,11 @@ _BLOCKER = textwrap.dedent(
     import importlib.abc
     import sys
 
-    # Captum itself imports matplotlib (captum.attr's visualisation), so the core's third-party
-    # dependencies are imported first; from then on the blocked packages cannot be imported.
+    # Captum itself imports matplotlib (captum.attr's visualisation), so it is imported first; from then on
+    # the blocked packages cannot be imported. transformers is imported only after the blocker is in place,
+    # so its probes for optional packages (accelerate, ...) find them absent, as in an install without them.
     import captum.attr  # noqa: F401
     import torch
-    import transformers
 
     BLOCKED = {blocked!r}
 
@@ -87,6 +87,8 @@ _BLOCKER = textwrap.dedent(
 
 _CORE_WORKS = textwrap.dedent(
     """
+    import transformers
+
     import captum_prxai.attr
     import captum_prxai.capture
     import captum_prxai.graph
