@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 
 import pytest
@@ -35,9 +36,9 @@ def client(app):
 
 
 def wait(client, job, timeout=60.0):
-    """Poll a job until it is done."""
+    """Poll a job until it is done or cancelled."""
     deadline = time.monotonic() + timeout
-    while job["status"] != "done":
+    while job["status"] not in ("done", "cancelled"):
         assert time.monotonic() < deadline, f"job not done after {timeout} s: {job}"
         time.sleep(0.05)
         resp = client.get(f"/api/jobs/{job['id']}")
@@ -511,3 +512,375 @@ def test_command_serves_the_loaded_model_on_loopback(tiny, monkeypatch, capsys):
     assert "warning: listening on 0.0.0.0" in capsys.readouterr().out
     assert served[0][0].test_client().get("/api/info", headers={"Host": "lab:8799"}).status_code == 200
     assert len(opened) == 1  # --no-browser
+
+
+# ----------------------------------------------------------------------------- malformed requests
+MALFORMED = [
+    ('{"text": "a good film", "methods": ["ig"], "params": {"ig_steps": Infinity}}', "contains Infinity"),
+    ('{"text": "a good film", "methods": ["occlusion"], "params": {"window": -Infinity}}', "contains -Infinity"),
+    ('{"text": "a good film", "methods": ["lime"], "params": {"samples": NaN}}', "contains NaN"),
+    ('{"text": "a \\ud800 film", "methods": ["pr-a"]}', "unpaired surrogate (\\ud800) in 'text'"),
+    ('{"text": "a film", "methods": ["pr-a"], "params": {"x\\udfff": 1}}', "unpaired surrogate (\\udfff)"),
+    ('{"text": "a film", "methods": ["pr-a"], "params": ' + "[" * 30000 + "]" * 30000 + "}", "nested more than"),
+    ('{"text": "a film", "methods": ["pr-a"], "params": ' + '{"a": ' * 30000 + "1" + "}" * 30000 + "}",
+     "nested more than"),
+    ('{"text": "a film", "methods": ["pr-a"]', "not valid JSON"),
+    ('["a film"]', "send a JSON object"),
+    ('{"text": "a good film", "methods": ["ig"], "params": {"ig_steps": true}}', "not a string or a boolean"),
+    ('{"text": "a good film", "methods": ["ig"], "params": {"ig_steps": "2.7"}}', "not a string or a boolean"),
+    ('{"text": "a good film", "methods": ["ig"], "params": {"ig_steps": 2.7}}', "must be an integer; got 2.7"),
+    ('{"text": "a good film", "methods": ["ig"], "params": {"ig_steps": 1e400}}', "must be a finite number"),
+    ('{"text": "a good film", "methods": ["pr-a"], "truncate": "false"}', "'truncate' must be true or false"),
+    ('{"text": "a good film", "methods": ["pr-a"], "merge_subwords": 1}', "'merge_subwords' must be true or false"),
+    ('{"text": "a good film", "methods": ["pr-a"], "target": 0.5}', "'target' must be a class index"),
+    ('{"text": "a good film", "methods": [["pr-a"]]}', "a method name must be a string"),
+]
+#: what the graph view does not read (it takes one 'method' and no display flags)
+_NOT_GRAPH = ("merge_subwords", "a method name")
+
+
+@pytest.mark.parametrize("raw, message, path", [
+    (raw, message, path) for raw, message in MALFORMED
+    for path in ("/api/explain", "/api/graph", "/api/export", "/api/estimate")
+    if not (path == "/api/graph" and any(m in message for m in _NOT_GRAPH))
+])
+def test_malformed_requests_get_a_4xx_with_a_clear_message(client, raw, message, path):
+    resp = client.post(path, data=raw, content_type="application/json")
+    assert resp.status_code == 400, (resp.status_code, resp.data[:200])
+    assert message in resp.json["error"], resp.json["error"]
+    assert "Traceback" not in resp.json["error"] and "internal error" not in resp.json["error"]
+
+
+def test_an_unexpected_failure_is_a_500_without_internals(tiny, monkeypatch):
+    model, tokenizer, datasets = tiny
+    app = create_app(model, tokenizer, datasets)
+    engine = app.extensions["prxai_explorer"]
+
+    def broken(*args, **kwargs):
+        raise KeyError("secret internal detail")
+
+    monkeypatch.setattr(engine, "stats", broken)
+    resp = app.test_client().get("/api/stats")
+    assert resp.status_code == 500 and "secret" not in resp.json["error"]
+    assert resp.json["error"] == "internal error; the details are in the explorer's log."
+
+
+def test_a_10_mb_chunked_body_gets_413_and_the_connection_closes(app):
+    import socket
+
+    from captum_prxai.explorer import ServerThread
+
+    with ServerThread(app, port=0) as server:
+        sock = socket.create_connection(("127.0.0.1", server.port), timeout=30)
+        try:
+            sock.sendall(b"POST /api/explain HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                         b"Transfer-Encoding: chunked\r\n\r\n")
+            chunk = b'{"text": "' + b"a" * 65526
+            for _ in range(160):  # 160 x 64 KiB = 10 MiB
+                sock.sendall(b"%x\r\n" % len(chunk) + chunk + b"\r\n")
+            sock.sendall(b"0\r\n\r\n")
+            sock.shutdown(socket.SHUT_WR)
+            reply = b""
+            while True:  # read to the end: the server must close the connection
+                data = sock.recv(65536)
+                if not data:
+                    break
+                reply += data
+        finally:
+            sock.close()
+    head, _, body = reply.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 413"), head[:80]
+    assert b"Connection: close" in head
+    assert b"the request is larger than 256 KB" in body
+
+
+def test_cross_origin_posts_are_refused(client):
+    body = {"text": "a good film", "methods": ["pr-a"]}
+    resp = client.post("/api/explain", json=body, headers={"Origin": "http://evil.example"})
+    assert resp.status_code == 403 and "cross-origin request from 'http://evil.example'" in resp.json["error"]
+    resp = client.post("/api/explain", json=body, headers={"Referer": "http://evil.example/page"})
+    assert resp.status_code == 403
+    resp = client.post("/api/explain", json=body, headers={"Origin": "null"})
+    assert resp.status_code == 403
+    resp = client.post("/api/explain", json=body, headers={"Origin": "http://localhost"})  # the test client's host
+    assert resp.status_code in (200, 202), resp.json
+    assert client.get("/api/info", headers={"Origin": "http://evil.example"}).status_code == 200  # reads are fine
+
+
+# ----------------------------------------------------------------------------- lanes, cancel, estimates
+@pytest.fixture
+def slow_method():
+    """A registered many-pass method that calls the model until released (or cancelled)."""
+    import threading
+
+    from captum_prxai.methods import Explainer, register_method
+
+    state = {"release": threading.Event(), "started": threading.Event(), "calls": 0}
+
+    def factory(model, forward, ctx):
+        def run(ids, mask, special, target):
+            state["started"].set()
+            while not state["release"].wait(0.005):
+                forward(ids, mask)  # the explorer's guarded forward: raises once the job is cancelled
+                state["calls"] += 1
+            return torch.zeros(ids.shape)
+
+        return Explainer("explorer-test-slow", "Slow", run)
+
+    register_method("explorer-test-slow", "Slow", "perturbation", "calls the model until released", factory)
+    try:
+        yield state
+    finally:
+        state["release"].set()
+        METHODS.pop("explorer-test-slow", None)
+
+
+def test_cancel_stops_a_running_method_and_drops_the_rest(tiny, slow_method):
+    model, tokenizer, datasets = tiny
+    client = create_app(model, tokenizer, datasets).test_client()
+    job = client.post("/api/explain", json={"text": "a good film", "methods": ["explorer-test-slow", "lime"]}).json
+    assert slow_method["started"].wait(30)
+    resp = client.post(f"/api/jobs/{job['id']}/cancel")
+    assert resp.status_code == 200
+    final = wait(client, resp.json)
+    assert final["status"] == "cancelled" and final["cancelled"] is True
+    assert final["errors"] == [{"method": "explorer-test-slow", "error": "cancelled"},
+                               {"method": "lime", "error": "cancelled"}]
+    assert not slow_method["release"].is_set()  # it stopped because of the cancel, not because it was released
+    assert client.post("/api/jobs/" + "0" * 32 + "/cancel").status_code == 404
+    # the lane is free again
+    assert wait(client, client.post("/api/explain", json={"text": "a bad film", "methods": ["lime"],
+                                                          "params": {"samples": 20}}).json)["status"] == "done"
+
+
+def test_predictions_and_fast_methods_do_not_wait_for_a_long_job(tiny, slow_method):
+    """A second tab gets its prediction and a PR-G heatmap while the slow lane is busy."""
+    model, tokenizer, datasets = tiny
+    client = create_app(model, tokenizer, datasets).test_client()
+    slow = client.post("/api/explain", json={"text": "a good film", "methods": ["explorer-test-slow"]}).json
+    assert slow_method["started"].wait(30)
+    other = client.post("/api/explain", json={"text": "the plot was dull", "methods": ["pr-g", "rollout"]})
+    assert other.status_code in (200, 202) and other.json["input"]["probabilities"]  # the prediction is there
+    done = wait(client, other.json)
+    assert done["status"] == "done" and [r["method"] for r in done["results"]] == ["pr-g", "rollout"]
+    page = client.get("/api/examples?dataset=tiny-reviews&predicted=1&limit=3")  # needs predictions
+    assert page.status_code == 200 and page.json["items"]
+    assert client.get(f"/api/jobs/{slow['id']}").json["status"] == "running"  # still running all along
+    slow_method["release"].set()
+    assert wait(client, slow)["status"] == "done"
+
+
+def test_load_concurrent_mixed_jobs_finish_or_are_cancelled(tiny, slow_method):
+    """Several threads post mixed jobs (one deliberately slow, then cancelled) to a real loopback server."""
+    import json as json_
+    import threading
+    import urllib.request
+
+    from captum_prxai.explorer import ServerThread
+
+    model, tokenizer, datasets = tiny
+    app = create_app(model, tokenizer, datasets)
+    bodies = [{"text": t, "methods": m, "params": {"samples": 20, "ig_steps": 8}}
+              for t, m in [("a good film", ["pr-g", "ig"]), ("a bad film", ["lime", "pr-a"]),
+                           ("the plot was dull", ["rollout", "occlusion"]), ("fun fun fun", ["kernel-shap"]),
+                           ("very good movie", ["gae", "saliency"]), ("not fun", ["pr-ag", "ixg"])] * 2]
+    results, errors = {}, []
+
+    with ServerThread(app, port=0) as server:
+        def call(path, body=None):
+            req = urllib.request.Request(server.url + path.lstrip("/"), method="GET" if body is None else "POST",
+                                         data=None if body is None else json_.dumps(body).encode(),
+                                         headers={"Content-Type": "application/json"})
+            with urllib.request.urlopen(req, timeout=60) as resp:
+                return json_.loads(resp.read())
+
+        slow = call("/api/explain", {"text": "a good film", "methods": ["explorer-test-slow"]})
+        assert slow_method["started"].wait(30)
+        ids = {}
+
+        def worker(i):
+            try:
+                job = call("/api/explain", bodies[i])
+                ids[i] = job["id"]
+                while job["status"] not in ("done", "cancelled"):
+                    time.sleep(0.05)
+                    job = call(f"/api/jobs/{job['id']}")
+                results[i] = job
+            except Exception as err:  # noqa: BLE001 - collected and asserted below
+                errors.append(repr(err))
+
+        threads = [threading.Thread(target=worker, args=(i,)) for i in range(len(bodies))]
+        for t in threads:
+            t.start()
+        # while the slow job holds the many-pass lane, every job's one-pass methods finish
+        fast = {m["name"] for m in call("/api/info")["methods"] if m["lane"] == "fast"}
+        deadline = time.monotonic() + 180
+        while True:
+            assert time.monotonic() < deadline and not errors, errors
+            snaps = {i: call(f"/api/jobs/{job_id}") for i, job_id in list(ids.items())}
+            if len(snaps) == len(bodies) and all(
+                    {r["method"] for r in snap["results"]} >= fast & set(bodies[i]["methods"])
+                    for i, snap in snaps.items()):
+                break
+            time.sleep(0.1)
+        assert call(f"/api/jobs/{slow['id']}")["status"] == "running"
+        call(f"/api/jobs/{slow['id']}/cancel", {})  # then the many-pass methods queued behind it run
+        for t in threads:
+            t.join(timeout=240)
+        assert call(f"/api/jobs/{slow['id']}")["status"] == "cancelled"
+        stats = call("/api/stats")
+    assert errors == [] and len(results) == len(bodies)
+    for i, job in results.items():
+        assert job["status"] == "done" and job["errors"] == [], job["errors"]
+        assert [r["method"] for r in job["results"]] == bodies[i]["methods"]
+    assert stats["queued"] == {"fast": 0, "slow": 0}
+
+
+def test_estimate_confirmation_and_limit(tiny):
+    model, tokenizer, datasets = tiny
+    app = create_app(model, tokenizer, datasets, confirm_seconds=0.0, max_method_seconds=3600)
+    client = app.test_client()
+    body = {"text": "a good film and a great story", "methods": ["shapley", "pr-g"], "params": {"permutations": 4}}
+    est = client.post("/api/estimate", json=body).json
+    by = {e["method"]: e for e in est["estimates"]}
+    real = 7  # words of the text, without [CLS] and [SEP]
+    assert by["shapley"]["evaluations"] == 4 * real + 1 and by["shapley"]["detail"] == f"4 permutations x {real} tokens"
+    assert by["pr-g"]["evaluations"] == 3 and by["shapley"]["lane"] == "slow" and by["pr-g"]["lane"] == "fast"
+    assert by["shapley"]["seconds"] > by["pr-g"]["seconds"] > 0
+    resp = client.post("/api/explain", json=body)  # over confirm_seconds=0: the page must ask first
+    assert resp.status_code == 409 and resp.json["needs_confirmation"] is True
+    assert "this will take about" in resp.json["error"] and len(resp.json["estimates"]) == 2
+    job = wait(client, client.post("/api/explain", json=dict(body, confirmed=True)).json)
+    assert job["status"] == "done"
+
+    strict = create_app(model, tokenizer, datasets, max_method_seconds=1e-9).test_client()
+    resp = strict.post("/api/explain", json=body)
+    assert resp.status_code == 422
+    assert resp.json["error"].startswith("Shapley sampling would take about")
+    assert "--max-method-seconds" in resp.json["error"]
+
+
+def test_samples_help_says_what_it_counts(client):
+    params = {p["key"]: p for p in client.get("/api/info").json["params"]}
+    assert "one model evaluation per token" in params["permutations"]["help"]
+    assert "one model evaluation each" in params["samples"]["help"]
+    assert "forward and one backward pass" in params["ig_steps"]["help"]
+
+
+# ----------------------------------------------------------------------------- memory
+def test_ig_runs_in_memory_bounded_batches_with_the_same_scores(tiny):
+    model, tokenizer, datasets = tiny
+    roomy = create_app(model, tokenizer, datasets, memory_budget_mb=4096).test_client()
+    tight = create_app(model, tokenizer, datasets, memory_budget_mb=0.05)
+    engine = tight.extensions["prxai_explorer"]
+    tokens = len(tokenizer("a great film but a dull plot")["input_ids"])
+    assert engine.batch_size_for(tokens, backward=True) < 12 <= engine.batch_size_for(tokens, backward=False) * 12
+    assert engine.batch_size_for(4 * tokens, backward=True) <= engine.batch_size_for(tokens, backward=True)
+    body = {"text": "a great film but a dull plot", "methods": ["ig", "occlusion"], "params": {"ig_steps": 12}}
+    a = wait(roomy, roomy.post("/api/explain", json=body).json)
+    b = wait(tight.test_client(), tight.test_client().post("/api/explain", json=body).json)
+    batch = {r["method"]: r["batch"] for r in b["results"]}
+    assert batch["ig"] == engine.batch_size_for(tokens, backward=True) < 12
+    assert {r["method"]: r["batch"] for r in a["results"]}["ig"] == 12
+    for ra, rb in zip(a["results"], b["results"]):
+        assert rb["scores"] == pytest.approx(ra["scores"], rel=1e-4, abs=1e-6)
+
+
+def test_release_memory_and_rss():
+    from captum_prxai.explorer.engine import release_memory, rss_bytes
+
+    release_memory()  # no error on any platform
+    import sys
+
+    if sys.platform.startswith("linux"):
+        assert rss_bytes() > 10 * 2 ** 20
+
+
+# ----------------------------------------------------------------------------- export and display
+def test_export_is_exactly_the_jobs_results(client):
+    job = explain(client, text="the story was not good", methods=["pr-a", "rollout"], target=1,
+                  params={"damping": 0.5})
+    # the form changes afterwards (other methods, parameters, class): the export still shows the job
+    resp = client.post("/api/export", json={"job": job["id"], "merge_subwords": False, "palette": "default",
+                                            "graph": {"method": "pr-a", "top_edges": 4, "nodes": 4,
+                                                      "layout": "circle"}})
+    assert resp.status_code == 200, resp.data[:300]
+    page = resp.get_data(as_text=True)
+    assert "Why positive?" in page and "explained class: positive" in page
+    assert page.count('class="prx-heatmap"') == 2 and "PR-A (damping=0.5" in page
+    for result in job["results"]:
+        shown = [float(x) for x in re.findall(r'data-score="([^"]+)"', result["html"])]
+        block = page.split(f'data-method="{result["label"]}"', 1)[1].split('class="prx-legend"', 1)[0]
+        exported = [float(x) for x in re.findall(r'data-score="([^"]+)"', block)]
+        assert exported == pytest.approx(shown, rel=1e-3)
+    graph = client.post("/api/graph", json={"text": "the story was not good", "method": "pr-a", "target": 1,
+                                            "params": {"damping": 0.5}, "top_edges": 4, "nodes": 4,
+                                            "layout": "circle"}).json
+    assert graph["svg"] in page and graph["title"] in page  # the graph as the page drew it
+    assert ".prx-graph svg{max-width:100%" in page
+    resp = client.post("/api/export", json={"job": "f" * 32})
+    assert resp.status_code == 404
+
+
+def test_colour_blind_palette_keeps_the_scale_and_drops_red_green():
+    from captum_prxai.explorer.app import recolor_heatmap
+    from captum_prxai.viz.html import token_heatmap_html
+
+    html = token_heatmap_html(["[CLS]", "good", "bad", "film"], [0.0, 0.8, -0.4, 0.1], method="X")
+    safe = recolor_heatmap(html, "colorblind")
+    assert recolor_heatmap(html, "default") == html
+    colours = re.findall(r"background-color:rgb\((\d+),(\d+),(\d+)\)", safe)
+    greenish = [c for c in colours if int(c[1]) > int(c[0]) + 40 and int(c[1]) > int(c[2]) + 40]
+    assert len(colours) == 4 and greenish == []
+    good, bad = (tuple(map(int, c)) for c in colours[1:3])
+    assert good[2] > good[0] and bad[0] > bad[2]  # blue for, orange against
+    assert re.findall(r'data-score="[^"]+"', safe) == re.findall(r'data-score="[^"]+"', html)
+    with pytest.raises(PRXAIError, match="palette must be one of"):
+        recolor_heatmap(html, "rainbow")
+
+
+def test_merge_and_palette_rerender_without_recomputing(client):
+    job = explain(client, text="a playing film", methods=["pr-a"])
+    calls = client.get("/api/stats").json["attribution_misses"]
+    merged = client.get(f"/api/jobs/{job['id']}?merge_subwords=true&palette=colorblind").json
+    assert merged["merge_subwords"] is True and merged["palette"] == "colorblind"
+    assert merged["results"][0]["html"] != job["results"][0]["html"]
+    assert merged["results"][0]["scores"] == job["results"][0]["scores"]
+    assert client.get("/api/stats").json["attribution_misses"] == calls
+    assert client.get(f"/api/jobs/{job['id']}?palette=rainbow").status_code == 400
+
+
+# ----------------------------------------------------------------------------- your own model and data
+def test_own_data_from_a_list_and_a_dataframe(tiny):
+    pd = pytest.importorskip("pandas")
+    model, tokenizer, _ = tiny
+    frame = pd.DataFrame({"text": ["a good film", "a bad film", "fun fun fun"], "label": [1, 0, 1]})
+    app = create_app(model, tokenizer, {"frame": frame, "pairs": [("the plot was dull", "neg"), ("great", "pos")]})
+    client = app.test_client()
+    summary = client.get("/api/datasets/frame").json
+    assert summary["size"] == 3 and summary["label_counts"] == [1, 2]
+    pairs = client.get("/api/datasets/pairs").json
+    assert pairs["label_names"] == ["neg", "pos"] and pairs["label_counts"] == [1, 1]
+    job = explain(client, example={"dataset": "frame", "index": 2}, methods=["pr-a"])
+    assert job["input"]["text"] == "fun fun fun" and job["input"]["source"]["label"] == 1
+    with pytest.raises(PRXAIError, match="every text must be a string"):
+        create_app(model, tokenizer, {"bad": [(1, 0)]})
+
+
+def test_a_custom_forward_func(tiny):
+    """A model whose output is not `.logits`: the forward function gets each lane's copy of the model."""
+    model, tokenizer, datasets = tiny
+    seen = set()
+
+    def forward(m, input_ids, attention_mask):
+        seen.add(id(m))
+        return m(input_ids=input_ids, attention_mask=attention_mask).logits * 2.0  # a different scale
+
+    client = create_app(model, tokenizer, datasets, forward_func=forward).test_client()
+    job = explain(client, text="a good film", methods=["pr-g", "ig"], params={"ig_steps": 4})
+    enc = tokenizer("a good film", return_tensors="pt")
+    with torch.no_grad():
+        probs = (model(**enc).logits * 2.0).softmax(-1)[0]
+    assert job["input"]["probabilities"] == pytest.approx(probs.tolist(), abs=1e-6)
+    assert job["status"] == "done" and job["errors"] == []
+    assert len(seen) >= 2  # the prediction lane and a method lane use different copies
