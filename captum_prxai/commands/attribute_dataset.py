@@ -82,9 +82,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from captum_prxai.commands._output import check_output_dir
     from captum_prxai.corpus import attribute_dataset
     from captum_prxai.corpus.worker import method_registry
 
+    check_output_dir(args.output, "--output")
     parse_options = method_registry().parse_options
 
     result = attribute_dataset(
