@@ -222,6 +222,34 @@ def test_cli_benchmark_too_short_max_length_is_one_line(tiny, tmp_path, monkeypa
     assert "\n" not in err and "at least 3 tokens" in err
 
 
+@pytest.mark.parametrize("argv, phrase", [
+    (["--variants", "pr:nope"], "unknown variant 'pr:nope'"),
+    (["--option", "gae.bogus=1"], "method 'gae' has no option 'bogus'"),
+    (["--baselines", "magic"], "unknown method 'magic'"),
+    (["--threads", "0"], "--threads must be at least 1"),
+])
+def test_ablation_checks_its_arguments_before_the_model_loads(monkeypatch, argv, phrase):
+    from captum_prxai import models
+    from captum_prxai.bench import ablation
+
+    monkeypatch.setattr(models, "load_default", lambda: pytest.fail("the model was loaded first"))
+    with pytest.raises(PRXAIError, match=phrase):
+        ablation.main(argv)
+
+
+def test_a_mixed_case_pr_variant_registers_once_and_takes_its_options(tiny):
+    from captum_prxai.methods import MethodContext, build_method, parse_options, register_pr_method
+
+    try:
+        spec = register_pr_method("test:Variant=True", {"damping": 0.5})
+        assert register_pr_method("test:Variant=True", {"damping": 0.5}) is spec  # idempotent
+        options = parse_options(["test:variant=true.damping=0.25"])
+        explainer = build_method("test:Variant=True", tiny[0], lambda *a: None, MethodContext(options=options))
+        assert explainer.attribution.damping == 0.25  # the run's option reached the variant
+    finally:
+        METHODS.pop("test:variant=true", None)
+
+
 # ----------------------------------------------------------------------------- issue 13 §2: layout
 def _imports(path: Path) -> set:
     names = set()

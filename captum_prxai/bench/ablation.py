@@ -108,7 +108,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=None)
     args = parser.parse_args(argv)
 
-    from captum_prxai.bench.runner import BenchmarkConfig, run_benchmark, write_command
+    from captum_prxai.bench.runner import BenchmarkConfig, one_line_warnings, run_benchmark, write_command
     from captum_prxai.data import load_dataset
     from captum_prxai.exceptions import PRXAIError
     from captum_prxai.methods import parse_methods, parse_options
@@ -129,8 +129,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     model, tokenizer = load_default() if args.model == "default" else load_model(args.model)
     dataset = dataset_half(load_dataset(args.dataset, "test"), args.half)
     out = Path(args.out or f"benchmarks/results/ablation-{args.dataset}-{args.half}")
-    result = run_benchmark(model, tokenizer, dataset, methods, n=args.n, out_dir=out, config=config,
-                           method_options=options, model_name=args.model)
+    with one_line_warnings("ablation"):
+        result = run_benchmark(model, tokenizer, dataset, methods, n=args.n, out_dir=out, config=config,
+                               method_options=options, model_name=args.model)
     write_command(out, "python -m captum_prxai.bench.ablation", argv or sys.argv[1:])
     print(result.files.get("markdown", out))
     return 0

@@ -26,11 +26,14 @@ The run is a sequence of named steps: :func:`_resolve_config`,
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import sys
 import time
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 import torch
 from torch import Tensor, nn
@@ -53,7 +56,7 @@ from captum_prxai.methods import (
 from captum_prxai.metrics import evaluate_faithfulness
 
 __all__ = ["BenchmarkConfig", "BenchmarkResult", "MetricSettings", "run_benchmark", "select_examples",
-           "resolve_max_length", "write_command", "CACHE_FILE"]
+           "resolve_max_length", "one_line_warnings", "write_command", "CACHE_FILE"]
 
 CACHE_FILE = "cache.jsonl"
 
@@ -182,6 +185,18 @@ def _prepare_model(model: nn.Module, device: Union[str, torch.device, None]) -> 
     return device
 
 
+@contextlib.contextmanager
+def one_line_warnings(prefix: str) -> Iterator[None]:
+    """Print warnings as one line, ``"<prefix>: warning: <message>"``, on stderr (for command-line tools)."""
+
+    def show(message: Any, category: Any, filename: str, lineno: int, file: Any = None, line: Any = None) -> None:
+        print(f"{prefix}: warning: {message}", file=sys.stderr)
+
+    with warnings.catch_warnings():
+        warnings.showwarning = show
+        yield
+
+
 def _display_name(model: nn.Module) -> str:
     name = str(getattr(getattr(model, "config", None), "_name_or_path", "") or "")
     return Path(name).name if name else type(model).__name__
@@ -233,8 +248,10 @@ def tokenizer_fingerprint(tokenizer: Any) -> Dict[str, Any]:
 
 
 def _method_keys(names: Sequence[str], options: Dict[str, Dict[str, Any]], config: BenchmarkConfig,
-                 max_length: int, model: nn.Module, tokenizer: Any, data: _Data) -> Dict[str, str]:
-    """The cache key of each method's records: every input that determines them."""
+                 max_length: int, model: nn.Module, tokenizer: Any, data: _Data,
+                 device: torch.device) -> Dict[str, str]:
+    """The cache key of each method's records: every input that determines them (the device type too:
+    records hold time and memory)."""
     import captum_prxai
 
     shared = {
@@ -245,6 +262,7 @@ def _method_keys(names: Sequence[str], options: Dict[str, Dict[str, Any]], confi
         "model": model_fingerprint(model),
         "tokenizer": tokenizer_fingerprint(tokenizer),
         "dataset": {"name": data.name, "split": data.split},
+        "device": device.type,
     }
     return {name: record_key({**shared, "method": method_settings(name, options)}) for name in names}
 
@@ -517,7 +535,7 @@ def run_benchmark(
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     cache = RecordCache(out / CACHE_FILE)
-    keys = _method_keys(names, method_options, config, max_length, model, tokenizer, data)
+    keys = _method_keys(names, method_options, config, max_length, model, tokenizer, data, device)
     if resume:
         cached = cache.read(set(keys.values()))
     else:

@@ -12,8 +12,6 @@ Writes ``cache.jsonl`` (resumable), ``results.csv``, ``summary.md``,
 from __future__ import annotations
 
 import argparse
-import sys
-import warnings
 from pathlib import Path
 
 from captum_prxai.exceptions import PRXAIError
@@ -114,10 +112,6 @@ def check_output_dir(path: Path, flag: str = "--out") -> Path:
     return path
 
 
-def _one_line_warning(message, category, filename, lineno, file=None, line=None) -> None:  # noqa: ANN001
-    print(f"captum-prxai benchmark: warning: {message}", file=sys.stderr)
-
-
 def run(args: argparse.Namespace) -> int:
     if args.list_methods:
         return _list_methods()
@@ -126,6 +120,7 @@ def run(args: argparse.Namespace) -> int:
 
     from captum_prxai._tokenize import model_input_limit
     from captum_prxai.bench import BenchmarkConfig, run_benchmark
+    from captum_prxai.bench.runner import one_line_warnings
     from captum_prxai.data import load_dataset, suggested_max_length
     from captum_prxai.methods import parse_methods, register_precomputed
     from captum_prxai.models import load_default, load_model
@@ -153,8 +148,7 @@ def run(args: argparse.Namespace) -> int:
             suggested = None
         limit = model_input_limit(model, tokenizer)
         config.max_length = min(suggested, limit) if suggested and limit else (suggested or None)
-    with warnings.catch_warnings():
-        warnings.showwarning = _one_line_warning
+    with one_line_warnings("captum-prxai benchmark"):
         result = run_benchmark(model, tokenizer, dataset, methods, n=args.n, out_dir=out, config=config,
                                method_options=options, device=device, batch_size=args.batch_size,
                                resume=not args.no_resume, progress=not args.quiet, plot=not args.no_plot,

@@ -109,10 +109,11 @@ def register_pr_method(name: str, settings: Dict[str, Any], label: Optional[str]
     """
     from captum_prxai.methods.registry import METHODS
 
-    if name in METHODS and not overwrite:
-        return METHODS[name]
+    key = name.strip().lower()  # the registry's spelling of the name
+    if key in METHODS and not overwrite:
+        return METHODS[key]
     return register_method(name, label or name, family, description or f"{class_name}({settings})",
-                           pr_factory(name, label or name, class_name, **settings), overwrite=overwrite,
+                           pr_factory(key, label or name, class_name, **settings), overwrite=overwrite,
                            defaults=pr_defaults(class_name, **settings))
 
 

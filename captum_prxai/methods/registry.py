@@ -303,6 +303,24 @@ def validate_options(options: Mapping[str, Mapping[str, Any]]) -> None:
             raise PRXAIError(f"method {spec.name!r} has no option {unknown[0]!r}; its options: {choices}.")
 
 
+def _split_option(item: str) -> tuple:
+    """``"METHOD.KEY=VALUE"`` -> ``(METHOD, KEY, VALUE)``; METHOD may itself hold dots and ``=``
+    (ablation variants such as ``pr:g:token:target:0.7:normalize_layers=true``)."""
+    lowered = item.strip().lower()
+    names = sorted([*METHODS, *(a for spec in METHODS.values() for a in spec.aliases)], key=len, reverse=True)
+    method = next((n for n in names if lowered.startswith(n + ".")), None)
+    if method is not None:
+        rest = item.strip()[len(method) + 1:]
+    else:
+        key, _, _ = item.partition("=")
+        method, _, _ = key.partition(".")
+        rest = item[len(method) + 1:]
+    name, sep, value = rest.partition("=")
+    if not sep or not method.strip() or not name.strip():
+        raise PRXAIError(f"bad --option {item!r}; write METHOD.KEY=VALUE, e.g. --option ig.n_steps=20.")
+    return method, name.strip(), value
+
+
 def parse_options(items: Sequence[str]) -> MethodOptions:
     """``["ig.n_steps=20"]`` -> ``{"ig": {"n_steps": 20}}``, checked with :func:`validate_options`.
 
@@ -315,17 +333,14 @@ def parse_options(items: Sequence[str]) -> MethodOptions:
     """
     options: MethodOptions = {}
     for item in items:
-        key, sep, value = item.partition("=")
-        method, dot, name = key.partition(".")
-        if not sep or not dot or not method or not name:
-            raise PRXAIError(f"bad --option {item!r}; write METHOD.KEY=VALUE, e.g. --option ig.n_steps=20.")
+        method, name, value = _split_option(item)
         try:
             parsed = json.loads(value)
         except json.JSONDecodeError:
             parsed = value
         if isinstance(parsed, list):
             parsed = tuple(parsed)
-        options.setdefault(resolve_method(method).name, {})[name.strip()] = parsed
+        options.setdefault(resolve_method(method).name, {})[name] = parsed
     validate_options(options)
     return options
 
