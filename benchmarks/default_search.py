@@ -1,0 +1,435 @@
+"""Search for one PR-XAI default that holds on every domain: tune halves to choose, held-out halves to confirm.
+
+Each candidate is a :class:`~captum_prxai.PageRankAttribution` construction,
+registered as a benchmark method ``ds:<name>`` with every setting passed
+explicitly (so a name keeps its meaning when the library's defaults change)
+and scored by :func:`captum_prxai.bench.run_benchmark` with the project's
+ERASER metrics (comprehensiveness and sufficiency at bins 1/5/10/20/50%).
+Examples come from the ``tune`` half of each test split
+(:func:`captum_prxai.bench.ablation.dataset_half`); the ``holdout`` half is
+used only to confirm the chosen construction.
+
+The selection rule (``--summary``): for every candidate, cell and metric, the
+paired loss to the best *other* method of the cell (the best mean among all
+other methods but the random control; positive = the candidate is worse),
+from the per-example differences on the same examples. A candidate's score
+is its **worst case**: the largest of these losses over all cells and both
+metrics. The candidate with the smallest worst case is chosen; it is then
+compared with PR-G, PR-AG and GAE on the held-out halves.
+
+Candidate edge weights beyond the built-in names (``A`` attention and ``dA``
+its gradient, per head, ``(B, H, T, T)``; row ``i`` attends to column ``j``):
+
+* ``softmax_gradient``: ``(A ⊙ (dA − Σ_k A_ik dA_ik))⁺``, the gradient with
+  respect to the attention logits (pre-softmax scores), which drops the
+  per-row constant of ``dA`` that the softmax cannot pass on.
+* ``pow<γ>``: ``A^γ ⊙ dA⁺``, between PR-G (γ = 0) and PR-AG (γ = 1).
+
+Also tried: damping 0.85 and 0.5 (against the library's 0.7), ``normalize_layers``,
+signed scores (``signed=True``: the sign of gradient x input) and a product
+fusion ``PageRank score x |gradient x input|`` (``*|ixg|``).
+
+Run (one cell at a time, resumable from ``<out>/cache.jsonl``)::
+
+    python benchmarks/default_search.py --cell minilm--movie-sentences --half tune --threads 1
+    python benchmarks/default_search.py --cell minilm--bbc-news --half holdout --methods confirm --threads 1
+    python benchmarks/default_search.py --summary
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import math
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+import torch
+from torch import Tensor
+
+RESULTS = Path(__file__).resolve().parent / "results" / "default-search"
+#: deletion-curve steps of the runs (AOPC in the per-cell tables is therefore coarse; it is not used)
+STEPS = 1
+METRICS = (("comprehensiveness", True), ("sufficiency", False))  # (name, higher is better)
+
+
+# ----------------------------------------------------------------------------- candidate edge weights
+def softmax_gradient(attention: Tensor, grad: Optional[Tensor]) -> Tensor:
+    r"""``(A ⊙ (dA − Σ_k A_ik dA_ik))⁺``: the positive part of the gradient w.r.t. the attention logits.
+
+    With ``A = softmax(S)`` row-wise, ``∂f/∂S_ij = A_ij (∂f/∂A_ij − Σ_k A_ik ∂f/∂A_ik)``:
+    the part of ``dA`` constant along a row (which the softmax cannot turn into a
+    change of the output) is removed before weighting by ``A``.
+    """
+    assert grad is not None
+    centred = grad - (attention * grad).sum(dim=-1, keepdim=True)
+    return (attention * centred).clamp_(min=0)
+
+
+class PowerGradient:
+    r"""``A^γ ⊙ dA⁺``: PR-G at ``γ = 0``, PR-AG at ``γ = 1``."""
+
+    def __init__(self, gamma: float) -> None:
+        self.gamma = float(gamma)
+
+    def __call__(self, attention: Tensor, grad: Optional[Tensor]) -> Tensor:
+        assert grad is not None
+        return attention.clamp(min=0).pow(self.gamma) * grad.clamp(min=0)
+
+    def __repr__(self) -> str:
+        return f"PowerGradient({self.gamma:g})"
+
+
+def _edge(name: str) -> Any:
+    if name == "softmax_gradient":
+        return softmax_gradient
+    if name.startswith("pow"):
+        return PowerGradient(float(name[3:]))
+    return name  # a built-in edge weight
+
+
+#: name -> PageRankAttribution settings (all explicit); edge weights named as in _edge
+_BASE = {"graph": "token", "teleport": "target", "damping": 0.7, "normalize_layers": False, "signed": False}
+CANDIDATES: Dict[str, Dict[str, Any]] = {
+    "ds:g": {"edge_weight": "gradient"},
+    "ds:ag": {"edge_weight": "attention_gradient"},
+    "ds:sg": {"edge_weight": "softmax_gradient"},
+    "ds:pow0.25": {"edge_weight": "pow0.25"},
+    "ds:pow0.5": {"edge_weight": "pow0.5"},
+    "ds:pow0.75": {"edge_weight": "pow0.75"},
+    "ds:g:d0.85": {"edge_weight": "gradient", "damping": 0.85},
+    "ds:ag:d0.85": {"edge_weight": "attention_gradient", "damping": 0.85},
+    "ds:sg:d0.85": {"edge_weight": "softmax_gradient", "damping": 0.85},
+    "ds:ag:d0.5": {"edge_weight": "attention_gradient", "damping": 0.5},
+    "ds:sg:d0.5": {"edge_weight": "softmax_gradient", "damping": 0.5},
+    "ds:pow0.5:d0.5": {"edge_weight": "pow0.5", "damping": 0.5},
+    "ds:g:nl": {"edge_weight": "gradient", "normalize_layers": True},
+    "ds:ag:nl": {"edge_weight": "attention_gradient", "normalize_layers": True},
+    "ds:sg:nl": {"edge_weight": "softmax_gradient", "normalize_layers": True},
+    # signed walks: the PageRank score takes the sign of the token's gradient x input (existing option)
+    "ds:g:signed": {"edge_weight": "gradient", "signed": True},
+    "ds:ag:signed": {"edge_weight": "attention_gradient", "signed": True},
+    # product fusion with gradient x input (see FUSED): PageRank score x |g . x|
+    "ds:g*|ixg|": {"edge_weight": "gradient"},
+    "ds:ag*|ixg|": {"edge_weight": "attention_gradient"},
+}
+#: candidates whose score is the PageRank score times |gradient x input| at the word embeddings
+#: (Captum LayerGradientXActivation, summed over the hidden size; here a second backward pass,
+#: in the core it would come from the same pass)
+FUSED = {"ds:g*|ixg|", "ds:ag*|ixg|"}
+CANDIDATES = {k: {**_BASE, **v} for k, v in CANDIDATES.items()}
+
+#: method lists: the tuning run (candidates + references) and the held-out confirmation
+#: 'extra': the signed and fused candidates, clear losers on the first examples, run on the short cells only
+EXTRA = ["ds:g:signed", "ds:ag:signed", "ds:g*|ixg|", "ds:ag*|ixg|"]
+REFERENCES = ["gae", "random"]
+TUNE_METHODS = [m for m in CANDIDATES if m not in EXTRA] + REFERENCES
+#: 'long': the candidates run on the 256-token cells (a long explanation costs ~10x a short one on this
+#: shared CPU): each edge family, the interpolation, the best damping of the earlier BBC ablation (0.5)
+LONG_METHODS = ["ds:g", "ds:ag", "ds:sg", "ds:pow0.25", "ds:pow0.5", "ds:pow0.75", "ds:ag:d0.5", "ds:pow0.5:d0.5",
+                "gae", "random"]
+
+
+def register_candidates() -> None:
+    """Register every candidate as a benchmark method (idempotent)."""
+    from captum_prxai.bench.methods import METHODS, Explainer, build_method, register_method
+
+    for name, settings in CANDIDATES.items():
+        if name in METHODS:
+            continue
+
+        def factory(model, forward_func, ctx, settings=settings, name=name):
+            import captum_prxai
+
+            kwargs = dict(settings)
+            kwargs["edge_weight"] = _edge(kwargs["edge_weight"])
+            attr = captum_prxai.PageRankAttribution(forward_func, captum_prxai.attention_layers(model), **kwargs)
+
+            ixg = build_method("ixg", model, forward_func, ctx) if name in FUSED else None
+
+            def explain(ids, mask, special, target):
+                scores = attr.attribute(ids, target=target, additional_forward_args=(mask,))
+                if ixg is not None:
+                    scores = scores * ixg(ids, mask, special, target).abs()
+                return scores
+
+            return Explainer(name, name, explain, attr)
+
+        what = f"PageRankAttribution({settings})" + (" x gradient x input" if name in FUSED else "")
+        register_method(name, name, "pr-xai", what, factory)
+
+
+# ----------------------------------------------------------------------------- cells
+@dataclass(frozen=True)
+class Cell:
+    architecture: str
+    dataset: str
+    model: str
+    #: examples per half (tune, holdout) and wordpiece budget
+    n_tune: int
+    n_holdout: int
+    max_length: Optional[int] = None
+
+    @property
+    def name(self) -> str:
+        return f"{self.architecture}--{self.dataset}"
+
+
+CELLS: Dict[str, Cell] = {c.name: c for c in [
+    Cell("minilm", "movie-sentences", "default", 100, 100),
+    Cell("minilm", "uncertainty", "minilm-uncertainty", 100, 100),
+    Cell("minilm", "tweets", "minilm-tweets", 100, 100),
+    # long documents at 256 wordpieces (the models were trained at 256)
+    Cell("minilm", "bbc-news", "minilm-bbc-news", 40, 40, max_length=256),
+    Cell("minilm", "spam", "minilm-spam", 24, 25, max_length=256),  # the whole half
+    Cell("mpnet", "tweets", "mpnet-tweets", 100, 100),
+    Cell("smollm2", "tweets", "smollm2-tweets", 100, 100),
+]}
+
+
+def out_dir(cell: Cell, half: str) -> Path:
+    return RESULTS / half / cell.name
+
+
+def run_cell(cell: Cell, half: str, methods: Sequence[str], n: Optional[int], argv: Sequence[str],
+             out: Optional[Path] = None) -> Path:
+    from captum_prxai.bench.ablation import dataset_half
+    from captum_prxai.bench.runner import run_benchmark, write_command
+    from captum_prxai.data import load_dataset
+    from captum_prxai.models import load_default, load_model
+
+    register_candidates()
+    model, tokenizer = load_default() if cell.model == "default" else load_model(cell.model)
+    dataset = dataset_half(load_dataset(cell.dataset, "test"), half)
+    out = out or out_dir(cell, half)
+    n = n or (cell.n_tune if half == "tune" else cell.n_holdout)
+    # steps=1: comprehensiveness and sufficiency (the two metrics used here) do not depend on the
+    # deletion-curve steps, which would cost 20 more forward passes per explanation
+    run_benchmark(model, tokenizer, dataset, list(methods), n=n, out_dir=out, model_name=cell.model,
+                  max_length=cell.max_length, progress=False, steps=STEPS)
+    write_command(out, "python benchmarks/default_search.py", argv)
+    return out / "summary.md"
+
+
+# ----------------------------------------------------------------------------- the selection rule
+def _read_csv(path: Path) -> Dict[str, Dict[str, Dict[int, float]]]:
+    """``{metric: {method: {example: value}}}`` from a run's ``results.csv``."""
+    values: Dict[str, Dict[str, Dict[int, float]]] = {m: {} for m, _ in METRICS}
+    with path.open(newline="", encoding="utf-8") as fh:
+        for row in csv.DictReader(fh):
+            for metric, _ in METRICS:
+                values[metric].setdefault(row["method"], {})[int(row["example"])] = float(row[metric])
+    return values
+
+
+def _mean_sem(xs: Sequence[float]) -> Tuple[float, float]:
+    from captum_prxai.metrics.stats import mean_sem
+
+    return mean_sem(list(xs))
+
+
+def _common(values: Dict[str, Dict[int, float]]) -> List[int]:
+    """Examples every method of the run explained (the comparison is paired)."""
+    sets = [set(v) for v in values.values()]
+    return sorted(set.intersection(*sets)) if sets else []
+
+
+def cell_losses(values: Dict[str, Dict[str, Dict[int, float]]], methods: Sequence[str],
+                control: str = "random") -> Dict[str, Dict[str, Dict[str, Any]]]:
+    """``{method: {metric: {"loss", "sem", "n", "best"}}}``: paired loss to the best other method.
+
+    ``loss`` is the mean per-example difference best-other minus method for
+    comprehensiveness and method minus best-other for sufficiency, so a
+    positive loss means the method is worse; the best other method is the one
+    with the best mean among all but ``method`` and the control.
+    """
+    out: Dict[str, Dict[str, Dict[str, Any]]] = {}
+    for metric, higher in METRICS:
+        table = {m: values[metric][m] for m in methods if m in values[metric]}
+        common = _common(table)
+        means = {m: sum(table[m][e] for e in common) / len(common) for m in table}
+        for m in table:
+            if m == control:
+                continue
+            others = [o for o in table if o not in (m, control)]
+            if not others:
+                continue
+            best = (max if higher else min)(others, key=lambda o: means[o])
+            sign = 1.0 if higher else -1.0
+            diffs = [sign * (table[best][e] - table[m][e]) for e in common]
+            loss, sem = _mean_sem(diffs)
+            out.setdefault(m, {})[metric] = {"loss": loss, "sem": sem, "n": len(common), "best": best}
+    return out
+
+
+def _finished(half: str) -> List[Tuple[Cell, Path]]:
+    return [(c, out_dir(c, half) / "results.csv") for c in CELLS.values()
+            if (out_dir(c, half) / "results.csv").is_file()]
+
+
+def _fmt(mean: float, sem: float, digits: int = 3) -> str:
+    text = f"{mean:+.{digits}f}" if not math.isnan(mean) else "n/a"
+    return text if math.isnan(sem) else f"{text} ± {sem:.{digits}f}"
+
+
+def _label(name: str) -> str:
+    from captum_prxai.bench.methods import METHODS
+
+    spec = METHODS.get(name)
+    return spec.label if spec is not None else name
+
+
+def _table(header: List[str], rows: List[List[str]]) -> List[str]:
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|"]
+    return lines + ["| " + " | ".join(r) + " |" for r in rows]
+
+
+#: references every method is also compared with directly
+REFERENCE_PAIRS = ("gae", "ig", "pr-g", "pr-ag")
+
+
+def half_tables(half: str) -> Tuple[List[str], Dict[str, Any]]:
+    """Markdown tables of one half (means per cell and method; paired losses; worst cases)."""
+    register_candidates()
+    runs = []
+    for cell, path in _finished(half):
+        values = _read_csv(path)
+        methods = list(values["comprehensiveness"])
+        meta = json.loads((path.parent / "summary.json").read_text())["meta"]
+        runs.append((cell, values, methods, cell_losses(values, methods), meta))
+    lines: List[str] = []
+    data: Dict[str, Any] = {"cells": {}, "worst": {}}
+    if not runs:
+        return ["(no finished cell)"], data
+    everyone = list(dict.fromkeys(m for _, _, methods, _, _ in runs for m in methods))
+    for metric, higher in METRICS:
+        lines += [f"### {metric.capitalize()} {'↑' if higher else '↓'} (mean ± s.e. over the cell's examples)", ""]
+        rows = []
+        for m in everyone:
+            row = [_label(m)]
+            for cell, values, methods, _, _ in runs:
+                table = {k: values[metric][k] for k in methods}
+                common = _common(table)
+                row.append(_fmt(*_mean_sem([values[metric][m][e] for e in common])) if m in values[metric] else "")
+            rows.append(row)
+        header = ["Method"] + [f"{c.name} (n={len(_common(v[metric]))})" for c, v, _, _, _ in runs]
+        lines += _table(header, rows) + [""]
+    lines += ["### Paired loss to the best other method of the cell (positive = worse; mean ± paired s.e.)", "",
+              "Comp. loss = best other − method; Suff. loss = method − best other (both in probability units). "
+              "The worst case is the largest loss over the cells and both metrics; `>1 s.e.` counts the "
+              "(cell, metric) pairs where the loss exceeds one paired standard error.", ""]
+    rows = []
+    worst: Dict[str, Dict[str, Any]] = {}
+    for m in everyone:
+        if m == "random":
+            continue
+        row = [_label(m)]
+        losses = []
+        for cell, _, _, per, _ in runs:
+            for metric, _ in METRICS:
+                stat = per.get(m, {}).get(metric)
+                if stat is None:
+                    row.append("")
+                    continue
+                row.append(_fmt(stat["loss"], stat["sem"]) + ("" if stat["loss"] <= 0 else f" ({_label(stat['best'])})"))
+                losses.append((stat["loss"], stat["sem"], cell.name, metric))
+        if losses:
+            top = max(losses, key=lambda x: x[0])
+            beyond = sum(1 for loss, sem, _, _ in losses if loss > (0 if math.isnan(sem) else sem))
+            worst[m] = {"loss": top[0], "sem": top[1], "cell": top[2], "metric": top[3], "beyond_1se": beyond,
+                        "pairs": len(losses), "cells": len(losses) // 2,
+                        "mean_loss": sum(x[0] for x in losses) / len(losses)}
+            row += [f"{top[0]:+.3f} ({top[2]}, {top[3][:4]}.)", f"{beyond}/{len(losses)}"]
+        rows.append(row)
+    header = ["Method"] + [f"{c.name} {m[:4]}." for c, _, _, _, _ in runs for m, _ in METRICS] + ["Worst case", ">1 s.e."]
+    lines += _table(header, rows) + [""]
+    for ref in REFERENCE_PAIRS:
+        if not any(ref in methods for _, _, methods, _, _ in runs):
+            continue
+        lines += [f"### Paired difference to {_label(ref)} (method − {_label(ref)}; mean ± paired s.e.)", "",
+                  "Comp.: positive = the method removes more of the prediction (better); Suff.: negative = "
+                  "the method's top tokens alone keep more of it (better).", ""]
+        rows = []
+        for m in everyone:
+            if m in ("random", ref):
+                continue
+            row = [_label(m)]
+            for _, values, methods, _, _ in runs:
+                for metric, _ in METRICS:
+                    a, b = values[metric].get(m), values[metric].get(ref)
+                    if a is None or b is None:
+                        row.append("")
+                        continue
+                    common = sorted(set(a) & set(b))
+                    row.append(_fmt(*_mean_sem([a[e] - b[e] for e in common])))
+            rows.append(row)
+        header = ["Method"] + [f"{c.name} {m[:4]}." for c, _, _, _, _ in runs for m, _ in METRICS]
+        lines += _table(header, rows) + [""]
+    ranked = sorted((m for m in worst if m.startswith("ds:")),
+                    key=lambda m: (worst[m]["cells"] < len(runs), worst[m]["loss"], worst[m]["mean_loss"]))
+    if ranked:
+        lines += ["### Candidates ranked by worst-case loss (smallest first; only those run on every cell rank)", ""]
+        rows = [[_label(m), f"{worst[m]['loss']:+.3f} ± {worst[m]['sem']:.3f}", worst[m]["cell"], worst[m]["metric"],
+                 f"{worst[m]['mean_loss']:+.3f}", f"{worst[m]['beyond_1se']}/{worst[m]['pairs']}",
+                 str(worst[m]["cells"])] for m in ranked]
+        lines += _table(["Candidate", "Worst-case loss", "Cell", "Metric", "Mean loss", ">1 s.e.", "Cells"], rows)
+        lines.append("")
+    for cell, _, methods, per, meta in runs:
+        data["cells"][cell.name] = {"meta": meta, "methods": methods, "losses": per}
+    data["worst"] = worst
+    data["ranked"] = ranked
+    return lines, data
+
+
+def write_summary() -> Path:
+    register_candidates()
+    lines = ["# PR-XAI default search", "",
+             "Written by `python benchmarks/default_search.py --summary`; see `docs/default_search.md` for the "
+             "candidates, the rule and the conclusions. ERASER deletion, bins 1/5/10/20/50%; every cell's folder "
+             "has its full table (`summary.md`), per-example rows (`results.csv`) and exact command (`COMMAND`).", ""]
+    data = {}
+    for half, title in (("tune", "Tune halves (choosing)"), ("holdout", "Held-out halves (confirming)")):
+        body, data[half] = half_tables(half)
+        lines += [f"## {title}", ""] + body + [""]
+    path = RESULTS / "summary.md"
+    path.write_text("\n".join(lines), encoding="utf-8")
+    (RESULTS / "summary.json").write_text(json.dumps(data, indent=1, default=str), encoding="utf-8")
+    return path
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cell", action="append", default=[], choices=sorted(CELLS))
+    parser.add_argument("--half", choices=("tune", "holdout"), default="tune")
+    parser.add_argument("--methods", default="tune",
+                        help="comma-separated method names; 'tune' stands for the main candidates + gae, random, "
+                        "'extra' for the signed and fused candidates, 'long' for those of the long cells")
+    parser.add_argument("--n", type=int, default=None, help="examples (default: the cell's n for the half)")
+    parser.add_argument("--out", default=None,
+                        help="write to this folder instead of results/default-search/<half>/<cell> (side runs on "
+                             "a subset of examples; seed it with the cell's cache.jsonl to reuse its explanations)")
+    parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--summary", action="store_true", help="write results/default-search/summary.md")
+    args = parser.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    methods: List[str] = []
+    for item in (m.strip() for m in args.methods.split(",")):
+        groups = {"tune": TUNE_METHODS, "extra": EXTRA, "long": LONG_METHODS}
+        methods += groups[item] if item in groups else [item] if item else []
+    if args.half == "holdout" and "tune" in args.methods.split(","):
+        parser.error("the held-out half only confirms: pass --methods with the chosen candidate and references")
+    for name in args.cell:
+        print(run_cell(CELLS[name], args.half, methods, args.n, argv, Path(args.out) if args.out else None),
+              flush=True)
+    if args.summary:
+        print(write_summary())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
