@@ -7,11 +7,13 @@
 const $ = (id) => document.getElementById(id);
 const state = {
   info: null,
-  source: null,         // {dataset, index} when the text is a dataset example
+  source: null,         // {dataset, index, label_name} when the text is a dataset example
   nextStart: 0,
   listToken: 0,         // drops answers of outdated list requests
-  job: null,
-  lastRequest: null,    // body of the last explain request (export / graph reuse it)
+  job: null,            // the job shown (its last snapshot)
+  shownForm: null,      // JSON of the form that produced the shown job (to tell when it is stale)
+  graph: null,          // the graph request drawn on screen (export draws the same)
+  pendingConfirm: null, // a request waiting for "Run anyway"
 };
 
 function el(tag, attrs = {}, text) {
@@ -32,6 +34,10 @@ function showError(message) {
   box.hidden = false;
 }
 
+class ApiError extends Error {
+  constructor(message, status, body) { super(message); this.status = status; this.body = body; }
+}
+
 async function api(path, body) {
   const opts = body === undefined ? {} : {
     method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body),
@@ -40,8 +46,9 @@ async function api(path, body) {
   const type = resp.headers.get("Content-Type") || "";
   if (!resp.ok) {
     let message = `${resp.status} ${resp.statusText}`;
-    if (type.includes("json")) message = (await resp.json()).error || message;
-    throw new Error(message);
+    let data = null;
+    if (type.includes("json")) { data = await resp.json(); message = data.error || message; }
+    throw new ApiError(message, resp.status, data);
   }
   return type.includes("json") ? resp.json() : resp;
 }
@@ -61,12 +68,15 @@ async function init() {
     $("f-pred").append(el("option", { value: String(i) }, name));
     $("target").append(el("option", { value: String(i) }, name));
   });
+  for (const p of info.palettes) $("palette").append(el("option", { value: p }, p === "colorblind" ? "colour-blind safe (blue / orange)" : "red / green"));
   buildMethods(info);
   buildParams(info);
   for (const m of info.graph_methods) {
     const spec = info.methods.find((x) => x.name === m);
     if (spec) $("graph-method").append(el("option", { value: m }, spec.label));
   }
+  const firstPr = info.default_methods.find((m) => info.graph_methods.includes(m));
+  if (firstPr) $("graph-method").value = firstPr;
   bindEvents();
   updateCharCount();
   await switchDataset();
@@ -107,7 +117,7 @@ function buildParams(info) {
     }
     input.dataset.param = p.key;
     input.dataset.kind = p.kind;
-    label.append(input);
+    label.append(input, el("span", { class: "help" }, p.help));
     $("params").append(label);
   }
   syncParams();
@@ -131,8 +141,9 @@ function params() {
   const out = {};
   for (const input of document.querySelectorAll("[data-param]")) {
     if (input.value === "") continue;
-    out[input.dataset.param] = input.dataset.kind === "choice" ? input.value
-      : input.dataset.kind === "int" ? Number.parseInt(input.value, 10) : Number.parseFloat(input.value);
+    if (input.dataset.kind === "choice") { out[input.dataset.param] = input.value; continue; }
+    const value = Number(input.value);  // a number field never sends text: the server refuses it
+    out[input.dataset.param] = Number.isFinite(value) ? value : input.value;
   }
   return out;
 }
@@ -146,19 +157,37 @@ function bindEvents() {
   $("text").addEventListener("input", () => {
     if (state.source) { state.source = null; markSelected(); updateSourceBadge(); }
     updateCharCount();
+    markStale();
   });
   $("text").addEventListener("keydown", (e) => { if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) explain(); });
-  $("methods").addEventListener("change", syncParams);
-  $("explain").addEventListener("click", explain);
-  $("merge").addEventListener("change", () => { if (state.lastRequest) explain(); });
+  $("methods").addEventListener("change", () => { syncParams(); markStale(); });
+  $("params").addEventListener("input", markStale);
+  $("params").addEventListener("change", markStale);
+  $("target").addEventListener("change", markStale);
+  $("truncate").addEventListener("change", () => { updateCharCount(); markStale(); });
+  $("explain").addEventListener("click", () => explain());
+  $("cancel").addEventListener("click", cancelJob);
+  $("confirm-run").addEventListener("click", () => { const body = state.pendingConfirm; hideConfirm(); if (body) explain(body); });
+  $("confirm-cancel").addEventListener("click", hideConfirm);
+  // display options: re-rendered from the shown job, never recomputed
+  $("merge").addEventListener("change", rerender);
+  $("palette").addEventListener("change", rerender);
   $("graph-btn").addEventListener("click", drawGraph);
+  for (const id of ["graph-method", "graph-edges", "graph-nodes", "graph-layout"]) $(id).addEventListener("change", markGraphStale);
   $("export").addEventListener("click", exportPage);
 }
 
 function updateCharCount() {
   const n = $("text").value.length, max = state.info ? state.info.limits.max_chars : 0;
-  $("char-count").textContent = `${n} / ${max} characters`;
-  $("char-count").style.color = n > max ? "var(--bad)" : "";
+  const box = $("char-count");
+  if (state.source) {
+    box.textContent = `${n} characters (dataset example: not limited by characters; long ones need 'truncate')`;
+    box.classList.remove("over");
+    return;
+  }
+  const over = n > max;
+  box.textContent = `${n} / ${max} characters` + (over && $("truncate").checked ? ` (the first ${max} will be explained)` : "");
+  box.classList.toggle("over", over && !$("truncate").checked);
 }
 
 function updateSourceBadge() {
@@ -188,30 +217,46 @@ async function switchDataset() {
 async function loadExamples(reset) {
   const token = ++state.listToken;
   if (reset) { state.nextStart = 0; $("examples").replaceChildren(); }
-  const q = new URLSearchParams({ dataset: $("dataset").value, q: $("search").value, label: $("f-label").value,
-                                  predicted: $("f-pred").value, correct: $("f-correct").value,
-                                  start: String(state.nextStart || 0), limit: "25" });
   const needsPred = $("f-pred").value !== "" || $("f-correct").value !== "";
+  const wanted = 25;
+  let added = 0;
+  let page = null;
   $("list-meta").textContent = needsPred ? "predicting…" : "loading…";
   $("more").disabled = true;
-  let page;
-  try { page = await api(`/api/examples?${q}`); } catch (err) {
+  try {
+    // with a prediction filter, ask in small steps (64 new predictions each) and show how far the scan got
+    do {
+      const q = new URLSearchParams({ dataset: $("dataset").value, q: $("search").value, label: $("f-label").value,
+                                      predicted: $("f-pred").value, correct: $("f-correct").value,
+                                      start: String(state.nextStart || 0), limit: String(wanted - added),
+                                      budget: needsPred ? "64" : "256" });
+      page = await api(`/api/examples?${q}`);
+      if (token !== state.listToken) return;
+      for (const item of page.items) $("examples").append(exampleItem(item));
+      added += page.items.length;
+      state.nextStart = page.next_start;
+      if (needsPred && !page.exhausted) {
+        $("list-meta").textContent = `predicting… scanned ${page.scanned} / ${page.size} examples, ${added} match so far`;
+      }
+    } while (needsPred && !page.exhausted && added < wanted);
+  } catch (err) {
     if (token === state.listToken) { showError(err.message); $("list-meta").textContent = ""; }
     return;
   } finally { $("more").disabled = false; }
-  if (token !== state.listToken) return;
   showError(null);
-  for (const item of page.items) $("examples").append(exampleItem(item));
-  state.nextStart = page.next_start;
   const shown = $("examples").children.length;
   $("list-meta").textContent = `${shown} shown · ${page.size} examples · predictions cached: ${page.predicted_total}`
     + (page.exhausted ? "" : " · more below");
   $("more").hidden = page.exhausted;
   markSelected();
+  syncBatch();
 }
 
 function exampleItem(item) {
   const li = el("li", { dataset: { index: String(item.index) } });
+  const pick = el("input", { type: "checkbox", class: "batch-pick", title: "add to the batch view", "aria-label": `batch #${item.index}` });
+  pick.addEventListener("click", (e) => { e.stopPropagation(); syncBatch(); });
+  li.append(pick);
   li.append(el("div", { class: "ex-text" }, item.text));
   const meta = el("div", { class: "ex-meta" });
   meta.append(el("span", {}, `#${item.index}`), el("span", { class: "badge" }, `true: ${item.label_name}`));
@@ -225,6 +270,7 @@ function exampleItem(item) {
     updateCharCount();
     updateSourceBadge();
     markSelected();
+    markStale();
   });
   return li;
 }
@@ -239,36 +285,108 @@ function markSelected() {
 // ------------------------------------------------------------------ explain
 function request() {
   const body = { methods: checkedMethods(), params: params(), truncate: $("truncate").checked,
-                 merge_subwords: $("merge").checked, target: $("target").value === "" ? null : Number($("target").value) };
+                 merge_subwords: $("merge").checked, palette: $("palette").value,
+                 target: $("target").value === "" ? null : Number($("target").value) };
   if (state.source) body.example = { dataset: state.source.dataset, index: state.source.index };
   else body.text = $("text").value;
   return body;
 }
 
-async function explain() {
+function formKey(body) {
+  // what decides the computed results (display options excluded)
+  const { methods, params: p, truncate, target, example, text } = body;
+  return JSON.stringify({ methods, params: p, truncate, target, example: example || null, text: example ? null : text });
+}
+
+function clearResults() {
+  // nothing computed for another input stays on screen under a new error
+  state.job = null;
+  state.shownForm = null;
+  state.graph = null;
+  $("prediction").replaceChildren();
+  $("prediction").hidden = true;
+  $("results").replaceChildren();
+  delete $("results").dataset.job;
+  $("results").dataset.state = "empty";
+  $("graph").replaceChildren();
+  $("tools").hidden = true;
+  $("progress").hidden = true;
+  $("stale").hidden = true;
+}
+
+function markStale() {
+  if (!state.job || !state.shownForm) return;
+  const stale = formKey(request()) !== state.shownForm;
+  $("stale").hidden = !stale;
+  $("results").dataset.stale = stale ? "true" : "false";
+}
+
+function markGraphStale() {
+  if (!state.graph) return;
+  const changed = JSON.stringify(graphSpec()) !== JSON.stringify(state.graph);
+  $("graph-stale").hidden = !changed;
+}
+
+function hideConfirm() { state.pendingConfirm = null; $("confirm").hidden = true; }
+
+async function explain(confirmedBody) {
   showError(null);
-  const body = request();
-  if (!body.methods.length) { showError("Tick at least one method."); return; }
-  if (!state.source && !body.text.trim()) { showError("Type a text or pick an example first."); return; }
+  hideConfirm();
+  const body = confirmedBody ? Object.assign({}, confirmedBody, { confirmed: true }) : request();
+  if (!body.methods.length) { clearResults(); showError("Tick at least one method."); return; }
+  if (!body.example && !body.text.trim()) { clearResults(); showError("Type a text or pick an example first."); return; }
   $("explain").disabled = true;
   try {
     const job = await api("/api/explain", body);
-    state.lastRequest = body;
-    state.job = job.id;
-    renderJob(job);
+    state.job = job;
+    state.shownForm = formKey(body);
+    state.graph = null;
     $("graph").replaceChildren();
+    $("graph-stale").hidden = true;
     $("tools").hidden = false;
+    renderJob(job);
+    markStale();
     let current = job;
-    while (current.status !== "done" && state.job === job.id) {
+    while (!["done", "cancelled"].includes(current.status) && state.job && state.job.id === job.id) {
       await new Promise((r) => setTimeout(r, 300));
-      current = await api(`/api/jobs/${job.id}`);
-      if (state.job === job.id) renderJob(current);
+      current = await api(`/api/jobs/${job.id}?${displayQuery()}`);
+      if (state.job && state.job.id === job.id) { state.job = current; renderJob(current); }
     }
   } catch (err) {
-    showError(err.message);
+    if (err.status === 409 && err.body && err.body.needs_confirmation) {
+      clearResults();
+      state.pendingConfirm = body;
+      $("confirm-text").textContent = err.message;
+      $("confirm").hidden = false;
+    } else {
+      clearResults();
+      showError(err.message);
+    }
   } finally {
     $("explain").disabled = false;
   }
+}
+
+function displayQuery() {
+  return new URLSearchParams({ merge_subwords: $("merge").checked ? "true" : "false", palette: $("palette").value });
+}
+
+async function rerender() {
+  if (!state.job) return;
+  try {
+    const snap = await api(`/api/jobs/${state.job.id}?${displayQuery()}`);
+    if (state.job && snap.id === state.job.id) { state.job = snap; renderJob(snap); }
+  } catch (err) { showError(err.message); }
+}
+
+async function cancelJob() {
+  if (!state.job) return;
+  $("cancel").disabled = true;
+  try {
+    const snap = await api(`/api/jobs/${state.job.id}/cancel`, {});
+    state.job = snap;
+    renderJob(snap);
+  } catch (err) { showError(err.message); } finally { $("cancel").disabled = false; }
 }
 
 function renderPrediction(input) {
@@ -277,7 +395,7 @@ function renderPrediction(input) {
   const head = el("div", { class: "row" });
   head.append(el("span", { class: "strong" }, `Prediction: ${input.predicted_name}`),
               el("span", { class: "muted" }, `explaining: ${input.target_name} · ${input.n_tokens} tokens`
-                 + (input.truncated ? ` (truncated from ${input.full_length})` : "")));
+                 + (input.truncated ? ` (truncated from ${input.full_chars > input.chars ? `${input.full_chars} characters` : `${input.full_length} tokens`})` : "")));
   if (input.source.kind === "example") {
     const ok = input.source.label === input.predicted;
     head.append(el("span", { class: ok ? "badge ok" : "badge bad" },
@@ -295,16 +413,32 @@ function renderPrediction(input) {
   box.hidden = false;
 }
 
+function topTokens(tokens, scores, k) {
+  // the k tokens with the largest |score| (special tokens included), as a small bar chart
+  const order = scores.map((s, i) => i).sort((a, b) => Math.abs(scores[b]) - Math.abs(scores[a])).slice(0, k);
+  const top = Math.max(1e-12, ...order.map((i) => Math.abs(scores[i])));
+  const chart = el("div", { class: "bars", "data-top-tokens": String(order.length) });
+  for (const i of order) {
+    const row = el("div", { class: "bar-row" });
+    const bar = el("div", { class: scores[i] < 0 ? "hbar neg" : "hbar pos" });
+    bar.style.width = `${(100 * Math.abs(scores[i]) / top).toFixed(1)}%`;
+    row.append(el("span", { class: "bar-tok" }, tokens[i]), el("div", { class: "bar-track" }), el("span", { class: "bar-val" }, scores[i].toPrecision(2)));
+    row.children[1].append(bar);
+    chart.append(row);
+  }
+  return chart;
+}
+
 function renderJob(job) {
   renderPrediction(job.input);
   const done = new Map(job.results.map((r) => [r.method, r]));
   const failed = new Map(job.errors.map((e) => [e.method, e.error]));
-  const names = state.lastRequest ? state.lastRequest.methods : [...done.keys()];
   const results = $("results");
   results.replaceChildren();
   results.dataset.job = job.id;
   results.dataset.state = job.status;
-  for (const raw of names) {
+  results.dataset.palette = job.palette;
+  for (const raw of job.request.methods) {
     const spec = state.info.methods.find((m) => m.name === raw) || { name: raw, label: raw };
     if (done.has(spec.name)) {
       const r = done.get(spec.name);
@@ -313,42 +447,62 @@ function renderJob(job) {
       meta.append(el("span", { class: r.cached ? "badge ok" : "badge" }, r.cached ? "cached" : "computed"));
       const ps = Object.entries(r.params).map(([k, v]) => `${k}=${v}`).join(", ");
       if (ps) meta.append(el("span", {}, ps));
+      if (r.batch) meta.append(el("span", { title: "internal batch size, from the memory budget" }, `batch ${r.batch}`));
       card.append(meta);
       const frag = el("div");
       frag.innerHTML = r.html;  // generated and escaped by captum_prxai.viz.html
       card.append(frag);
+      const more = el("details", { class: "top" });
+      more.append(el("summary", {}, "top tokens"), topTokens(job.input.tokens, r.scores, 8));
+      more.open = true;
+      card.append(more);
       results.append(card);
     } else if (failed.has(spec.name)) {
-      results.append(el("article", { class: "card failed", "data-method": spec.name }, `${spec.label}: ${failed.get(spec.name)}`));
+      const cancelled = failed.get(spec.name) === "cancelled";
+      results.append(el("article", { class: cancelled ? "card failed cancelled" : "card failed", "data-method": spec.name },
+                        `${spec.label}: ${failed.get(spec.name)}`));
     } else {
       const card = el("article", { class: "card pending", "data-method": spec.name });
-      card.append(el("span", { class: "spinner" }), el("span", {}, job.current === spec.name ? `${spec.label}: running…` : `${spec.label}: waiting`));
+      const running = (job.running || []).includes(spec.name);
+      card.append(el("span", { class: "spinner" }), el("span", {}, running ? `${spec.label}: running…` : `${spec.label}: waiting`));
       results.append(card);
     }
   }
   const prog = $("progress");
-  if (job.status === "done") {
+  if (["done", "cancelled"].includes(job.status)) {
     prog.hidden = true;
   } else {
     prog.hidden = false;
+    const left = job.estimated_seconds_left > 0.5 ? ` · about ${Math.ceil(job.estimated_seconds_left)} s left` : "";
     $("progress-text").textContent = `${job.done}/${job.total} methods · ${job.current_label ? `running ${job.current_label}` : "queued"}`
-      + ` · ${job.elapsed.toFixed(1)} s`;
+      + ` · ${job.elapsed.toFixed(1)} s${left}`;
     $("progress-bar").value = job.done / job.total;
   }
+  $("job-status").textContent = job.status === "cancelled" ? "cancelled" : "";
 }
 
 // ------------------------------------------------------------------ graph and export
+function graphSpec() {
+  return { method: $("graph-method").value, top_edges: Number.parseInt($("graph-edges").value, 10) || 30,
+           nodes: Number.parseInt($("graph-nodes").value, 10) || 40, layout: $("graph-layout").value };
+}
+
 async function drawGraph() {
-  if (!state.lastRequest) return;
+  if (!state.job) return;
   showError(null);
   const box = $("graph");
   box.replaceChildren(el("span", { class: "spinner" }));
   $("graph-btn").disabled = true;
   try {
-    const body = Object.assign({}, state.lastRequest, { method: $("graph-method").value,
-      top_edges: Number.parseInt($("graph-edges").value, 10) || 30, layout: $("graph-layout").value });
+    const req = state.job.request;
+    const spec = graphSpec();
+    const body = Object.assign({ params: req.params, target: state.job.input.target, truncate: !!req.truncate },
+                               req.example ? { example: req.example } : { text: req.text }, spec);
     const out = await api("/api/graph", body);
     box.innerHTML = out.svg;  // matplotlib SVG, text drawn as paths
+    box.dataset.title = out.title;
+    state.graph = spec;
+    $("graph-stale").hidden = true;
   } catch (err) {
     box.replaceChildren();
     showError(err.message);
@@ -356,12 +510,13 @@ async function drawGraph() {
 }
 
 async function exportPage() {
-  if (!state.lastRequest) return;
+  if (!state.job) return;
   showError(null);
   $("export").disabled = true;
   try {
-    const body = Object.assign({}, state.lastRequest);
-    if ($("export-graph").checked) body.graph = $("graph-method").value;
+    // exactly what is on screen: the shown job's results, display options and the drawn graph
+    const body = { job: state.job.id, merge_subwords: $("merge").checked, palette: $("palette").value,
+                   graph: $("export-graph").checked && state.graph ? state.graph : null };
     const resp = await api("/api/export", body);
     const blob = await resp.blob();
     const match = /filename="([^"]+)"/.exec(resp.headers.get("Content-Disposition") || "");
@@ -373,4 +528,66 @@ async function exportPage() {
   } catch (err) { showError(err.message); } finally { $("export").disabled = false; }
 }
 
-document.addEventListener("DOMContentLoaded", init);
+// ------------------------------------------------------------------ batch view
+function batchPicks() {
+  return [...$("examples").querySelectorAll("li")].filter((li) => li.querySelector(".batch-pick").checked)
+    .map((li) => Number(li.dataset.index));
+}
+
+function syncBatch() {
+  const n = batchPicks().length;
+  $("batch-btn").disabled = n === 0;
+  $("batch-btn").textContent = n ? `Batch view (${n})` : "Batch view";
+}
+
+async function runBatch() {
+  const picks = batchPicks().slice(0, 12);
+  const method = $("batch-method").value;
+  const box = $("batch");
+  box.replaceChildren();
+  box.hidden = false;
+  box.dataset.state = "running";
+  showError(null);
+  const head = el("div", { class: "row" });
+  head.append(el("span", { class: "strong" }, `Batch view: ${picks.length} examples · ${method}`));
+  box.append(head);
+  const p = params();
+  for (const index of picks) {
+    const row = el("article", { class: "card batch-row", "data-index": String(index) }, "");
+    row.append(el("span", { class: "spinner" }));
+    box.append(row);
+  }
+  for (const index of picks) {
+    const row = box.querySelector(`.batch-row[data-index="${index}"]`);
+    try {
+      let job = await api("/api/explain", { example: { dataset: $("dataset").value, index }, methods: [method], params: p,
+                                            truncate: true, confirmed: true, merge_subwords: $("merge").checked,
+                                            palette: $("palette").value });
+      while (!["done", "cancelled"].includes(job.status)) {
+        await new Promise((r) => setTimeout(r, 300));
+        job = await api(`/api/jobs/${job.id}?${displayQuery()}`);
+      }
+      row.replaceChildren();
+      const meta = el("div", { class: "card-meta" });
+      const src = job.input.source;
+      const ok = src.label === job.input.predicted;
+      meta.append(el("span", {}, `#${index}`), el("span", { class: "badge" }, `true: ${src.label_name}`),
+                  el("span", { class: ok ? "badge ok" : "badge bad" }, `pred: ${job.input.predicted_name} ${job.input.probabilities[job.input.predicted].toFixed(2)}${ok ? " ✓" : " ✗"}`));
+      row.append(meta);
+      if (job.results.length) { const frag = el("div"); frag.innerHTML = job.results[0].html; row.append(frag); }
+      else row.append(el("span", { class: "failed" }, job.errors.map((e) => e.error).join("; ")));
+    } catch (err) {
+      row.replaceChildren(el("span", { class: "failed" }, `#${index}: ${err.message}`));
+    }
+  }
+  box.dataset.state = "done";
+}
+
+document.addEventListener("DOMContentLoaded", () => {
+  init().then(() => {
+    if (!state.info) return;
+    for (const m of state.info.methods) $("batch-method").append(el("option", { value: m.name }, m.label));
+    $("batch-method").value = state.info.default_methods[0] || state.info.methods[0].name;
+    $("batch-btn").addEventListener("click", runBatch);
+  });
+});
