@@ -201,7 +201,7 @@ class PageRankAttribution(AttentionGraphAttribution):
     is built.
 
     References:
-        A. Azarkhalili, Y. Li, M. W. Libbrecht. *PR-XAI: PageRank-Based
+        B. Azarkhalili, L. Li, M. W. Libbrecht. *PR-XAI: PageRank-Based
         Feature Attribution for Transformers.* ACL 2026.
         L. Page et al. *The PageRank citation ranking.* 1999.
     """

@@ -129,7 +129,7 @@ class GraphSpec:
     is constructed, before any pass through the model.
 
     References:
-        A. Azarkhalili, Y. Li, M. W. Libbrecht. *PR-XAI: PageRank-Based
+        B. Azarkhalili, L. Li, M. W. Libbrecht. *PR-XAI: PageRank-Based
         Feature Attribution for Transformers.* ACL 2026.
     """
 
