@@ -24,6 +24,15 @@ from captum_prxai.methods import METHODS, register_precomputed
 PACKAGE = Path(__file__).resolve().parents[1] / "captum_prxai"
 
 
+@pytest.fixture(autouse=True)
+def _registry_as_found():
+    """The method registry is global: leave it as each test found it (the ablation registers its variants)."""
+    before = dict(METHODS)
+    yield
+    METHODS.clear()
+    METHODS.update(before)
+
+
 def _lines(path: Path) -> list:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
