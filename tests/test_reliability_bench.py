@@ -201,7 +201,7 @@ def _cli_setup(tiny, tmp_path, monkeypatch):
     (["--option", "random.bogus=1"], "method 'random' has no option 'bogus'"),
     (["--option", "pr-g.dampng=0.5"], "method 'pr-g' has no option 'dampng'; its options: "),
     (["--option", "nope.x=1"], "unknown method 'nope'"),
-    (["--out", "FILE/sub"], "cannot be created"),
+    (["--out", "FILE/sub"], "cannot make its folder"),
     (["--out", "FILE"], "is a file"),
 ])
 def test_cli_benchmark_checks_settings_before_the_model_loads(tiny, tmp_path, monkeypatch, capsys, extra, phrase):

@@ -12,7 +12,6 @@ Writes ``cache.jsonl`` (resumable), ``results.csv``, ``summary.md``,
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 from captum_prxai.exceptions import PRXAIError
 
@@ -90,28 +89,6 @@ def _check_numbers(args: argparse.Namespace) -> None:
             raise PRXAIError(f"{flag} must be at least 1, got {value}.")
 
 
-def check_output_dir(path: Path, flag: str = "--out") -> Path:
-    """Check, before any work is done, that the folder ``path`` can be created and written (nothing is created).
-
-    Raises:
-        PRXAIError: ``path`` (or a folder above it) is a file, or is not writable.
-    """
-    import os
-
-    existing = path
-    while not existing.exists() and existing != existing.parent:
-        existing = existing.parent
-    if not existing.is_dir():
-        where = "is a file" if existing == path else f"cannot be created: {existing} is a file"
-        raise PRXAIError(f"{flag} {path} {where}; give a folder.")
-    if not os.access(existing, os.W_OK | os.X_OK):
-        raise PRXAIError(f"cannot write to {flag} {path}: {existing} is not writable.")
-    for name in ("cache.jsonl", "results.csv", "summary.md", "summary.json", "deletion_curves.png"):
-        if (path / name).exists() and not os.access(path / name, os.W_OK):
-            raise PRXAIError(f"cannot write to {flag} {path}: {name} is read-only.")
-    return path
-
-
 def run(args: argparse.Namespace) -> int:
     if args.list_methods:
         return _list_methods()
@@ -121,6 +98,7 @@ def run(args: argparse.Namespace) -> int:
     from captum_prxai._tokenize import model_input_limit
     from captum_prxai.bench import BenchmarkConfig, run_benchmark
     from captum_prxai.bench.runner import one_line_warnings
+    from captum_prxai.commands._output import check_output_dir
     from captum_prxai.data import load_dataset, suggested_max_length
     from captum_prxai.methods import parse_methods, register_precomputed
     from captum_prxai.models import load_default, load_model
@@ -138,7 +116,7 @@ def run(args: argparse.Namespace) -> int:
     config = BenchmarkConfig(mode=args.mode, replacement=args.replacement, steps=args.steps,
                              max_length=args.max_length, seed=args.seed)
     config.validate()
-    out = check_output_dir(Path(args.out or f"benchmark-{args.dataset}"))
+    out = check_output_dir(args.out or f"benchmark-{args.dataset}", "--out")
     dataset = load_dataset(args.dataset, args.split)
     model, tokenizer = load_default() if args.model == "default" else load_model(args.model)
     if config.max_length is None:  # the dataset's suggestion, within the model's limit
