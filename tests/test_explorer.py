@@ -884,3 +884,37 @@ def test_a_custom_forward_func(tiny):
     assert job["input"]["probabilities"] == pytest.approx(probs.tolist(), abs=1e-6)
     assert job["status"] == "done" and job["errors"] == []
     assert len(seen) >= 2  # the prediction lane and a method lane use different copies
+
+
+# ----------------------------------------------------------------------------- several models side by side
+def test_two_models_side_by_side(tiny):
+    import copy
+
+    model, tokenizer, datasets = tiny
+    other = copy.deepcopy(model)
+    with torch.no_grad():
+        other.classifier.weight.mul_(-1.0)  # the other model prefers the other class
+    app = create_app(model, tokenizer, datasets, model_name="tuned", compare={"flipped": (other, tokenizer)})
+    client = app.test_client()
+    info = client.get("/api/info").json
+    assert [m["name"] for m in info["models"]] == ["tuned", "flipped"]
+    body = {"example": {"dataset": "tiny-reviews", "index": 0}, "methods": ["pr-g", "ig"], "params": {"ig_steps": 4}}
+    a = explain(client, **body)
+    b = explain(client, **body, model="flipped")
+    assert a["model"] == "tuned" and b["model"] == "flipped"
+    enc = tokenizer(TEXTS[0][0], return_tensors="pt")
+    with torch.no_grad():
+        for job, m in ((a, model), (b, other)):
+            assert job["input"]["probabilities"] == pytest.approx(m(**enc).logits.softmax(-1)[0].tolist(), abs=1e-6)
+    assert a["input"]["predicted"] != b["input"]["predicted"]
+    assert a["input"]["tokens"] == b["input"]["tokens"]  # aligned token by token
+    assert [r["method"] for r in b["results"]] == ["pr-g", "ig"]
+    assert b["results"][0]["scores"] != a["results"][0]["scores"]
+    # each model has its own cache and stats; jobs of either are found and exported with their model
+    assert client.get("/api/stats?model=flipped").json["attributions_cached"] == 2
+    page = client.post("/api/export", json={"job": b["id"]}).get_data(as_text=True)
+    assert "model: flipped" in page
+    resp = client.post("/api/explain", json=dict(body, model="nope"))
+    assert resp.status_code == 400 and "unknown model 'nope'; the explorer serves: tuned, flipped" in resp.json["error"]
+    with pytest.raises(PRXAIError, match="two models are named 'tuned'"):
+        create_app(model, tokenizer, datasets, model_name="tuned", compare={"tuned": (other, tokenizer)})

@@ -214,6 +214,7 @@ def create_app(
     max_method_seconds: float = 300.0,
     confirm_seconds: float = 20.0,
     forward_func: Optional[Any] = None,
+    compare: Optional[Mapping[str, Tuple[Any, Any]]] = None,
 ):
     """Build the explorer's Flask application.
 
@@ -244,10 +245,16 @@ def create_app(
         forward_func: ``forward_func(model, input_ids, attention_mask) -> logits``
             for a model that is not a Hugging Face classifier (it gets the
             model copy of the thread that calls it).
+        compare: More models to explain the same texts beside the first one:
+            ``{"name": (model, tokenizer)}`` (e.g. a fine-tuned model and its
+            base, or MiniLM and MPNet). Each has its own engine, lanes and
+            cache; requests choose one with ``"model": name`` (default: the
+            first, ``model_name``).
 
     Returns:
-        A :class:`flask.Flask` application; its engine is
-        ``app.extensions["prxai_explorer"]``.
+        A :class:`flask.Flask` application; its (first model's) engine is
+        ``app.extensions["prxai_explorer"]``, every engine by model name
+        ``app.extensions["prxai_explorer_engines"]``.
     """
     from flask import Flask, Response, jsonify, request
     from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
@@ -259,30 +266,52 @@ def create_app(
         dataset = store.names[0]
     elif dataset not in store.names:
         raise PRXAIError(f"unknown dataset {dataset!r}; choose one of: {', '.join(store.names)}.")
-    engine = Engine(model, tokenizer, store, max_chars=max_chars, cache_size=cache_size,
-                    memory_budget_mb=memory_budget_mb, max_method_seconds=max_method_seconds,
-                    confirm_seconds=confirm_seconds, forward_func=forward_func)
+    def make_engine(m: Any, t: Any, fwd: Optional[Any]) -> Engine:
+        return Engine(m, t, store, max_chars=max_chars, cache_size=cache_size, memory_budget_mb=memory_budget_mb,
+                      max_method_seconds=max_method_seconds, confirm_seconds=confirm_seconds, forward_func=fwd)
+
+    engines: Dict[str, Engine] = {model_name: make_engine(model, tokenizer, forward_func)}
+    for other, pair in (compare or {}).items():
+        if other in engines:
+            raise PRXAIError(f"two models are named {other!r}; give each model its own name.")
+        if not isinstance(pair, (tuple, list)) or len(pair) != 2:
+            raise PRXAIError(f"compare[{other!r}] must be a (model, tokenizer) pair.")
+        engines[str(other)] = make_engine(pair[0], pair[1], None)
+    engine = engines[model_name]
     hosts = None if allowed_hosts is None else {h.lower() for h in allowed_hosts}
     registered = {m["name"]: m for m in engine.methods()}
     if default_methods is None:
         default_methods = (engine.default_pr_method(), "ig")
     defaults = [m for m in default_methods if m in registered]
 
-    def run_method(job: Job, name: str) -> Dict[str, Any]:
-        return engine.explain(job.payload["enc"], job.payload["target"], name, job.payload["params"],
-                              cancel=job.cancel_event)
+    def make_runner(eng: Engine) -> JobRunner:
+        def run_method(job: Job, name: str) -> Dict[str, Any]:
+            return eng.explain(job.payload["enc"], job.payload["target"], name, job.payload["params"],
+                               cancel=job.cancel_event)
 
-    def lane_of(name: str) -> str:
-        spec = engine.resolve(name)
-        return engine.lane_of(spec.name, spec.family)
+        def lane_of(name: str) -> str:
+            spec = eng.resolve(name)
+            return eng.lane_of(spec.name, spec.family)
 
-    runner = JobRunner(run_method, lane_of=lane_of, cancelled=(JobCancelled,))
+        return JobRunner(run_method, lane_of=lane_of, cancelled=(JobCancelled,))
+
+    runners = {name: make_runner(eng) for name, eng in engines.items()}
+    runner = runners[model_name]
+
+    def pick(source: Any) -> Tuple[str, Engine, JobRunner]:
+        name = source.get("model") if hasattr(source, "get") else None
+        if name is None or name == "":
+            name = model_name
+        if not isinstance(name, str) or name not in engines:
+            raise PRXAIError(f"unknown model {str(name)[:60]!r}; the explorer serves: {', '.join(engines)}.")
+        return name, engines[name], runners[name]
 
     app = Flask(__name__, static_folder=None)
     app.config["MAX_CONTENT_LENGTH"] = 256 * 1024
     app.json.sort_keys = False  # type: ignore[attr-defined]
     app.extensions["prxai_explorer"] = engine
     app.extensions["prxai_explorer_jobs"] = runner
+    app.extensions["prxai_explorer_engines"] = engines
 
     # ------------------------------------------------------------------ plumbing
     @app.errorhandler(PRXAIError)
@@ -366,7 +395,7 @@ def create_app(
             raise PRXAIError(f"query parameter {name!r} must be an integer, got {raw[:40]!r}.")
         return int(raw)
 
-    def resolve_input(data: Mapping[str, Any]) -> Tuple[str, Dict[str, Any], Encoded]:
+    def resolve_input(eng: Engine, data: Mapping[str, Any]) -> Tuple[str, Dict[str, Any], Encoded]:
         truncate = check_flag(data, "truncate")
         if data.get("example") is not None:
             ex = data["example"]
@@ -383,9 +412,9 @@ def create_app(
             label = int(ds.labels[index])
             source: Dict[str, Any] = {"kind": "example", "dataset": name, "index": index, "label": label,
                                       "label_name": str(ds.label_names[label])}
-            return text, source, engine.encode(text, truncate=truncate)
-        text, full_chars = engine.check_text(data.get("text"), truncate=truncate)
-        return text, {"kind": "text"}, engine.encode(text, truncate=truncate, full_chars=full_chars)
+            return text, source, eng.encode(text, truncate=truncate)
+        text, full_chars = eng.check_text(data.get("text"), truncate=truncate)
+        return text, {"kind": "text"}, eng.encode(text, truncate=truncate, full_chars=full_chars)
 
     def resolve_target(data: Mapping[str, Any], probs: List[float]) -> int:
         target = data.get("target")
@@ -398,7 +427,7 @@ def create_app(
             raise PRXAIError(f"target {target} is out of range: the model has classes 0..{len(probs) - 1}.")
         return target
 
-    def resolve_methods(data: Mapping[str, Any], params: Mapping[str, Any]) -> List[str]:
+    def resolve_methods(eng: Engine, data: Mapping[str, Any], params: Mapping[str, Any]) -> List[str]:
         methods = data.get("methods")
         if isinstance(methods, str):
             methods = methods.split(",")
@@ -409,20 +438,20 @@ def create_app(
             raise PRXAIError(f"at most {MAX_METHODS} methods at once; got {len(methods)}.")
         names: List[str] = []
         for raw in methods:
-            spec, _, _, _ = engine.method_key(raw, params)  # validates name and parameters
+            spec, _, _, _ = eng.method_key(raw, params)  # validates name and parameters
             if spec.name not in names:
                 names.append(spec.name)
         if len(names) > MAX_METHODS:
             raise PRXAIError(f"at most {MAX_METHODS} methods at once; got {len(names)}.")
         return names
 
-    def input_info(text: str, source: Dict[str, Any], enc: Encoded, probs: List[float], target: int) -> Dict[str, Any]:
+    def input_info(eng: Engine, text: str, source: Dict[str, Any], enc: Encoded, probs: List[float], target: int) -> Dict[str, Any]:
         predicted = max(range(len(probs)), key=probs.__getitem__)
         return {"text": text, "source": source, "tokens": enc.tokens, "n_tokens": len(enc.tokens),
                 "truncated": enc.truncated, "full_length": enc.full_length, "chars": len(text),
-                "full_chars": enc.full_chars, "label_names": engine.label_names,
-                "probabilities": probs, "predicted": predicted, "predicted_name": engine.label_names[predicted],
-                "target": target, "target_name": engine.label_names[target]}
+                "full_chars": enc.full_chars, "label_names": eng.label_names,
+                "probabilities": probs, "predicted": predicted, "predicted_name": eng.label_names[predicted],
+                "target": target, "target_name": eng.label_names[target]}
 
     def display_options(source: Mapping[str, Any], job: Optional[Job] = None) -> Tuple[bool, str]:
         merge = source.get("merge_subwords")
@@ -456,22 +485,23 @@ def create_app(
         snap["input"] = info
         snap["request"] = job.payload["request"]
         snap["merge_subwords"], snap["palette"] = merge, palette
-        snap["current_label"] = engine.resolve(snap["current"]).label if snap["current"] else None
+        snap["model"] = job.payload["model"]
+        snap["current_label"] = engines[job.payload["model"]].resolve(snap["current"]).label if snap["current"] else None
         return snap
 
-    def parse_request(data: Mapping[str, Any]) -> Tuple[Dict[str, Any], List[str], str, Dict[str, Any], Encoded]:
+    def parse_request(eng: Engine, data: Mapping[str, Any]) -> Tuple[Dict[str, Any], List[str], str, Dict[str, Any], Encoded]:
         params = check_params(data.get("params"))
-        methods = resolve_methods(data, params)
-        text, source, enc = resolve_input(data)
+        methods = resolve_methods(eng, data, params)
+        text, source, enc = resolve_input(eng, data)
         check_flag(data, "merge_subwords")
         return params, methods, text, source, enc
 
-    def estimates_of(enc: Encoded, target: int, methods: Sequence[str], params: Mapping[str, Any]
+    def estimates_of(eng: Engine, enc: Encoded, target: int, methods: Sequence[str], params: Mapping[str, Any]
                      ) -> List[Dict[str, Any]]:
         out = []
         for name in methods:
-            e = engine.estimate(enc, name, params)
-            if engine.cached(enc, target, name, params) is not None:
+            e = eng.estimate(enc, name, params)
+            if eng.cached(enc, target, name, params) is not None:
                 e.update(seconds=0.0, text=f"{e['label']}: cached")
             out.append(e)
         return out
@@ -501,6 +531,8 @@ def create_app(
     @app.get("/api/info")
     def info():
         return jsonify(
+            models=[{"name": n, "model_class": type(e.model).__name__, "label_names": e.label_names,
+                     "max_tokens": e.max_tokens} for n, e in engines.items()],
             model=model_name, model_class=type(model).__name__, label_names=engine.label_names,
             datasets=store.names, dataset=dataset, split=store.split,
             methods=list(registered.values()), default_methods=defaults,
@@ -517,8 +549,9 @@ def create_app(
         counts = [0] * len(ds.label_names)
         for lab in ds.labels:
             counts[int(lab)] += 1
+        _, eng, _ = pick(request.args)
         return jsonify(name=name, size=len(ds.texts), label_names=[str(n) for n in ds.label_names],
-                       label_counts=counts, comparable=engine.labels_comparable(name))
+                       label_counts=counts, comparable=eng.labels_comparable(name))
 
     @app.get("/api/examples")
     def examples():
@@ -531,7 +564,8 @@ def create_app(
         if len(q) > 200:
             raise InputTooLong(f"the search text has {len(q)} characters; at most 200.")
         budget = arg_int("budget", 256) or 256
-        return jsonify(engine.list_examples(
+        _, eng, _ = pick(request.args)
+        return jsonify(eng.list_examples(
             name, query=q, label=arg_int("label"), predicted=arg_int("predicted"), correct=correct,
             start=arg_int("start", 0) or 0, limit=arg_int("limit", 20) or 20, budget=min(max(budget, 1), 1024),
         ))
@@ -539,36 +573,39 @@ def create_app(
     @app.post("/api/estimate")
     def estimate():
         data = payload()
-        params, methods, _, _, enc = parse_request(data)
-        target = resolve_target(data, engine.predict(enc))
-        ests = estimates_of(enc, target, methods, params)
+        _, eng, _ = pick(data)
+        params, methods, _, _, enc = parse_request(eng, data)
+        target = resolve_target(data, eng.predict(enc))
+        ests = estimates_of(eng, enc, target, methods, params)
         return jsonify(estimates=ests, seconds=sum(e["seconds"] for e in ests), n_tokens=len(enc.tokens))
 
     @app.post("/api/explain")
     def explain():
         data = payload()
-        params, methods, text, source, enc = parse_request(data)
+        name_, eng, run = pick(data)
+        params, methods, text, source, enc = parse_request(eng, data)
         confirmed = check_flag(data, "confirmed")
-        probs = engine.predict(enc)
+        probs = eng.predict(enc)
         target = resolve_target(data, probs)
-        ests = estimates_of(enc, target, methods, params)
-        engine.check_cost(ests)
+        ests = estimates_of(eng, enc, target, methods, params)
+        eng.check_cost(ests)
         total = sum(e["seconds"] for e in ests)
-        if total > engine.confirm_seconds and not confirmed:
+        if total > eng.confirm_seconds and not confirmed:
             costly = "; ".join(e["text"] for e in ests if e["seconds"] > 1)
             raise _HTTPError(409, f"this will take about {total:.0f} s ({costly}). Run it anyway, or lower the "
                                   "settings.", estimates=ests, seconds=total, needs_confirmation=True)
         request_echo = {k: data[k] for k in ("methods", "params", "target", "truncate", "text", "example")
                         if k in data}
-        request_echo.update(methods=methods, params=params, target=data.get("target"))
+        request_echo.update(methods=methods, params=params, target=data.get("target"), model=name_)
         job = Job(methods, {"enc": enc, "target": target, "params": params,
                             "merge": check_flag(data, "merge_subwords"), "request": request_echo,
-                            "input": input_info(text, source, enc, probs, target)},
+                            "model": name_,
+                            "input": input_info(eng, text, source, enc, probs, target)},
                   estimates={e["method"]: e["seconds"] for e in ests})
         for name in methods:  # cached results are there at once
-            if engine.cached(enc, target, name, params) is not None:
-                job.record(name, engine.explain(enc, target, name, params))
-        runner.submit(job)
+            if eng.cached(enc, target, name, params) is not None:
+                job.record(name, eng.explain(enc, target, name, params))
+        run.submit(job)
         body = job_json(job, *display_options(data, job))
         body["estimates"] = ests
         return jsonify(body), 200 if job.status == "done" else 202
@@ -576,7 +613,7 @@ def create_app(
     def find_job(job_id: str) -> Job:
         if not re.fullmatch(r"[0-9a-f]{32}", job_id):
             raise _HTTPError(404, f"no job {job_id[:40]!r}.")
-        job = runner.get(job_id)
+        job = next((r.get(job_id) for r in runners.values() if r.get(job_id) is not None), None)
         if job is None:
             raise _HTTPError(404, f"no job {job_id!r}; it may have expired, explain again.")
         return job
@@ -589,11 +626,11 @@ def create_app(
     @app.post("/api/jobs/<job_id>/cancel")
     def job_cancel(job_id: str):
         job = find_job(job_id)
-        runner.cancel(job)
+        runners[job.payload["model"]].cancel(job)
         return jsonify(job_json(job))
 
-    def graph_of(enc: Encoded, target: int, params: Mapping[str, Any], spec: Mapping[str, Any]) -> Dict[str, Any]:
-        method = spec.get("method") or engine.default_pr_method()
+    def graph_of(eng: Engine, enc: Encoded, target: int, params: Mapping[str, Any], spec: Mapping[str, Any]) -> Dict[str, Any]:
+        method = spec.get("method") or eng.default_pr_method()
         if not isinstance(method, str):
             raise PRXAIError("'method' must be a method name.")
         kwargs: Dict[str, Any] = {}
@@ -605,15 +642,16 @@ def create_app(
         layout = spec.get("layout") or "line"
         if not isinstance(layout, str):
             raise PRXAIError("'layout' must be 'line' or 'circle'.")
-        return engine.graph_svg(enc, target, method, params, layout=layout, **kwargs)
+        return eng.graph_svg(enc, target, method, params, layout=layout, **kwargs)
 
     @app.post("/api/graph")
     def graph():
         data = payload()
+        _, eng, _ = pick(data)
         params = check_params(data.get("params"))
-        _, _, enc = resolve_input(data)
-        target = resolve_target(data, engine.predict(enc))
-        return jsonify(graph_of(enc, target, params, data))
+        _, _, enc = resolve_input(eng, data)
+        target = resolve_target(data, eng.predict(enc))
+        return jsonify(graph_of(eng, enc, target, params, data))
 
     @app.post("/api/export")
     def export():
@@ -625,6 +663,7 @@ def create_app(
             if not isinstance(data["job"], str):
                 raise PRXAIError("'job' must be a job id.")
             job = find_job(data["job"])
+            shown_model, eng = job.payload["model"], engines[job.payload["model"]]
             enc, target, params = job.payload["enc"], job.payload["target"], job.payload["params"]
             info_ = job.payload["input"]
             text, source, probs = info_["text"], info_["source"], info_["probabilities"]
@@ -633,10 +672,11 @@ def create_app(
                 raise PRXAIError("no method of this job has finished yet; nothing to export.")
             missing = [m for m in job.methods if m not in job.results]
         else:  # an explain body: computed now (for scripts)
-            params, methods, text, source, enc = parse_request(data)
-            probs = engine.predict(enc)
+            shown_model, eng, _ = pick(data)
+            params, methods, text, source, enc = parse_request(eng, data)
+            probs = eng.predict(enc)
             target = resolve_target(data, probs)
-            results = [engine.explain(enc, target, name, params) for name in methods]
+            results = [eng.explain(enc, target, name, params) for name in methods]
             missing = []
         graph_spec = data.get("graph")
         if isinstance(graph_spec, str):
@@ -645,10 +685,10 @@ def create_app(
             raise PRXAIError("'graph' must be null or {\"method\", \"top_edges\", \"nodes\", \"layout\"}.")
         extra = ""
         if graph_spec:
-            drawn = graph_of(enc, target, params, graph_spec)
+            drawn = graph_of(eng, enc, target, params, graph_spec)
             extra = (f"<h2>{_esc(drawn['label'])} graph</h2><p class=\"prx-meta\">{_esc(drawn['title'])}</p>"
                      f"<div class=\"prx-graph\">{drawn['svg']}</div>")
-        labels = engine.label_names
+        labels = eng.label_names
         predicted = max(range(len(probs)), key=probs.__getitem__)
         described = ", ".join(f"{r['label']} ({', '.join(f'{k}={v}' for k, v in r['params'].items())})"
                               if r["params"] else r["label"] for r in results)
@@ -661,7 +701,7 @@ def create_app(
             predicted_label=labels[predicted], probability=probs[predicted],
             timings={r["label"]: r["seconds"] for r in results}, merge_subwords=merge,
             extra_html="<style>.prx-graph svg{max-width:100%;height:auto;display:block}</style>" + extra
-            + f'<p class="prx-meta">model: {_esc(model_name)}; explained class: {_esc(labels[target])}; '
+            + f'<p class="prx-meta">model: {_esc(shown_model)}; explained class: {_esc(labels[target])}; '
             f"methods: {_esc(described)}{note}"
             + (f"; source: {_esc(source['dataset'])} #{source['index']} (true class {_esc(source['label_name'])})"
                if source["kind"] == "example" else "") + "</p>",
@@ -674,7 +714,8 @@ def create_app(
 
     @app.get("/api/stats")
     def stats():
-        return jsonify(dict(engine.stats(), queued=runner.queued()))
+        name_, eng, run = pick(request.args)
+        return jsonify(dict(eng.stats(), model=name_, queued=run.queued()))
 
     return app
 
