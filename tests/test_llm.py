@@ -35,7 +35,7 @@ ARCHS = ["llama", "gpt2", "qwen2", "gemma3"]
 PR_METHODS = {"pr-a": cp.PRAttention, "pr-g": cp.PRGradient, "pr-ag": cp.PRAttentionGradient}
 BASELINES = {"raw": cp.RawAttention, "rollout": cp.AttentionRollout, "gae": cp.GradientWeightedRollout}
 # options whose per-row inputs differ: the layered graph and signs, the gradient x input teleport, per-layer
-# normalisation and a uniform teleport over the causal prefix
+# normalisation, a uniform teleport over the causal prefix, and the capture of materialised weights
 VARIANTS = {
     "pr-g-layered-signed": functools.partial(cp.PageRankAttribution, edge_weight="gradient", graph="layered",
                                              signed=True),
@@ -43,6 +43,7 @@ VARIANTS = {
                                                          teleport="input_gradient", normalize_layers=True),
     "pr-a-uniform": functools.partial(cp.PageRankAttribution, edge_weight="attention", teleport="uniform"),
     "attention-flow": cp.AttentionFlow,
+    "pr-ag-materialised-weights": functools.partial(cp.PRAttentionGradient, capture="weights"),
 }
 PROMPT = "w1 w2 w3 w4 w5 w6"
 TARGET = "w7 w8 w9 w10"
