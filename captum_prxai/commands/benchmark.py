@@ -52,7 +52,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "repeatable)")
     parser.add_argument("--precomputed", action="append", default=[], metavar="NAME=FILE",
                         help="add a method whose token scores were computed elsewhere: a JSON Lines file with "
-                             "input_ids and scores per input (repeatable; see bench.register_precomputed)")
+                             "input_ids and scores per input (repeatable; see "
+                             "captum_prxai.methods.register_precomputed); a changed file is recomputed, never read "
+                             "from the cache")
     parser.add_argument("--no-resume", action="store_true",
                         help="ignore and overwrite the cache in --out instead of resuming")
     parser.add_argument("--no-plot", action="store_true", help="do not draw deletion_curves.png")
