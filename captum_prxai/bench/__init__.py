@@ -31,6 +31,7 @@ from captum_prxai.methods import (
     resolve_method,
 )
 from captum_prxai.bench.runner import BenchmarkConfig, BenchmarkResult, run_benchmark, select_examples
+from captum_prxai.bench.settings import MetricSettings
 
 __all__ = [
     "METHODS",
@@ -39,6 +40,7 @@ __all__ = [
     "Explainer",
     "MethodContext",
     "MethodSpec",
+    "MetricSettings",
     "available_methods",
     "build_method",
     "make_forward_func",
