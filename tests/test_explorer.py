@@ -464,6 +464,12 @@ def test_command_line_checks(capsys):
     assert "unknown method 'nope'" in capsys.readouterr().err
     assert main(["explore", "--dataset", "nope", "--no-browser"]) == 2
     assert "unknown dataset 'nope'" in capsys.readouterr().err
+    assert main(["explore", "--memory-budget-mb", "0", "--no-browser"]) == 2
+    assert "--memory-budget-mb must be a positive number, got 0.0" in capsys.readouterr().err
+    assert main(["explore", "--max-method-seconds", "inf", "--no-browser"]) == 2
+    assert "--max-method-seconds must be a positive number" in capsys.readouterr().err
+    assert main(["explore", "--model", "a", "--model", "a", "--no-browser"]) == 2
+    assert "--model names a model twice: a, a" in capsys.readouterr().err
 
 
 def test_command_serves_the_loaded_model_on_loopback(tiny, monkeypatch, capsys):
@@ -508,6 +514,15 @@ def test_command_serves_the_loaded_model_on_loopback(tiny, monkeypatch, capsys):
     assert client.get("/api/info", headers={"Host": "evil.example"}).status_code == 403
 
     served.clear()
+    assert main(["explore", "--model", "tuned", "--model", "base", "--port", "8799", "--no-browser",
+                 "--memory-budget-mb", "64"]) == 0
+    assert loaded[-2:] == ["tuned", "base"]
+    info = served[0][0].test_client().get("/api/info").json
+    assert [m["name"] for m in info["models"]] == ["tuned", "base"] and info["limits"]["memory_budget_mb"] == 64
+    first = info["default_methods"][0]
+    assert info["default_methods"] == [first, "ig"] and METHODS[first].family == "pr-xai"
+    served.clear()
+    capsys.readouterr()
     assert main(["explore", "--host", "0.0.0.0", "--port", "8799", "--no-browser"]) == 0
     assert "warning: listening on 0.0.0.0" in capsys.readouterr().out
     assert served[0][0].test_client().get("/api/info", headers={"Host": "lab:8799"}).status_code == 200
@@ -918,3 +933,28 @@ def test_two_models_side_by_side(tiny):
     assert resp.status_code == 400 and "unknown model 'nope'; the explorer serves: tuned, flipped" in resp.json["error"]
     with pytest.raises(PRXAIError, match="two models are named 'tuned'"):
         create_app(model, tokenizer, datasets, model_name="tuned", compare={"tuned": (other, tokenizer)})
+
+
+def test_notebook_show_serves_and_embeds(tiny, monkeypatch):
+    import json as json_
+    import urllib.request
+
+    pytest.importorskip("IPython")
+    import IPython.display
+
+    from captum_prxai.explorer import show
+
+    shown = []
+    monkeypatch.setattr(IPython.display, "display", shown.append)
+    model, tokenizer, _ = tiny
+    server = show(model, tokenizer, {"mine": [("a good film", 1), ("a bad film", 0)]}, height=500, model_name="nb")
+    try:
+        assert len(shown) == 1 and shown[0].src == server.url and shown[0].height == 500
+        with urllib.request.urlopen(server.url + "api/info", timeout=30) as resp:
+            info = json_.loads(resp.read())
+        assert info["model"] == "nb" and info["datasets"] == ["mine"]
+        with urllib.request.urlopen(server.url, timeout=30) as resp:
+            csp = resp.headers["Content-Security-Policy"]
+        assert "frame-ancestors 'self' http://localhost:* http://127.0.0.1:*" in csp  # a local notebook may embed it
+    finally:
+        server.stop()

@@ -3,6 +3,7 @@
 Example::
 
     captum-prxai explore --model default --dataset movie-sentences --port 8765
+    captum-prxai explore --model default --model my-base-model    # two models side by side
 
 Opens a page at http://127.0.0.1:8765/ to browse and filter a dataset's
 examples (or type a text), run PR-XAI and baseline attribution methods with
@@ -23,9 +24,10 @@ _LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--model", default="default",
+        "--model", action="append", default=None,
         help="'default' (embedded MiniLM sentiment model), a local checkpoint folder, "
-             "or the name of a model trained with 'captum-prxai train' (default: %(default)s)",
+             "or the name of a model trained with 'captum-prxai train'; repeat it to explain the same text "
+             "with several models side by side (default: default)",
     )
     parser.add_argument("--dataset", default="movie-sentences",
                         help="dataset shown first; others can be picked in the page (default: %(default)s)")
@@ -37,8 +39,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-browser", action="store_true", help="do not open a web browser")
     parser.add_argument("--max-chars", type=int, default=2000,
                         help="longest text accepted from the page, in characters (default: %(default)s)")
-    parser.add_argument("--methods", default="pr-ag,ig",
-                        help="methods ticked when the page opens (default: %(default)s)")
+    parser.add_argument("--methods", default=None,
+                        help="methods ticked when the page opens (default: the PR-XAI method with "
+                             "PageRankAttribution's default edges, and ig)")
+    parser.add_argument("--memory-budget-mb", type=float, default=1024.0,
+                        help="activation memory one method may use; sets the internal batch size of IG and the "
+                             "perturbation methods (default: %(default)s)")
+    parser.add_argument("--max-method-seconds", type=float, default=300.0,
+                        help="refuse a method estimated to take longer (default: %(default)s)")
+    parser.add_argument("--confirm-seconds", type=float, default=20.0,
+                        help="ask before starting a job estimated to take longer (default: %(default)s)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -51,22 +61,33 @@ def run(args: argparse.Namespace) -> int:
         raise PRXAIError(f"--port must be between 0 and 65535, got {args.port}.")
     if args.max_chars < 1:
         raise PRXAIError(f"--max-chars must be positive, got {args.max_chars}.")
+    for flag in ("memory_budget_mb", "max_method_seconds", "confirm_seconds"):
+        value = getattr(args, flag)
+        if not value >= 0 or value == float("inf") or (flag != "confirm_seconds" and value == 0):
+            raise PRXAIError(f"--{flag.replace('_', '-')} must be a positive number, got {value}.")
+    names = args.model or ["default"]
+    if len(set(names)) != len(names):
+        raise PRXAIError(f"--model names a model twice: {', '.join(names)}.")
 
-    from captum_prxai.bench.methods import parse_methods
+    from captum_prxai.methods import parse_methods
     from captum_prxai.data import list_datasets
     from captum_prxai.explorer import LOOPBACK_HOSTS, create_app, make_server
     from captum_prxai.models import load_model
 
-    methods = parse_methods(args.methods)
+    methods = None if args.methods is None else tuple(parse_methods(args.methods))
     if args.dataset not in list_datasets():
         raise PRXAIError(f"unknown dataset {args.dataset!r}; choose one of: {', '.join(list_datasets())}.")
-    print(f"loading model {args.model!r} ...", flush=True)
-    model, tokenizer = load_model(args.model)
+    loaded = []
+    for name in names:
+        print(f"loading model {name!r} ...", flush=True)
+        loaded.append(load_model(name))
     loopback = args.host in _LOOPBACK
+    (model, tokenizer), others = loaded[0], dict(zip(names[1:], loaded[1:]))
     app = create_app(
-        model, tokenizer, dataset=args.dataset, split=args.split, model_name=args.model,
-        max_chars=args.max_chars, default_methods=tuple(methods),
-        allowed_hosts=LOOPBACK_HOSTS if loopback else None,
+        model, tokenizer, dataset=args.dataset, split=args.split, model_name=names[0],
+        max_chars=args.max_chars, default_methods=methods, allowed_hosts=LOOPBACK_HOSTS if loopback else None,
+        memory_budget_mb=args.memory_budget_mb, max_method_seconds=args.max_method_seconds,
+        confirm_seconds=args.confirm_seconds, compare=others or None,
     )
     import logging
 

@@ -15,11 +15,20 @@ From Python::
     from captum_prxai.explorer import create_app, ServerThread
     server = ServerThread(create_app(model, tokenizer), port=8765).start()
 
+In a notebook (an iframe to a local server, as Captum Insights)::
+
+    from captum_prxai.explorer import show
+    explorer = show(model, tokenizer, {"mine": dataframe})   # columns 'text', 'label'
+
+See ``docs/explorer.md``.
+
 Needs Flask (``pip install flask``).
 """
 
 from captum_prxai.explorer.app import LOOPBACK_HOSTS, create_app
-from captum_prxai.explorer.engine import DatasetStore, Engine, model_max_tokens
+from captum_prxai.explorer.engine import DatasetStore, Engine, as_dataset, model_max_tokens
+from captum_prxai.explorer.notebook import show
 from captum_prxai.explorer.server import ServerThread, make_server
 
-__all__ = ["DatasetStore", "Engine", "LOOPBACK_HOSTS", "ServerThread", "create_app", "make_server", "model_max_tokens"]
+__all__ = ["DatasetStore", "Engine", "LOOPBACK_HOSTS", "ServerThread", "as_dataset", "create_app", "make_server",
+           "model_max_tokens", "show"]

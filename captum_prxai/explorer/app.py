@@ -71,7 +71,8 @@ PALETTES: Dict[str, Optional[Tuple[Tuple[int, int, int], Tuple[int, int, int], T
     "colorblind": ((33, 102, 172), (230, 97, 1), (33, 102, 172)),
 }
 _CSP = ("default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data: blob:; "
-        "connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'none'; frame-ancestors 'self'")
+        "connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'none'; "
+        "frame-ancestors 'self' http://localhost:* http://127.0.0.1:* http://[::1]:*")
 
 
 class _HTTPError(PRXAIError):
