@@ -78,8 +78,11 @@ def test_the_cache_key_covers_options_weights_dataset_length_and_metric_settings
     other = run_benchmark(model, tokenizer, DATA, ["ig", "random"], method_options={"ig": {"n_steps": 5}}, **base)
     assert (other.n_computed, other.n_cached) == (2, 2)
     assert {r["method"] for r in other.records if r["config_key"] not in first.meta["cache_keys"].values()} == {"ig"}
-    # the same options again: all from the cache
+    # the same options again, also under an alias of the method: all from the cache
     assert run_benchmark(model, tokenizer, DATA, ["ig", "random"], method_options=opts, **base).n_cached == 4
+    alias = run_benchmark(model, tokenizer, DATA, ["ig", "random"], **base,
+                          method_options={"integrated-gradients": {"n_steps": 4}})
+    assert alias.n_cached == 4
     # other settings that change the numbers: recomputed
     assert run_benchmark(model, tokenizer, DATA, ["random"], **{**base, "max_length": 5}).n_computed == 2
     assert run_benchmark(model, tokenizer, DATA, ["random"], **base, steps=4).n_computed == 2

@@ -500,7 +500,8 @@ def run_benchmark(
         batch_size: Perturbed inputs per forward pass in the metrics.
         resume: Reuse the records in ``out_dir/cache.jsonl`` whose key matches
             (same metric settings, truncation, seed, model weights, tokenizer,
-            dataset, method options and precomputed files).
+            dataset, device type, the method's options and any precomputed
+            file's content); other records are recomputed, never reused.
         progress: Show a tqdm progress bar.
         plot: Write ``deletion_curves.png``.
         model_name: Name shown in the report (default: from the model config).
@@ -520,8 +521,7 @@ def run_benchmark(
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise PRXAIError(f"batch_size must be a positive number of inputs per forward pass, got {batch_size!r}.")
     names = parse_methods(methods)
-    method_options = dict(method_options or {})
-    validate_options(method_options)
+    method_options = validate_options(method_options or {})
     data = _dataset_items(dataset)
     if not data.texts:
         raise PRXAIError("the dataset is empty; nothing to benchmark.")

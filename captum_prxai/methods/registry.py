@@ -282,18 +282,24 @@ def parse_methods(spec: str | Sequence[str]) -> List[str]:
     return names
 
 
-def validate_options(options: Mapping[str, Mapping[str, Any]]) -> None:
+def validate_options(options: Mapping[str, Mapping[str, Any]]) -> MethodOptions:
     """Check that every option names a registered method and an option it accepts.
 
     Args:
         options: ``{method: {option: value}}`` (method names or aliases).
 
+    Returns:
+        The same options under the methods' registry names (what the
+        factories look up), so ``{"integrated-gradients": ...}`` reaches ``"ig"``.
+
     Raises:
         PRXAIError: Unknown method, or an option the method does not take
             (the message lists those it does).
     """
+    canonical: MethodOptions = {}
     for method, opts in options.items():
         spec = resolve_method(method)
+        canonical.setdefault(spec.name, {}).update(opts)
         if spec.defaults is None:
             continue
         known = spec.defaults()
@@ -301,6 +307,7 @@ def validate_options(options: Mapping[str, Mapping[str, Any]]) -> None:
         if unknown:
             choices = ", ".join(sorted(known)) or "none"
             raise PRXAIError(f"method {spec.name!r} has no option {unknown[0]!r}; its options: {choices}.")
+    return canonical
 
 
 def _split_option(item: str) -> tuple:
@@ -341,8 +348,7 @@ def parse_options(items: Sequence[str]) -> MethodOptions:
         if isinstance(parsed, list):
             parsed = tuple(parsed)
         options.setdefault(resolve_method(method).name, {})[name] = parsed
-    validate_options(options)
-    return options
+    return validate_options(options)
 
 
 def method_settings(name: str, options: Optional[Mapping[str, Mapping[str, Any]]] = None) -> Dict[str, Any]:
