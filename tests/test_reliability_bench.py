@@ -371,7 +371,7 @@ def test_sigkill_damaged_tails_and_changed_inputs_never_lose_duplicate_or_reuse_
     for _ in range(3):  # the real settings, killed three times; then a record cut in half
         before = cache.read_bytes().count(b"\n")
         run_and_kill(ext, 0, before + rng.randint(1, total // 3))
-    assert sum(killed) >= 4, killed  # the kills landed part-way through the runs
+    assert sum(killed) >= 3, killed  # the kills landed part-way through the runs
     body = cache.read_bytes()
     last = body.rstrip(b"\n").rsplit(b"\n", 1)[-1]
     cache.write_bytes(body[: len(body) - 1 - len(last)] + last[: len(last) // 2])  # a write cut short
