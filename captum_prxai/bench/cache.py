@@ -117,15 +117,19 @@ class RecordCache:
         done: Dict[RecordId, Dict[str, Any]] = {}
         if not self.path.is_file():
             return done
-        fd = os.open(self.path, os.O_RDWR)
         try:
-            with _locked(fd):
-                self._repair_tail(fd)
-                with open(fd, "rb", closefd=False) as fh:
-                    fh.seek(0)
-                    data = fh.read()
-        finally:
-            os.close(fd)
+            fd = os.open(self.path, os.O_RDWR)
+        except PermissionError:  # a read-only cache (e.g. summarising a finished run): read, repair nothing
+            data = self.path.read_bytes()
+        else:
+            try:
+                with _locked(fd):
+                    self._repair_tail(fd)
+                    with open(fd, "rb", closefd=False) as fh:
+                        fh.seek(0)
+                        data = fh.read()
+            finally:
+                os.close(fd)
         damaged = []
         for line_no, line in enumerate(data.split(b"\n"), 1):
             if not line.strip():
