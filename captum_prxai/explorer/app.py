@@ -72,7 +72,7 @@ PALETTES: Dict[str, Optional[Tuple[Tuple[int, int, int], Tuple[int, int, int], T
 }
 _CSP = ("default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data: blob:; "
         "connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'none'; "
-        "frame-ancestors 'self' http://localhost:* http://127.0.0.1:* http://[::1]:*")
+        "frame-ancestors 'self' http://localhost:* http://127.0.0.1:*")
 
 
 class _HTTPError(PRXAIError):

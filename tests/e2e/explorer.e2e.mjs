@@ -4,7 +4,9 @@
 //   node tests/e2e/explorer.e2e.mjs --url ... --mode shot --index 23 --methods pr-ag,ig --screenshot docs/images/explorer.png
 //
 // mode "test" (default): picks a dataset example and two methods, checks the heatmaps, the filters,
-// an oversized text, a typed text, the graph view and the export download, then takes a screenshot.
+// an oversized text (old results cleared), a typed text, the graph view, the export download (it must
+// match the screen even after the form changed), two models side by side, the batch view, and a slow
+// method that a second tab does not wait for and that the Cancel button stops; then takes a screenshot.
 // mode "shot": only picks an example (--index N of the first page, or the first match of --query) and
 // explains it, for documentation.
 // Prints one JSON line with what it saw; exits 1 with a message on the first failed check.
@@ -69,9 +71,9 @@ try {
       return r.dataset.state === "done" && r.dataset.job !== old;
     }, before);
     for (const name of names) {
-      await page.waitForSelector(`.card[data-method="${name}"] .prx-tok[data-score]`);
+      await page.waitForSelector(`#results .card[data-method="${name}"] .prx-tok[data-score]`);
     }
-    return page.$$eval(".card[data-method]", (cards) => cards.map((c) => ({
+    return page.$$eval("#results .card[data-method]", (cards) => cards.map((c) => ({
       method: c.dataset.method,
       scores: [...c.querySelectorAll(".prx-tok[data-score]")].map((s) => Number(s.dataset.score)),
       tokens: [...c.querySelectorAll(".prx-tok")].map((s) => s.textContent),
@@ -100,6 +102,23 @@ try {
   check(await page.isVisible("#prediction .probs"), "prediction probabilities shown");
   summary.example = { text: exampleText, cards: cards.map((c) => ({ method: c.method, n: c.scores.length })) };
 
+  // two models side by side (the server has a second model): one column each, same tokens, own predictions
+  if (await page.isVisible("#compare-models")) {
+    await page.waitForFunction(() => [...document.querySelectorAll(".column .results")].every((r) =>
+      r.querySelectorAll(".card").length > 0 && r.querySelectorAll(".card.pending").length === 0));
+    const columns = await page.$$eval(".column", (cols) => cols.map((c) => ({
+      model: c.dataset.model, title: c.querySelector(".column-title").textContent,
+      prediction: c.querySelector(".panel .strong") ? c.querySelector(".panel .strong").textContent : "",
+      cards: [...c.querySelectorAll(".card[data-method]")].map((k) => k.dataset.method),
+      tokens: [...c.querySelectorAll(".card .prx-tok")].map((t) => t.textContent),
+    })));
+    check(columns.length === 2, `two model columns, got ${columns.length}`);
+    check(JSON.stringify(columns[0].cards) === JSON.stringify(columns[1].cards), "the same methods for both models");
+    check(JSON.stringify(columns[0].tokens) === JSON.stringify(columns[1].tokens), "the heatmaps are aligned token by token");
+    check(columns.every((c) => c.prediction.startsWith("Prediction:")), "each model shows its prediction");
+    summary.side_by_side = columns.map((c) => ({ model: c.model || c.title, prediction: c.prediction }));
+  }
+
   if (mode === "shot") {
     await page.waitForSelector("#progress", { state: "hidden" });
     await page.screenshot({ path: shot, fullPage: args.full === "1" });
@@ -123,6 +142,9 @@ try {
     await page.waitForSelector("#error:not([hidden])");
     summary.oversized_error = await page.textContent("#error");
     check(/at most \d+/.test(summary.oversized_error), `oversized text error: ${summary.oversized_error}`);
+    check(await page.isHidden("#prediction"), "the previous prediction is cleared under the error");
+    check((await page.locator(".results .card").count()) === 0, "the previous heatmaps are cleared under the error");
+    check((await page.locator(".column").count()) === 1, "the compared model's column is cleared too");
 
     // 5. a typed text
     const typed = args.text || "a great film but a dull plot";
@@ -135,16 +157,77 @@ try {
     for (const word of typed.split(" ").slice(1, 3)) check(shown.includes(word), `heatmap shows '${word}': ${shown}`);
     summary.typed = { text: typed, tokens: typedCards[0].tokens };
 
-    // 6. graph view
+    // 6. graph view, with its own settings
+    await page.fill("#graph-edges", "5");
+    await page.selectOption("#graph-layout", "circle");
     await page.click("#graph-btn");
     await page.waitForSelector("#graph svg");
+    const graphTitle = await page.getAttribute("#graph", "data-title");
+    check(/5 strongest edges/.test(graphTitle), `graph drawn with the chosen edge count: ${graphTitle}`);
 
-    // 7. export download
+    // 7. the form changes after the run: the page says so, and the export still shows what is on screen
+    const shownTarget = (await page.textContent("#prediction .muted")).match(/explaining: (\w+)/)[1];
+    const otherTarget = await page.$$eval("#target option", (opts, shown) =>
+      opts.map((o) => o.textContent).find((t) => t !== "predicted" && t !== shown), shownTarget);
+    await page.selectOption("#target", { label: otherTarget });
+    check(await page.isVisible("#stale"), "changing the class marks the results stale");
+    const screen = await page.$$eval("#results .card[data-method]", (cards) => cards.map((c) =>
+      [...c.querySelectorAll(".prx-tok[data-score]")].map((t) => Number(t.dataset.score))));
     const [download] = await Promise.all([page.waitForEvent("download"), page.click("#export")]);
     const exported = readFileSync(await download.path(), "utf-8");
     check(download.suggestedFilename().endsWith(".html"), `download name ${download.suggestedFilename()}`);
     check((exported.match(/class="prx-heatmap"/g) || []).length === methods.length, "export has one heatmap per method");
-    summary.export = { name: download.suggestedFilename(), bytes: exported.length };
+    check(exported.includes(`Why ${shownTarget}?`) && !exported.includes(`Why ${otherTarget}?`),
+          `the export explains the class on screen (${shownTarget}), not the changed form (${otherTarget})`);
+    const exportedScores = exported.split('class="prx-heatmap"').slice(1).map((block) =>
+      [...block.split('class="prx-legend"')[0].matchAll(/data-score="([^"]+)"/g)].map((m) => Number(m[1])));
+    check(JSON.stringify(exportedScores.map((r) => r.map((x) => x.toPrecision(3))))
+          === JSON.stringify(screen.map((r) => r.map((x) => x.toPrecision(3)))), "the exported scores are the ones on screen");
+    check(exported.includes(graphTitle.replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;")),
+          "the export has the graph as drawn");
+    summary.export = { name: download.suggestedFilename(), bytes: exported.length, target: shownTarget };
+    await page.selectOption("#target", "");
+
+    // 8. batch view: three ticked examples, one method, stacked with their labels
+    const picks = page.locator("#examples li .batch-pick");
+    for (let i = 0; i < 3; i += 1) await picks.nth(i).check();
+    await page.selectOption("#batch-method", methods[0]);
+    await page.click("#batch-btn");
+    await page.waitForFunction(() => document.querySelector("#batch").dataset.state === "done");
+    const rows = await page.$$eval("#batch .batch-row", (rs) => rs.map((r) => ({
+      heat: r.querySelectorAll(".prx-tok[data-score]").length, badges: [...r.querySelectorAll(".badge")].map((b) => b.textContent),
+    })));
+    check(rows.length === 3 && rows.every((r) => r.heat > 2), `batch view: 3 heatmaps, got ${JSON.stringify(rows)}`);
+    check(rows.every((r) => r.badges.some((b) => b.startsWith("true:")) && r.badges.some((b) => b.startsWith("pred:"))),
+          "batch rows show true and predicted labels");
+    summary.batch = rows.length;
+
+    // 9. a slow method: a second tab stays responsive, and Cancel stops it
+    if (args.slow) {
+      await pickMethods([args.slow]);
+      await page.fill("#text", "a good film");
+      await page.click("#explain");
+      await page.waitForFunction(() => document.querySelector("#results").dataset.state === "running");
+      const second = await context.newPage();
+      second.on("pageerror", (err) => problems.push(`second tab: ${err.message}`));
+      await second.goto(url);
+      await second.waitForSelector("#examples li");
+      for (const box of await second.$$("input[data-method]")) {
+        const want = (await box.getAttribute("data-method")) === methods[0];
+        if ((await box.isChecked()) !== want) await box.click();
+      }
+      await second.fill("#text", "the plot was dull");
+      await second.click("#explain");
+      await second.waitForFunction(() => document.querySelector("#results").dataset.state === "done");
+      check(await second.isVisible("#prediction .probs"), "the second tab got its prediction");
+      check((await page.getAttribute("#results", "data-state")) === "running", "the slow job was still running meanwhile");
+      await second.close();
+      await page.click("#cancel");
+      await page.waitForFunction(() => document.querySelector("#results").dataset.state === "cancelled");
+      check(await page.isHidden("#progress"), "the progress bar goes away after a cancel");
+      summary.cancelled = await page.textContent(`#results .card[data-method="${args.slow}"]`);
+      await pickMethods(methods);
+    }
 
     await page.screenshot({ path: shot, fullPage: true });
     summary.screenshot = shot;

@@ -43,11 +43,44 @@ def _requirements() -> tuple[str, str]:
     return chromium, node  # type: ignore[return-value]
 
 
-def test_explorer_in_headless_chromium(tmp_path):
+@pytest.fixture
+def slow_method():
+    """A registered many-pass method that calls the model until its job is cancelled (at most 120 s)."""
+    import time
+
+    import torch
+
+    from captum_prxai.methods import METHODS, Explainer, register_method
+
+    def factory(model, forward, ctx):
+        def run(ids, mask, special, target):
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline:
+                forward(ids, mask)  # the explorer's guarded forward raises once the job is cancelled
+                time.sleep(0.01)
+            return torch.zeros(ids.shape)
+
+        return Explainer("e2e-slow", "Slow (test)", run)
+
+    register_method("e2e-slow", "Slow (test)", "perturbation", "calls the model until cancelled", factory)
+    try:
+        yield "e2e-slow"
+    finally:
+        METHODS.pop("e2e-slow", None)
+
+
+def test_explorer_in_headless_chromium(tmp_path, slow_method):
+    import copy
+
+    import torch
+
     chromium, node = _requirements()
     model, tokenizer, datasets = build_tiny(tmp_path)
+    flipped = copy.deepcopy(model)
+    with torch.no_grad():
+        flipped.classifier.weight.mul_(-1.0)  # a second model that disagrees, shown beside the first
     app = create_app(model, tokenizer, datasets, model_name="tiny-bert", max_chars=300,
-                     default_methods=("pr-ag",))
+                     default_methods=("pr-ag",), compare={"tiny-flipped": (flipped, tokenizer)})
     ARTIFACTS.mkdir(exist_ok=True)
     shot = ARTIFACTS / "explorer-e2e.png"
     if shot.exists():
@@ -55,7 +88,7 @@ def test_explorer_in_headless_chromium(tmp_path):
     with ServerThread(app, port=0) as server:
         proc = subprocess.run(
             [node, str(SCRIPT), "--url", server.url, "--screenshot", str(shot), "--methods", "pr-ag,ig",
-             "--text", "a great film but a dull plot"],
+             "--text", "a great film but a dull plot", "--slow", slow_method],
             cwd=ROOT, env={**os.environ, "CHROMIUM": chromium}, capture_output=True, text=True, timeout=240,
         )
     assert proc.returncode == 0, f"browser script failed:\n{proc.stderr}\n{proc.stdout}"
@@ -65,6 +98,11 @@ def test_explorer_in_headless_chromium(tmp_path):
     assert "300" in summary["oversized_error"] and "characters" in summary["oversized_error"]
     assert summary["typed"]["tokens"][:3] == ["[CLS]", "a", "great"]
     assert summary["export"]["name"].endswith(".html") and summary["export"]["bytes"] > 1000
+    assert [c["model"] for c in summary["side_by_side"]] == ["", "tiny-flipped"] or \
+        [c["model"] for c in summary["side_by_side"]][1] == "tiny-flipped"
+    assert summary["side_by_side"][0]["prediction"] != summary["side_by_side"][1]["prediction"]
+    assert summary["batch"] == 3
+    assert summary["cancelled"] == "Slow (test): cancelled"
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     engine = app.extensions["prxai_explorer"]
     assert engine.stats()["attribution_hits"] >= 2  # the repeated request in the page hit the cache

@@ -10,7 +10,8 @@ const state = {
   source: null,         // {dataset, index, label_name} when the text is a dataset example
   nextStart: 0,
   listToken: 0,         // drops answers of outdated list requests
-  job: null,            // the job shown (its last snapshot)
+  job: null,            // the job shown (its last snapshot), of the first model
+  others: [],           // jobs of the compared models, shown in columns beside it
   shownForm: null,      // JSON of the form that produced the shown job (to tell when it is stale)
   graph: null,          // the graph request drawn on screen (export draws the same)
   pendingConfirm: null, // a request waiting for "Run anyway"
@@ -71,6 +72,16 @@ async function init() {
   for (const p of info.palettes) $("palette").append(el("option", { value: p }, p === "colorblind" ? "colour-blind safe (blue / orange)" : "red / green"));
   buildMethods(info);
   buildParams(info);
+  if (info.models.length > 1) {
+    for (const m of info.models.slice(1)) {
+      const box = el("input", { type: "checkbox", "data-compare": m.name, id: `c-${m.name}` });
+      box.checked = true;
+      const label = el("label", { class: "check", for: `c-${m.name}`, title: `${m.model_class}; classes: ${m.label_names.join(", ")}` });
+      label.append(box, document.createTextNode(m.name));
+      $("compare-models").append(label);
+    }
+    $("compare-models").hidden = false;
+  }
   for (const m of info.graph_methods) {
     const spec = info.methods.find((x) => x.name === m);
     if (spec) $("graph-method").append(el("option", { value: m }, spec.label));
@@ -295,12 +306,17 @@ function request() {
 function formKey(body) {
   // what decides the computed results (display options excluded)
   const { methods, params: p, truncate, target, example, text } = body;
-  return JSON.stringify({ methods, params: p, truncate, target, example: example || null, text: example ? null : text });
+  return JSON.stringify({ methods, params: p, truncate, target, example: example || null, text: example ? null : text,
+                          compare: comparedModels() });
 }
 
 function clearResults() {
   // nothing computed for another input stays on screen under a new error
   state.job = null;
+  state.others = [];
+  for (const col of [...document.querySelectorAll(".column[data-model]")].slice(1)) col.remove();
+  $("columns").classList.remove("multi");
+  document.querySelector(".column .column-title").hidden = true;
   state.shownForm = null;
   state.graph = null;
   $("prediction").replaceChildren();
@@ -327,6 +343,21 @@ function markGraphStale() {
   $("graph-stale").hidden = !changed;
 }
 
+function comparedModels() {
+  return [...document.querySelectorAll("input[data-compare]")].filter((b) => b.checked).map((b) => b.dataset.compare);
+}
+
+function compareColumn(name) {
+  let col = document.querySelector(`.column[data-model="${CSS.escape(name)}"]`);
+  if (!col) {
+    col = el("div", { class: "column", "data-model": name });
+    col.append(el("h3", { class: "column-title" }, name), el("section", { class: "panel prediction", hidden: "" }),
+               el("section", { class: "results", "aria-live": "polite" }));
+    $("columns").append(col);
+  }
+  return col;
+}
+
 function hideConfirm() { state.pendingConfirm = null; $("confirm").hidden = true; }
 
 async function explain(confirmedBody) {
@@ -338,19 +369,31 @@ async function explain(confirmedBody) {
   $("explain").disabled = true;
   try {
     const job = await api("/api/explain", body);
+    clearResults();
     state.job = job;
     state.shownForm = formKey(body);
-    state.graph = null;
-    $("graph").replaceChildren();
-    $("graph-stale").hidden = true;
     $("tools").hidden = false;
-    renderJob(job);
+    const models = state.info.models;
+    for (const name of comparedModels()) {
+      // the same text and methods; the same class when the models share their classes, else each one's prediction
+      const same = JSON.stringify(models.find((m) => m.name === name).label_names) === JSON.stringify(models[0].label_names);
+      const other = Object.assign({}, body, { model: name, confirmed: true, target: same ? body.target : null });
+      try { state.others.push(await api("/api/explain", other)); } catch (err) { showError(`${name}: ${err.message}`); }
+    }
+    if (state.others.length) {
+      $("columns").classList.add("multi");
+      const title = document.querySelector(".column .column-title");
+      title.textContent = state.info.model;
+      title.hidden = false;
+    }
+    renderAll();
     markStale();
-    let current = job;
-    while (!["done", "cancelled"].includes(current.status) && state.job && state.job.id === job.id) {
+    const final = (j) => ["done", "cancelled"].includes(j.status);
+    while (state.job && state.job.id === job.id && ![state.job, ...state.others].every(final)) {
       await new Promise((r) => setTimeout(r, 300));
-      current = await api(`/api/jobs/${job.id}?${displayQuery()}`);
-      if (state.job && state.job.id === job.id) { state.job = current; renderJob(current); }
+      const q = displayQuery();
+      const snaps = await Promise.all([state.job, ...state.others].map((j) => final(j) ? j : api(`/api/jobs/${j.id}?${q}`)));
+      if (state.job && state.job.id === job.id) { state.job = snaps[0]; state.others = snaps.slice(1); renderAll(); }
     }
   } catch (err) {
     if (err.status === 409 && err.body && err.body.needs_confirmation) {
@@ -374,23 +417,32 @@ function displayQuery() {
 async function rerender() {
   if (!state.job) return;
   try {
-    const snap = await api(`/api/jobs/${state.job.id}?${displayQuery()}`);
-    if (state.job && snap.id === state.job.id) { state.job = snap; renderJob(snap); }
+    const q = displayQuery();
+    const snaps = await Promise.all([state.job, ...state.others].map((j) => api(`/api/jobs/${j.id}?${q}`)));
+    if (state.job && snaps[0].id === state.job.id) { state.job = snaps[0]; state.others = snaps.slice(1); renderAll(); }
   } catch (err) { showError(err.message); }
+}
+
+function renderAll() {
+  renderJob(state.job);
+  for (const job of state.others) {
+    const col = compareColumn(job.model);
+    renderJob(job, col.querySelector(".prediction"), col.querySelector(".results"), false);
+  }
 }
 
 async function cancelJob() {
   if (!state.job) return;
   $("cancel").disabled = true;
   try {
-    const snap = await api(`/api/jobs/${state.job.id}/cancel`, {});
-    state.job = snap;
-    renderJob(snap);
+    const snaps = await Promise.all([state.job, ...state.others].map((j) => api(`/api/jobs/${j.id}/cancel`, {})));
+    state.job = snaps[0];
+    state.others = snaps.slice(1);
+    renderAll();
   } catch (err) { showError(err.message); } finally { $("cancel").disabled = false; }
 }
 
-function renderPrediction(input) {
-  const box = $("prediction");
+function renderPrediction(input, box) {
   box.replaceChildren();
   const head = el("div", { class: "row" });
   head.append(el("span", { class: "strong" }, `Prediction: ${input.predicted_name}`),
@@ -429,11 +481,10 @@ function topTokens(tokens, scores, k) {
   return chart;
 }
 
-function renderJob(job) {
-  renderPrediction(job.input);
+function renderJob(job, predictionBox = $("prediction"), results = $("results"), main = true) {
+  renderPrediction(job.input, predictionBox);
   const done = new Map(job.results.map((r) => [r.method, r]));
   const failed = new Map(job.errors.map((e) => [e.method, e.error]));
-  const results = $("results");
   results.replaceChildren();
   results.dataset.job = job.id;
   results.dataset.state = job.status;
@@ -468,8 +519,10 @@ function renderJob(job) {
       results.append(card);
     }
   }
+  if (!main) return;
   const prog = $("progress");
-  if (["done", "cancelled"].includes(job.status)) {
+  const all = [job, ...state.others];
+  if (all.every((j) => ["done", "cancelled"].includes(j.status))) {
     prog.hidden = true;
   } else {
     prog.hidden = false;
@@ -516,7 +569,7 @@ async function exportPage() {
   try {
     // exactly what is on screen: the shown job's results, display options and the drawn graph
     const body = { job: state.job.id, merge_subwords: $("merge").checked, palette: $("palette").value,
-                   graph: $("export-graph").checked && state.graph ? state.graph : null };
+                   graph: state.graph };  // the graph drawn on screen, if any
     const resp = await api("/api/export", body);
     const blob = await resp.blob();
     const match = /filename="([^"]+)"/.exec(resp.headers.get("Content-Disposition") || "");
