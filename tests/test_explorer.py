@@ -958,3 +958,24 @@ def test_notebook_show_serves_and_embeds(tiny, monkeypatch):
         assert "frame-ancestors 'self' http://localhost:* http://127.0.0.1:*" in csp  # a local notebook may embed it
     finally:
         server.stop()
+
+
+def test_ig_baseline_form(client, tiny):
+    """IG's baseline is a per-method argument: [MASK] instead of [PAD] changes the reference and the scores."""
+    from captum.attr import LayerIntegratedGradients
+
+    model, tokenizer, _ = tiny
+    pad = explain(client, text="a good film", methods=["ig"], params={"ig_steps": 6})["results"][0]
+    mask = explain(client, text="a good film", methods=["ig"], params={"ig_steps": 6, "ig_baseline": "mask"})
+    mask = mask["results"][0]
+    assert mask["params"] == {"ig_steps": 6, "ig_baseline": "mask"} and mask["cached"] is False
+    enc = tokenizer("a good film", return_tensors="pt")
+    ids = enc["input_ids"]
+    reference = ids.clone()
+    reference[0, 1:-1] = tokenizer.mask_token_id
+    lig = LayerIntegratedGradients(make_forward_func(model), model.get_input_embeddings())
+    target = explain(client, text="a good film", methods=["pr-a"])["input"]["target"]
+    expected = lig.attribute(ids, baselines=reference, target=target, additional_forward_args=(enc["attention_mask"],),
+                             n_steps=6, method="gausslegendre").sum(-1)[0]
+    assert mask["scores"] == pytest.approx(expected.tolist(), rel=1e-4, abs=1e-6)
+    assert mask["scores"] != pad["scores"]
