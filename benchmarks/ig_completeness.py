@@ -48,7 +48,8 @@ def check_model(name: str, dataset_name: str, n: int) -> Dict[str, float]:
     from captum.attr import LayerIntegratedGradients
 
     from captum_prxai.bench.ablation import dataset_half
-    from captum_prxai.bench.methods import IG_DEFAULTS, MethodContext, _reference_ids, make_forward_func
+    from captum_prxai.methods import IG_DEFAULTS, MethodContext, make_forward_func
+    from captum_prxai.methods.builtin import _reference_ids
     from captum_prxai.data import load_dataset
     from captum_prxai.models import load_model
 

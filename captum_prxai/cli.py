@@ -26,6 +26,7 @@ COMMANDS: dict[str, str] = {
     "datasets": "captum_prxai.commands.datasets",
     "train": "captum_prxai.commands.train",
     "benchmark": "captum_prxai.commands.benchmark",
+    "ablation": "captum_prxai.commands.ablation",
     "bench-speed": "captum_prxai.commands.bench_speed",
     "explore": "captum_prxai.commands.explore",
     "attribute-dataset": "captum_prxai.commands.attribute_dataset",

@@ -154,7 +154,7 @@ def test_explain_unknown_model(capsys, tmp_path):
 
 
 def test_every_method_runs(tiny_model_dir, tmp_path, capsys):
-    from captum_prxai.bench.methods import METHODS
+    from captum_prxai.methods import METHODS
 
     data = tmp_path / "all.json"
     code, out, err = _run(capsys, "the plot was dull", "--model", tiny_model_dir,

@@ -240,13 +240,14 @@ def test_cli_benchmark_too_short_max_length_is_one_line(tiny, tmp_path, monkeypa
     (["--baselines", "magic"], "unknown method 'magic'"),
     (["--threads", "0"], "--threads must be at least 1"),
 ])
-def test_ablation_checks_its_arguments_before_the_model_loads(monkeypatch, argv, phrase):
+def test_ablation_checks_its_arguments_before_the_model_loads(monkeypatch, capsys, argv, phrase):
     from captum_prxai import models
-    from captum_prxai.bench import ablation
 
-    monkeypatch.setattr(models, "load_default", lambda: pytest.fail("the model was loaded first"))
-    with pytest.raises(PRXAIError, match=phrase):
-        ablation.main(argv)
+    monkeypatch.setattr(models, "load_model", lambda *a, **k: pytest.fail("the model was loaded first"))
+    capsys.readouterr()
+    assert cli.main(["ablation", *argv]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and err.startswith("captum-prxai ablation: error: ") and phrase in err, err
 
 
 def test_a_mixed_case_pr_variant_registers_once_and_takes_its_options(tiny):

@@ -8,12 +8,13 @@ halves: defaults are chosen on ``tune`` and confirmed on ``holdout``.
 
 Run::
 
-    python -m captum_prxai.bench.ablation --dataset movie-sentences --half tune --n 200
+    captum-prxai ablation --dataset movie-sentences --half tune --n 200
+
+
 """
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 from typing import Any, Dict, List, Sequence
@@ -22,7 +23,7 @@ import torch
 
 from captum_prxai.methods import register_pr_method
 
-__all__ = ["VARIANTS", "variant_name", "register_variants", "dataset_half", "main"]
+__all__ = ["VARIANTS", "variant_name", "register_variants", "dataset_half"]
 
 _EDGE_SHORT = {"attention": "a", "gradient": "g", "attention_gradient": "ag", "gradient_abs": "absg",
                "attention_gradient_abs": "absag"}
@@ -92,56 +93,3 @@ def dataset_half(dataset: Any, half: str, seed: int = 1234) -> Any:
     return TextDataset(name=f"{dataset.name}-{half}", split=dataset.split,
                        texts=[dataset.texts[i] for i in chosen], labels=[dataset.labels[i] for i in chosen],
                        label_names=list(dataset.label_names))
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", default="default")
-    parser.add_argument("--dataset", default="movie-sentences")
-    parser.add_argument("--half", choices=("tune", "holdout"), default="tune")
-    parser.add_argument("--n", type=int, default=200)
-    parser.add_argument("--variants", default="all", help="'all' or comma-separated variant names")
-    parser.add_argument("--baselines", default="gae,ig,rollout,raw-attention,ixg,random")
-    parser.add_argument("--max-length", type=int, default=None)
-    parser.add_argument("--out", default=None)
-    parser.add_argument("--option", action="append", default=[], metavar="METHOD.KEY=VALUE")
-    parser.add_argument("--threads", type=int, default=None)
-    args = parser.parse_args(argv)
-
-    from captum_prxai.bench.runner import BenchmarkConfig, one_line_warnings, run_benchmark, write_command
-    from captum_prxai.data import load_dataset
-    from captum_prxai.exceptions import PRXAIError
-    from captum_prxai.methods import parse_methods, parse_options
-    from captum_prxai.models import load_default, load_model
-
-    if args.threads is not None and args.threads < 1:
-        raise PRXAIError(f"--threads must be at least 1, got {args.threads}.")
-    unknown = [v for v in args.variants.split(",") if args.variants != "all" and v not in VARIANTS]
-    if unknown:
-        raise PRXAIError(f"unknown variant {unknown[0]!r}; see captum_prxai.bench.ablation.VARIANTS.")
-    names = register_variants(VARIANTS if args.variants == "all" else
-                              {v: VARIANTS[v] for v in args.variants.split(",")})
-    methods = parse_methods(names + [m for m in args.baselines.split(",") if m])
-    options = parse_options(args.option)
-    config = BenchmarkConfig(max_length=args.max_length)  # the ERASER defaults; checked by run_benchmark
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    model, tokenizer = load_default() if args.model == "default" else load_model(args.model)
-    dataset = dataset_half(load_dataset(args.dataset, "test"), args.half)
-    out = Path(args.out or f"benchmarks/results/ablation-{args.dataset}-{args.half}")
-    with one_line_warnings("ablation"):
-        result = run_benchmark(model, tokenizer, dataset, methods, n=args.n, out_dir=out, config=config,
-                               method_options=options, model_name=args.model)
-    write_command(out, "python -m captum_prxai.bench.ablation", argv or sys.argv[1:])
-    print(result.files.get("markdown", out))
-    return 0
-
-
-if __name__ == "__main__":  # pragma: no cover
-    from captum_prxai.exceptions import PRXAIError
-
-    try:
-        sys.exit(main())
-    except PRXAIError as err:
-        print(f"ablation: error: {err}", file=sys.stderr)
-        sys.exit(2)

@@ -103,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
     from captum_prxai.commands._output import check_output_dir
     from captum_prxai.data import load_dataset, suggested_max_length
     from captum_prxai.methods import parse_methods, register_precomputed
-    from captum_prxai.models import load_default, load_model
+    from captum_prxai.models import load_model
 
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     if device.startswith("cuda") and not torch.cuda.is_available():
@@ -120,7 +120,7 @@ def run(args: argparse.Namespace) -> int:
     config.validate()
     out = check_output_dir(args.out or f"benchmark-{args.dataset}", "--out")
     dataset = load_dataset(args.dataset, args.split)
-    model, tokenizer = load_default() if args.model == "default" else load_model(args.model)
+    model, tokenizer = load_model(args.model)  # "default" included
     if config.max_length is None:  # the dataset's suggestion, within the model's limit
         try:
             suggested = suggested_max_length(args.dataset)
