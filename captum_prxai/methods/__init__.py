@@ -18,7 +18,7 @@ with :func:`register_pr_method`), scores computed elsewhere with
 :func:`register_precomputed`.
 """
 
-from captum_prxai.methods.builtin import IG_DEFAULTS, pr_defaults, pr_factory, register_defaults, register_pr_method
+from captum_prxai.methods.builtin import IG_DEFAULTS, PR_PRESETS, default_method, pr_defaults, pr_factory, register_defaults, register_pr_method
 from captum_prxai.methods.registry import (
     METHODS,
     ExplainFunc,
@@ -43,6 +43,7 @@ from captum_prxai.methods.registry import (
 __all__ = [
     "IG_DEFAULTS",
     "METHODS",
+    "PR_PRESETS",
     "ExplainFunc",
     "Explainer",
     "Factory",
@@ -52,6 +53,7 @@ __all__ = [
     "MethodSpec",
     "available_methods",
     "build_method",
+    "default_method",
     "make_forward_func",
     "method_settings",
     "parse_methods",

@@ -98,6 +98,22 @@ def pr_factory(name: str, label: str, class_name: str = "PageRankAttribution", *
     return factory
 
 
+#: Registry name of the PR-XAI preset for each built-in edge weight (PRAttention, PRGradient, PRAttentionGradient).
+PR_PRESETS: Dict[str, str] = {"attention": "pr-a", "gradient": "pr-g", "attention_gradient": "pr-ag"}
+
+
+def default_method() -> str:
+    """Registry name of the method :class:`~captum_prxai.PageRankAttribution` runs with all its defaults.
+
+    The one place the apps (``explain``, the explorer, the benchmark) read the
+    default from: the preset whose edges are
+    :data:`captum_prxai.graph.spec.DEFAULT_EDGE_WEIGHT`, the class's default.
+    """
+    from captum_prxai.graph.spec import DEFAULT_EDGE_WEIGHT
+
+    return PR_PRESETS[DEFAULT_EDGE_WEIGHT]
+
+
 def register_pr_method(name: str, settings: Dict[str, Any], label: Optional[str] = None,
                        description: Optional[str] = None, family: str = "pr-xai",
                        class_name: str = "PageRankAttribution", overwrite: bool = False) -> Any:

@@ -20,7 +20,6 @@ edge weight, graph kind, sink and self-loop policy.
 
 from __future__ import annotations
 
-import inspect
 import time
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence
@@ -29,7 +28,6 @@ from captum_prxai._tokenize import EncodedText, encode_text, model_input_limit
 from captum_prxai.exceptions import PRXAIError
 
 __all__ = [
-    "PR_METHOD_OF_EDGE",
     "TextExplanation",
     "default_method",
     "default_methods",
@@ -38,8 +36,6 @@ __all__ = [
     "graph_title",
 ]
 
-#: Registry name of the PR-XAI preset for each edge weight (PRAttention, PRGradient, PRAttentionGradient)
-PR_METHOD_OF_EDGE: Dict[str, str] = {"attention": "pr-a", "gradient": "pr-g", "attention_gradient": "pr-ag"}
 
 #: What an edge ``i -> j`` weighs, per edge weight (for the graph's title)
 _EDGE_WORDS = {
@@ -60,17 +56,9 @@ def _registry():
 def default_method() -> str:
     """Registry name of the method :class:`~captum_prxai.PageRankAttribution` runs with its defaults.
 
-    Read from the class (``captum_prxai.DEFAULT_METHOD`` when the package
-    names it, else the default of the constructor's ``edge_weight``), so the
-    command line cannot drift from the library.
+    See :func:`captum_prxai.methods.default_method`, the one place it is read from.
     """
-    import captum_prxai
-
-    named = getattr(captum_prxai, "DEFAULT_METHOD", None)
-    if isinstance(named, str) and named:
-        return _registry().resolve_method(PR_METHOD_OF_EDGE.get(named, named)).name
-    edge = inspect.signature(captum_prxai.PageRankAttribution).parameters["edge_weight"].default
-    return PR_METHOD_OF_EDGE[edge]
+    return _registry().default_method()
 
 
 def default_methods() -> List[str]:
