@@ -245,6 +245,7 @@ def test_prediction_budget_gives_a_resumable_short_page(tiny):
     engine.batch_size = 2
     page = engine.list_examples("tiny-reviews", correct=False, limit=100, budget=4)
     assert page["exhausted"] is False and page["next_start"] is not None
+    assert page["scanned"] == page["next_start"] < page["size"]  # the page shows this as progress
     assert page["computed"] <= 4 + len(page["items"])
     rest = engine.list_examples("tiny-reviews", correct=False, limit=100, start=page["next_start"], budget=1000)
     assert rest["exhausted"] is True
