@@ -68,7 +68,7 @@ def measure(dataset: str, n: int, method: str, config: Dict[str, Any], *, max_le
                                 on_shard=on_shard, **config)
         wall = time.perf_counter() - start
     steady = (sum(sizes[1:]) / (stamps[-1] - stamps[0])) if len(stamps) > 2 else float("nan")
-    return {"docs": run.processed, "explained": run.explained, "truncated": run.truncated,
+    return {"first_shard_s": (stamps[0] - start) if stamps else float("nan"), "docs": run.processed, "explained": run.explained, "truncated": run.truncated,
             "seconds": run.seconds, "wall_with_model_load": wall, "docs_per_s": run.docs_per_second,
             "steady_docs_per_s": steady, "shards": run.shards}
 
@@ -77,25 +77,33 @@ def _fmt(x: float) -> str:
     return "n/a" if x != x else f"{x:.1f}"
 
 
-def render(results: List[Dict[str, Any]], command: str) -> str:
+#: the first measurements were taken before records carried their command
+FIRST_COMMAND = "OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 python benchmarks/dataset_throughput.py --n-articles 60"
+
+
+def render(results: List[Dict[str, Any]]) -> str:
+    commands = list(dict.fromkeys(r.get("command", FIRST_COMMAND) for r in results))
     lines = [
         "# attribute_dataset throughput",
         "",
-        "Command:",
+        "Commands (each appends its measurements to `dataset_throughput.jsonl`; the tables are rendered from all "
+        "of them):",
         "",
         "```bash",
-        command,
+        *commands,
         "```",
         "",
         "Model: the embedded default classifier (MiniLM-L6, movie sentences), CPU only. **This machine has 2 cores "
-        "shared with other engineers' jobs (load average 5-8 while these ran), so every figure is noisy**: compare "
+        "shared with other engineers' jobs (load average 12 to 16 on its 2 cores while these ran), so every figure is noisy**: compare "
         "rows of one table, measured minutes apart, rather than absolute values. Times exclude loading the model in "
         "the driver and starting the local Ray cluster; they include the Ray actors' start-up (each loads the "
-        "model). *steady* counts only the texts after the first finished shard.",
+        "model). *after 1st shard* counts only the texts after the first finished shard; for `ray` the finished "
+        "shards reach the driver in bursts (Ray Data's output buffering), which inflates that column, so compare "
+        "engines by the end-to-end docs/s.",
         "",
         "## Engines",
         "",
-        "| dataset | texts | method | engine | seconds | docs/s | steady docs/s |",
+        "| dataset | texts | method | engine | seconds | docs/s | docs/s after 1st shard |",
         "|---|---|---|---|---|---|---|",
     ]
     eng = [r for r in results if r["kind"] == "engine"]
@@ -117,17 +125,26 @@ def render(results: List[Dict[str, Any]], command: str) -> str:
                 speed = f"{off['seconds'] / r['seconds']:.2f}x" if off and r is on else "1.00x"
                 lines.append(f"| {label} | {r['docs']} | {'on' if r['bucketing'] else 'off'} | {r['seconds']:.1f} | "
                              f"{_fmt(r['docs_per_s'])} | {speed} |")
+    rep = [r for r in results if r["kind"] == "repeat"]
+    if rep:
+        lines += ["", "## Noise: the same two runs, alternated", "",
+                  "PR-G on the first texts of movie-sentences, `local 1t` and `ray 1a` (same worker code, one thread "
+                  "each) alternated, to show how much the shared machine moves the figures.", "",
+                  "| round | engine | texts | seconds | docs/s |", "|---|---|---|---|---|"]
+        for r in rep:
+            lines.append(f"| {r['round']} | {r['config']} | {r['docs']} | {r['seconds']:.1f} | {_fmt(r['docs_per_s'])} |")
     two = [r for r in eng if r["config"] == "ray 2a"]
     if two:
         lines += ["", "## Projection to a cluster (not measured)", "",
-                  "Per-actor rate = steady docs/s of `ray 2a` / 2 (one CPU core per actor). A cluster of N such "
+                  "Per-actor rate = end-to-end docs/s of `ray 2a` / 2 (one CPU core per actor; start-up included, "
+                  "so conservative for long runs). A cluster of N such "
                   "actors would reach about N x that rate *if* scaling stayed linear (input and output go through the "
                   "driver, which at these rates is far from saturated). GPU actors were not measured (no GPU was "
                   "lent to this task).", "",
                   "| dataset | method | docs/s per actor | 16 actors | 64 actors | 256 actors | hours for 10^6 texts at 64 actors |",
                   "|---|---|---|---|---|---|---|"]
         for r in two:
-            rate = (r["steady_docs_per_s"] if r["steady_docs_per_s"] == r["steady_docs_per_s"] else r["docs_per_s"]) / 2
+            rate = r["docs_per_s"] / 2
             lines.append(f"| {r['label']} | {r['method']} | {rate:.1f} | {16 * rate:.0f} | {64 * rate:.0f} | "
                          f"{256 * rate:.0f} | {1e6 / (64 * rate) / 3600:.1f} |")
     return "\n".join(lines) + "\n"
@@ -137,7 +154,9 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", default="benchmarks/results/dataset_throughput.md")
     parser.add_argument("--cache", default="benchmarks/results/dataset_throughput.jsonl")
-    parser.add_argument("--only", choices=("sentences", "bbc", "bucketing", "render"), action="append")
+    parser.add_argument("--only", choices=("sentences", "bbc", "bucketing", "repeat", "render"), action="append")
+    parser.add_argument("--n-repeat", type=int, default=500, help="texts of each alternated noise run")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds of alternated noise runs")
     parser.add_argument("--n-sentences", type=int, default=2000)
     parser.add_argument("--n-articles", type=int, default=300)
     parser.add_argument("--bbc-max-length", type=int, default=512)
@@ -151,7 +170,11 @@ def main(argv=None) -> int:
     cache = Path(args.cache)
     results = [json.loads(line) for line in cache.read_text().splitlines()] if cache.is_file() else []
 
+    command = "OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 python " + " ".join(
+        shlex.quote(a) for a in ["benchmarks/dataset_throughput.py", *(argv if argv is not None else sys.argv[1:])])
+
     def record(entry: Dict[str, Any]) -> None:
+        entry["command"] = command
         results.append(entry)
         with open(cache, "a") as fh:
             fh.write(json.dumps(entry) + "\n")
@@ -163,7 +186,7 @@ def main(argv=None) -> int:
         plans.append(("sentences", args.n_sentences, None, args.shard_size_sentences))
     if "bbc" in only:
         plans.append(("bbc", args.n_articles, args.bbc_max_length, args.shard_size_bbc))
-    if plans and any(CONFIGS[c]["engine"] == "ray" for c in configs):
+    if (plans and any(CONFIGS[c]["engine"] == "ray" for c in configs)) or "repeat" in only:
         import ray
 
         ray.init(num_cpus=2, include_dashboard=False, logging_level="WARNING")
@@ -182,8 +205,13 @@ def main(argv=None) -> int:
                 res = measure(DATASETS[key], n, "pr-g", CONFIGS["local 1t"], max_length=max_length,
                               shard_size=shard_size, token_budget=args.token_budget, bucketing=bucketing)
                 record({"kind": "bucketing", "label": label, "method": "pr-g", "bucketing": bucketing, **res})
-    command = "OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 python " + " ".join(shlex.quote(a) for a in [sys.argv[0], *(argv or sys.argv[1:])])
-    Path(args.out).write_text(render(results, command))
+    if "repeat" in only:
+        for round_ in range(1, args.rounds + 1):
+            for config in ("local 1t", "ray 1a"):
+                res = measure("movie-sentences", args.n_repeat, "pr-g", CONFIGS[config], max_length=None,
+                              shard_size=args.shard_size_sentences, token_budget=args.token_budget)
+                record({"kind": "repeat", "round": round_, "config": config, "method": "pr-g", **res})
+    Path(args.out).write_text(render(results))
     print(f"wrote {args.out}")
     return 0
 
