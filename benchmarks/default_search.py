@@ -278,6 +278,8 @@ def _fmt(mean: float, sem: float, digits: int = 3) -> str:
 def _label(name: str) -> str:
     from captum_prxai.bench.methods import METHODS
 
+    if name.startswith("matrix:"):
+        return f"{_label(name[7:])} (matrix)"
     spec = METHODS.get(name)
     return spec.label if spec is not None else name
 
@@ -288,15 +290,57 @@ def _table(header: List[str], rows: List[List[str]]) -> List[str]:
 
 
 #: references every method is also compared with directly
-REFERENCE_PAIRS = ("gae", "ig", "pr-g", "pr-ag")
+REFERENCE_PAIRS = ("gae", "matrix:gae", "ig", "matrix:ig", "matrix:attnlrp", "matrix:lime", "matrix:kernel-shap")
+
+
+#: methods of the committed matrix (benchmarks/results/matrix/<cell>/results.csv, the same held-out halves and
+#: the same seeded sample order, so its first n examples are this run's n) paired with the held-out runs here
+MATRIX_METHODS = ("pr-g", "pr-ag", "gae", "ig", "attnlrp", "kernel-shap", "lime")
+#: matrix methods left out when this run has its own (the same construction)
+_SAME = {"pr-g": "ds:g", "pr-ag": "ds:ag", "gae": "gae"}
+MATRIX_DIR = RESULTS.parent / "matrix"
+
+
+def _merge_matrix(cell: Cell, values: Dict[str, Dict[str, Dict[int, float]]]) -> Optional[Dict[str, float]]:
+    """Add the matrix's MATRIX_METHODS (as ``matrix:<name>``) on the examples of this run; check the pairing.
+
+    Only short cells (the matrix ran the long ones at another length). Returns the largest per-example
+    difference between this run's ``ds:g`` and ``ds:ag`` and the matrix's ``pr-g`` and ``pr-ag`` (the same
+    constructions at the matrix's time): near 0 when the examples, model and code agree.
+    """
+    path = MATRIX_DIR / cell.name / "results.csv"
+    if cell.max_length is not None or not path.is_file():
+        return None
+    matrix = _read_csv(path)
+    mine = set(values["comprehensiveness"].get("ds:g", {}))
+    check: Dict[str, float] = {}
+    for ours, theirs in (("ds:g", "pr-g"), ("ds:ag", "pr-ag")):
+        for metric, _ in METRICS:
+            a, b = values[metric].get(ours, {}), matrix[metric].get(theirs, {})
+            common = set(a) & set(b)
+            if common:
+                check[f"{ours} vs matrix {theirs} {metric}"] = max(abs(a[e] - b[e]) for e in common)
+    for name in MATRIX_METHODS:
+        if _SAME.get(name) in values["comprehensiveness"]:
+            continue
+        for metric, _ in METRICS:
+            got = matrix[metric].get(name)
+            if got and mine <= set(got):
+                values[metric][f"matrix:{name}"] = {e: got[e] for e in mine}
+    return check
 
 
 def half_tables(half: str) -> Tuple[List[str], Dict[str, Any]]:
     """Markdown tables of one half (means per cell and method; paired losses; worst cases)."""
     register_candidates()
     runs = []
+    checks: Dict[str, Dict[str, float]] = {}
     for cell, path in _finished(half):
         values = _read_csv(path)
+        if half == "holdout":
+            check = _merge_matrix(cell, values)
+            if check:
+                checks[cell.name] = check
         methods = list(values["comprehensiveness"])
         meta = json.loads((path.parent / "summary.json").read_text())["meta"]
         runs.append((cell, values, methods, cell_losses(values, methods), meta))
@@ -377,8 +421,16 @@ def half_tables(half: str) -> Tuple[List[str], Dict[str, Any]]:
                  str(worst[m]["cells"])] for m in ranked]
         lines += _table(["Candidate", "Worst-case loss", "Cell", "Metric", "Mean loss", ">1 s.e.", "Cells"], rows)
         lines.append("")
+    if checks:
+        lines += ["### Pairing check with the matrix (largest per-example |difference|, same construction)", "",
+                  "Methods named `matrix:<name>` are the committed matrix's per-example results on the same "
+                  "held-out examples; this run's `ds:g`/`ds:ag` against the matrix's PR-G/PR-AG (the same "
+                  "settings) shows whether examples, model weights and code agree.", ""]
+        lines += _table(["Cell", "Comparison", "max |Δ|"],
+                        [[c, k, f"{v:.2e}"] for c, check in checks.items() for k, v in check.items()]) + [""]
     for cell, _, methods, per, meta in runs:
         data["cells"][cell.name] = {"meta": meta, "methods": methods, "losses": per}
+    data["matrix_checks"] = checks
     data["worst"] = worst
     data["ranked"] = ranked
     return lines, data
