@@ -454,21 +454,21 @@ def create_app(
                 "probabilities": probs, "predicted": predicted, "predicted_name": eng.label_names[predicted],
                 "target": target, "target_name": eng.label_names[target]}
 
-    def display_options(source: Mapping[str, Any], job: Optional[Job] = None) -> Tuple[bool, str]:
-        merge = source.get("merge_subwords")
-        if isinstance(source, Mapping) and not hasattr(source, "getlist"):  # a JSON body
-            merge = check_flag(source, "merge_subwords", job.payload["merge"] if job else False)
-        else:  # query arguments
-            if merge in (None, ""):
-                merge = job.payload["merge"] if job else False
-            elif merge in ("true", "1", "false", "0"):
-                merge = merge in ("true", "1")
-            else:
-                raise PRXAIError(f"'merge_subwords' must be true or false, got {str(merge)[:20]!r}.")
+    def display_options(source: Mapping[str, Any], job: Optional[Job] = None, query: bool = False
+                        ) -> Tuple[bool, str]:
+        """``(merge_subwords, palette)`` of a JSON body, or of query arguments (``query``: "true" / "false")."""
+        default = job.payload["merge"] if job else False
+        if not query:
+            merge = check_flag(source, "merge_subwords", default)
+        else:
+            raw = source.get("merge_subwords", "")
+            if raw not in ("", "true", "false"):
+                raise PRXAIError(f"'merge_subwords' must be true or false, got {str(raw)[:20]!r}.")
+            merge = default if raw == "" else raw == "true"
         palette = source.get("palette") or "default"
         if palette not in PALETTES:
             raise PRXAIError(f"palette must be one of {', '.join(PALETTES)}, got {str(palette)[:30]!r}.")
-        return bool(merge), str(palette)
+        return merge, str(palette)
 
     def render(tokens: Sequence[str], result: Mapping[str, Any], merge: bool, palette: str) -> str:
         from captum_prxai.viz.html import token_heatmap_html
@@ -622,7 +622,7 @@ def create_app(
     @app.get("/api/jobs/<job_id>")
     def job_status(job_id: str):
         job = find_job(job_id)
-        return jsonify(job_json(job, *display_options(request.args, job)))
+        return jsonify(job_json(job, *display_options(request.args, job, query=True)))
 
     @app.post("/api/jobs/<job_id>/cancel")
     def job_cancel(job_id: str):
