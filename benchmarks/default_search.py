@@ -27,7 +27,7 @@ its gradient, per head, ``(B, H, T, T)``; row ``i`` attends to column ``j``):
 
 Also tried: damping 0.85 and 0.5 (against the library's 0.7), ``normalize_layers``,
 signed scores (``signed=True``: the sign of gradient x input) and a product
-fusion ``PageRank score x |gradient x input|`` (``*|ixg|``).
+fusion ``PageRank score x |gradient x input|`` (``*absixg``).
 
 Run (one cell at a time, resumable from ``<out>/cache.jsonl``)::
 
@@ -113,18 +113,18 @@ CANDIDATES: Dict[str, Dict[str, Any]] = {
     "ds:g:signed": {"edge_weight": "gradient", "signed": True},
     "ds:ag:signed": {"edge_weight": "attention_gradient", "signed": True},
     # product fusion with gradient x input (see FUSED): PageRank score x |g . x|
-    "ds:g*|ixg|": {"edge_weight": "gradient"},
-    "ds:ag*|ixg|": {"edge_weight": "attention_gradient"},
+    "ds:g*absixg": {"edge_weight": "gradient"},
+    "ds:ag*absixg": {"edge_weight": "attention_gradient"},
 }
 #: candidates whose score is the PageRank score times |gradient x input| at the word embeddings
 #: (Captum LayerGradientXActivation, summed over the hidden size; here a second backward pass,
 #: in the core it would come from the same pass)
-FUSED = {"ds:g*|ixg|", "ds:ag*|ixg|"}
+FUSED = {"ds:g*absixg", "ds:ag*absixg"}
 CANDIDATES = {k: {**_BASE, **v} for k, v in CANDIDATES.items()}
 
 #: method lists: the tuning run (candidates + references) and the held-out confirmation
 #: 'extra': the signed and fused candidates, clear losers on the first examples, run on the short cells only
-EXTRA = ["ds:g:signed", "ds:ag:signed", "ds:g*|ixg|", "ds:ag*|ixg|"]
+EXTRA = ["ds:g:signed", "ds:ag:signed", "ds:g*absixg", "ds:ag*absixg"]
 REFERENCES = ["gae", "random"]
 TUNE_METHODS = [m for m in CANDIDATES if m not in EXTRA] + REFERENCES
 #: 'long': the candidates run on the 256-token cells (a long explanation costs ~10x a short one on this
@@ -330,12 +330,15 @@ def _merge_matrix(cell: Cell, values: Dict[str, Dict[str, Dict[int, float]]]) ->
     return check
 
 
-def half_tables(half: str) -> Tuple[List[str], Dict[str, Any]]:
-    """Markdown tables of one half (means per cell and method; paired losses; worst cases)."""
+def half_tables(half: str, folders: Optional[List[Tuple[Cell, Path]]] = None) -> Tuple[List[str], Dict[str, Any]]:
+    """Markdown tables of one half (means per cell and method; paired losses; worst cases).
+
+    ``folders``: ``(cell, results.csv)`` pairs to tabulate instead of the half's finished cells.
+    """
     register_candidates()
     runs = []
     checks: Dict[str, Dict[str, float]] = {}
-    for cell, path in _finished(half):
+    for cell, path in (_finished(half) if folders is None else folders):
         values = _read_csv(path)
         if half == "holdout":
             check = _merge_matrix(cell, values)
@@ -466,6 +469,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                              "a subset of examples; seed it with the cell's cache.jsonl to reuse its explanations)")
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--summary", action="store_true", help="write results/default-search/summary.md")
+    parser.add_argument("--tables", default=None, metavar="DIR",
+                        help="write DIR/losses.md: the tables of --summary for one side run (with --cell, --half)")
     args = parser.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -475,9 +480,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         methods += groups[item] if item in groups else [item] if item else []
     if args.half == "holdout" and "tune" in args.methods.split(","):
         parser.error("the held-out half only confirms: pass --methods with the chosen candidate and references")
-    for name in args.cell:
+    for name in args.cell if not args.tables else []:
         print(run_cell(CELLS[name], args.half, methods, args.n, argv, Path(args.out) if args.out else None),
               flush=True)
+    if args.tables:
+        if len(args.cell) != 1:
+            parser.error("--tables needs exactly one --cell (the cell the side run belongs to)")
+        body, _ = half_tables(args.half, [(CELLS[args.cell[0]], Path(args.tables) / "results.csv")])
+        (Path(args.tables) / "losses.md").write_text("\n".join([f"# {args.tables}", ""] + body), encoding="utf-8")
+        print(Path(args.tables) / "losses.md")
     if args.summary:
         print(write_summary())
     return 0
