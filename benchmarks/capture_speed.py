@@ -10,8 +10,11 @@ attention.
 
 * **Time**: after one warm-up of each callable, ``--repeats`` rounds run the
   baseline and every method one after another (round robin, so that the load
-  of a shared machine hits them alike); the table reports medians and the
-  ratio of medians.
+  of a shared machine hits them alike). Both the wall time and the CPU time
+  of the process (``time.process_time``) are recorded; with one torch thread
+  the CPU time is the compute time, and it does not count the time the
+  process waits for a core, so on a shared machine it is the robust measure.
+  The tables report medians and the ratio of medians.
 * **Memory**: the growth of resident memory during one call, each cell in a
   fresh process with the high-water mark reset after loading
   (:func:`captum_prxai.bench.speed.child_peak_memory`).
@@ -69,14 +72,17 @@ def run(args: argparse.Namespace) -> dict:
             for name in names:
                 calls[name]()  # warm-up
             times: dict[str, list[float]] = {name: [] for name in names}
+            cpu: dict[str, list[float]] = {name: [] for name in names}
             for _ in range(args.repeats):
                 for name in names:
-                    start = time.perf_counter()
+                    start, start_cpu = time.perf_counter(), time.process_time()
                     calls[name]()
+                    cpu[name].append(time.process_time() - start_cpu)
                     times[name].append(time.perf_counter() - start)
-            cell["times"] = times
+            cell["times"], cell["cpu"] = times, cpu
             del calls
-            summary = ", ".join(f"{n} {statistics.median(v):.3f}s" for n, v in times.items())
+            summary = ", ".join(f"{n} {statistics.median(cpu[n]):.3f}s cpu ({statistics.median(v):.3f}s wall)"
+                                for n, v in times.items())
             print(f"[{args.label}] T={length} B={batch}: {summary}", flush=True)
         if not args.time_only:
             for name in (BASELINE, *methods):
@@ -124,10 +130,12 @@ def table(args: argparse.Namespace) -> None:
         f"Hardware: {platform.machine()}, {after['threads']} torch thread(s); torch {after['torch']}. {note}\n"
     )
     speed = ["# PR-XAI capture: time as a ratio to one forward+backward (cpu)", "", header,
-             "Median wall time of the rounds; ratio = method median / forward+backward median (parameter "
-             "gradients, the model's default fused attention), in the same run.", "",
-             "| model | T | B | method | before (s) | before ratio | after (s) | after ratio | speed-up |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "Median CPU time of the rounds (one torch thread: the compute time, robust to the machine's load); "
+             "ratio = method median / forward+backward median (parameter gradients, the model's default fused "
+             "attention), in the same run. Wall-time ratios, noisier on a shared machine, in the last column.", "",
+             "| model | T | B | method | before (s) | before ratio | after (s) | after ratio | speed-up | "
+             "wall ratio before → after |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     memory = ["# PR-XAI capture: peak memory as a ratio to one forward+backward (cpu)", "", header,
               "Peak memory = growth of resident memory during one call, each in a fresh process with the "
               "high-water mark reset after loading; ratio = method / forward+backward.", "",
@@ -135,16 +143,18 @@ def table(args: argparse.Namespace) -> None:
               "|---|---|---|---|---|---|---|---|"]
     for key in keys:
         b, a = cells_before[key], cells_after[key]
-        methods = [m for m in a["times"] or a["peak_mib"] if m in (b["times"] or b["peak_mib"])]
+        methods = [m for m in a.get("cpu") or a["peak_mib"] if m in (b.get("cpu") or b["peak_mib"])]
+        med = lambda cell, kind, name: (statistics.median(cell[kind][name])  # noqa: E731
+                                        if cell.get(kind, {}).get(name) else None)
         for method in methods:
-            tb = statistics.median(b["times"][method]) if b["times"].get(method) else None
-            ta = statistics.median(a["times"][method]) if a["times"].get(method) else None
-            base_b = statistics.median(b["times"][BASELINE]) if b["times"].get(BASELINE) else None
-            base_a = statistics.median(a["times"][BASELINE]) if a["times"].get(BASELINE) else None
+            tb, ta = med(b, "cpu", method), med(a, "cpu", method)
+            base_b, base_a = med(b, "cpu", BASELINE), med(a, "cpu", BASELINE)
             if tb is not None and ta is not None:
                 gain = "" if method == BASELINE else f"{tb / ta:.2f}×"
+                wall = (f"{_ratio(med(b, 'times', method), med(b, 'times', BASELINE))} → "
+                        f"{_ratio(med(a, 'times', method), med(a, 'times', BASELINE))}")
                 speed.append(f"| {a['model']} | {key[0]} | {key[1]} | {method} | {tb:.3f} | {_ratio(tb, base_b)} | "
-                             f"{ta:.3f} | {_ratio(ta, base_a)} | {gain} |")
+                             f"{ta:.3f} | {_ratio(ta, base_a)} | {gain} | {wall} |")
             mb, ma = b["peak_mib"].get(method), a["peak_mib"].get(method)
             if method in b["peak_mib"] or method in a["peak_mib"]:
                 fmt = lambda v: "failed" if v is None else f"{v:.0f}"  # noqa: E731

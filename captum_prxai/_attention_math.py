@@ -211,8 +211,8 @@ class RecomputedAttention(torch.autograd.Function):
             grad_probs = torch.matmul(g_out, value_t)
             ctx.sink(probs, grad_probs, part)
             if need_v:
-                share = torch.matmul(probs.transpose(-1, -2), g_out)
-                grad_v = share if grad_v is None else grad_v.add_(share)
+                # A^T dO as (dO^T A)^T: the same product, about twice as fast on CPU BLAS; tiles accumulate in place
+                grad_v = _accumulate(grad_v, g_out.transpose(-1, -2), probs)
             if need_q or need_k:
                 # fused softmax backward, row by row: dS = A * (dA - rowsum(dA * A))
                 grad_scores = torch._softmax_backward_data(grad_probs, probs, -1, probs.dtype)
@@ -225,20 +225,29 @@ class RecomputedAttention(torch.autograd.Function):
                         grad_q[:, :, part] = rows_q
                 if need_k:
                     q_part = query_scaled if single else query_scaled[:, :, part]
-                    share = torch.matmul(grad_scores.transpose(-1, -2), q_part)
-                    grad_k = share if grad_k is None else grad_k.add_(share)
+                    grad_k = _accumulate(grad_k, q_part.transpose(-1, -2), grad_scores)  # (dS^T q)^T
                 del grad_scores
             else:
                 del grad_probs, probs
         if grad_k is not None:
-            grad_k = _sum_groups(grad_k, groups)
+            grad_k = _sum_groups(grad_k.transpose(-1, -2), groups)
         if grad_v is not None:
-            grad_v = _sum_groups(grad_v, groups)
+            grad_v = _sum_groups(grad_v.transpose(-1, -2), groups)
         return grad_q, grad_k, grad_v, None, None, None, None, None, None, None
+
+
+def _accumulate(total: Optional[Tensor], left: Tensor, right: Tensor) -> Tensor:
+    """``total + left @ right`` for ``(B, H, m, k) @ (B, H, k, n)``, in place (one ``baddbmm_``) after the first tile."""
+    if total is None:
+        return torch.matmul(left, right)
+    batch, heads, rows, inner = left.shape
+    total.view(batch * heads, rows, -1).baddbmm_(left.reshape(batch * heads, rows, inner),
+                                                 right.reshape(batch * heads, inner, -1))
+    return total
 
 
 def _sum_groups(grad: Tensor, groups: int) -> Tensor:
     if groups == 1:
         return grad
     batch, heads, length, dim = grad.shape
-    return grad.view(batch, heads // groups, groups, length, dim).sum(2)
+    return grad.reshape(batch, heads // groups, groups, length, dim).sum(2)

@@ -321,9 +321,16 @@ def capture_graph(
                 f"Layer {index} attends over {m.shape[-1]} positions but the input has {length} tokens; hook "
                 "self-attention layers over the input sequence only (not cross-attention)."
             )
-    keep_mask = mask[:, None, :] & mask[:, :, None]
-    cast = [m.float() if m.dtype in (torch.float16, torch.bfloat16) else m for m in maps]
-    maps = [torch.where(keep_mask, m, torch.zeros((), dtype=m.dtype, device=m.device)) for m in cast]
+    # one map at a time, so that at most one extra (B, T, T) map exists (the recorder lets go of its own)
+    recorder.maps = [None] * len(recorder.maps)
+    keep_mask = None if bool(mask.all()) else mask[:, None, :] & mask[:, :, None]
+    for index, m in enumerate(maps):
+        if m.dtype in (torch.float16, torch.bfloat16):
+            m = m.float()
+        if keep_mask is not None:
+            m = torch.where(keep_mask, m, torch.zeros((), dtype=m.dtype, device=m.device))
+        maps[index] = m
+    del m
     if any(not bool(torch.isfinite(m).all()) for m in maps):
         raise PRXAIError(
             "The captured attention maps contain NaN or infinite values (check the inputs, e.g. NaN embeddings, "
