@@ -9,7 +9,11 @@ The flow of every attention-graph attribution is
 models. :class:`AttentionRecorder` hooks them for one forward (and backward)
 pass and hands each layer's attention probabilities ``A`` of shape
 ``(B, H, T, T)``, together with ``dL/dA`` when asked, to a reduction callback,
-so that per-head maps never outlive the layer they belong to. Custom models
+so that per-head maps never outlive the layer they belong to. With a tile
+budget (``tile_bytes``, :func:`tile_budget`; the capture of every PR-XAI
+attribution uses one) recomputed layers are handed over in tiles of query
+rows, ``(B, H, r, T)``, so that not even one layer's per-head maps exist at
+once (see :mod:`captum_prxai._attention_math`). Custom models
 plug in through an explicit ``attention_fn`` (a hook function that extracts
 ``A``) or through :func:`sdpa_attention`, which routes
 :func:`torch.nn.functional.scaled_dot_product_attention` through an eager
