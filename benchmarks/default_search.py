@@ -185,7 +185,7 @@ CELLS: Dict[str, Cell] = {c.name: c for c in [
     # long documents at 256 wordpieces (the models were trained at 256)
     Cell("minilm", "bbc-news", "minilm-bbc-news", 40, 40, max_length=256),
     Cell("minilm", "spam", "minilm-spam", 24, 25, max_length=256),  # the whole half
-    Cell("mpnet", "tweets", "mpnet-tweets", 100, 100),
+    Cell("mpnet", "tweets", "mpnet-tweets", 30, 50),
     Cell("smollm2", "tweets", "smollm2-tweets", 100, 100),
 ]}
 
@@ -275,11 +275,15 @@ def _fmt(mean: float, sem: float, digits: int = 3) -> str:
     return text if math.isnan(sem) else f"{text} ± {sem:.{digits}f}"
 
 
+#: labels of methods whose scores were computed elsewhere (not in this process's registry)
+_OTHER_LABELS = {"attnlrp": "AttnLRP (lxt)"}
+
+
 def _label(name: str) -> str:
     from captum_prxai.bench.methods import METHODS
 
     if name.startswith("matrix:"):
-        return f"{_label(name[7:])} (matrix)"
+        return f"{_OTHER_LABELS.get(name[7:]) or _label(name[7:])} (matrix)"
     spec = METHODS.get(name)
     return spec.label if spec is not None else name
 
