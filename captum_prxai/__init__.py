@@ -23,6 +23,7 @@ _EXPORTS = {
     "PRAttention": "captum_prxai.attr",
     "PRAttentionGradient": "captum_prxai.attr",
     "PRGradient": "captum_prxai.attr",
+    "PRTemperedAttentionGradient": "captum_prxai.attr",
     "PageRankAttribution": "captum_prxai.attr",
     "RawAttention": "captum_prxai.attr",
     "ConvergenceError": "captum_prxai.exceptions",
@@ -54,6 +55,7 @@ if TYPE_CHECKING:  # pragma: no cover
         PRAttention,
         PRAttentionGradient,
         PRGradient,
+        PRTemperedAttentionGradient,
         RawAttention,
     )
     from captum_prxai.attr import GraphExplanation

@@ -244,7 +244,11 @@ def test_explain_leads_with_the_class_default(tiny_model_dir, tmp_path, capsys):
     assert code == 0, err
     result = json.loads(data.read_text())
     first, *others = result["scores"]
-    assert sorted(others) == sorted({"PR-A", "PR-G", "PR-AG"} - {first})
+    from captum_prxai.methods import METHODS
+
+    presets = {spec.label for spec in METHODS.values() if spec.family == "pr-xai"}
+    assert {"PR-A", "PR-G", "PR-AG", "PR-TAG"} <= presets
+    assert sorted(others) == sorted(presets - {first})
     assert out.index(f"\n{first}  (") < min(out.index(f"\n{o}  (") for o in others)
     model, tok = load_model(str(tiny_model_dir))
     enc = tok("a good movie", return_tensors="pt")

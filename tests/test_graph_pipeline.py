@@ -13,7 +13,8 @@ from conftest import VOCAB, forward_for
 PR_OPTIONS = [
     dict(edge_weight=e, graph=g, normalize_layers=n, teleport=t)
     for e, g, n, t in itertools.product(
-        ["attention", "gradient", "attention_gradient", "gradient_abs"], ["token", "layered"], [False, True],
+        ["attention", "gradient", "attention_gradient", "gradient_abs", "tempered_attention_gradient"],
+        ["token", "layered"], [False, True],
         ["target", "uniform", "input_gradient"],
     )
     if not (g == "layered" and n)
@@ -93,6 +94,25 @@ def test_edge_weight_callable_shape_is_checked():
             layer_edge_map(returned)(attention, attention)
     assert layer_edge_map(lambda a, g: a)(attention, None).shape == (2, 5, 5)
     assert layer_edge_map(lambda a, g: a.mean(1))(attention, None).shape == (2, 5, 5)
+
+
+def test_tempered_edges_span_pr_g_and_pr_ag(tiny_model_factory, tiny_batch):
+    model = tiny_model_factory("bert")
+    ids, mask = tiny_batch
+    layers = cp.attention_layers(model)
+
+    def scores(cls, **kwargs):
+        return cls(forward_for(model), layers, **kwargs).attribute(ids, target=1, attention_mask=mask,
+                                                                   additional_forward_args=(mask,))
+
+    tag = cp.PRTemperedAttentionGradient
+    assert torch.allclose(scores(tag, attention_power=0.0), scores(cp.PRGradient), atol=1e-6)
+    assert torch.allclose(scores(tag, attention_power=1.0), scores(cp.PRAttentionGradient), atol=1e-6)
+    quarter = scores(tag)
+    assert not torch.allclose(quarter, scores(cp.PRGradient), atol=1e-4)
+    assert not torch.allclose(quarter, scores(cp.PRAttentionGradient), atol=1e-4)
+    with pytest.raises(cp.PRXAIError, match="attention_power"):
+        tag(forward_for(model), layers, attention_power=-1)
 
 
 def test_pr_options_are_one_spec(tiny_model_factory):

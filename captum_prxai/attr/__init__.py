@@ -8,6 +8,7 @@ from captum_prxai.attr.pagerank_attribution import (
     PRAttention,
     PRAttentionGradient,
     PRGradient,
+    PRTemperedAttentionGradient,
 )
 from captum_prxai.attr.rollout import AttentionRollout, GradientWeightedRollout, RawAttention
 
@@ -21,5 +22,6 @@ __all__ = [
     "PRAttention",
     "PRAttentionGradient",
     "PRGradient",
+    "PRTemperedAttentionGradient",
     "RawAttention",
 ]

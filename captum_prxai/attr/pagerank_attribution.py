@@ -45,6 +45,7 @@ __all__ = [
     "PRAttention",
     "PRGradient",
     "PRAttentionGradient",
+    "PRTemperedAttentionGradient",
 ]
 
 
@@ -192,6 +193,8 @@ class PageRankAttribution(AttentionGraphAttribution):
             edge to itself, ``"keep"`` leaves it, ``"auto"`` (default) drops
             self-loops when the attention is causal, where they trap the walk
             (see :func:`~captum_prxai.graph.builders.drop_self_loops`).
+        attention_power (float): ``γ`` of ``edge_weight="tempered_attention_gradient"``,
+            ``(A^γ ⊙ dA)⁺``, in ``[0, 2]``. Default: 0.25.
         pad_token_id (int, optional): Padding id, used as the mask when no
             attention mask reaches :meth:`attribute` (see
             :class:`~captum_prxai.attr._base.AttentionGraphAttribution`).
@@ -226,13 +229,14 @@ class PageRankAttribution(AttentionGraphAttribution):
         signed: bool = False,
         self_loops: str = "auto",
         pad_token_id: Optional[int] = None,
+        attention_power: float = 0.25,
     ) -> None:
         super().__init__(forward_func, layers, attention_fn, head_reduction, target_position, capture, pad_token_id)
         #: every graph option, checked once; the attributes below mirror it
         self.spec = GraphSpec(
             edge_weight=edge_weight, head_reduction=head_reduction, graph=graph, residual=residual,
             normalize_layers=normalize_layers, sink=sink, self_loops=self_loops, teleport=teleport, damping=damping,
-            tol=tol, max_iter=max_iter, signed=signed,
+            tol=tol, max_iter=max_iter, signed=signed, attention_power=attention_power,
         )
 
     # The options, read from the spec (one source of truth); setting one rebuilds the spec, checked again.
@@ -256,6 +260,7 @@ class PageRankAttribution(AttentionGraphAttribution):
     sink = _option("sink")
     signed = _option("signed")
     self_loops = _option("self_loops")
+    attention_power = _option("attention_power")
     del _option
 
     # -- one graph pipeline ---------------------------------------------------------------------
@@ -495,6 +500,18 @@ class PRAttentionGradient(PageRankAttribution):
 
     def __init__(self, forward_func: Callable, layers: Union[nn.Module, Sequence[nn.Module]], **kwargs: Any) -> None:
         super().__init__(forward_func, layers, edge_weight="attention_gradient", **kwargs)
+
+
+class PRTemperedAttentionGradient(PageRankAttribution):
+    r"""PR-TAG: :class:`PageRankAttribution` with edges ``(A^γ ⊙ dA)⁺``, attention tempered by ``γ`` times its gradient.
+
+    Between PR-G (``γ = 0``) and PR-AG (``γ = 1``); ``attention_power=γ``
+    (default 0.25, chosen by the worst-case rule of docs/default_search.md).
+    Other keyword arguments as in :class:`PageRankAttribution`.
+    """
+
+    def __init__(self, forward_func: Callable, layers: Union[nn.Module, Sequence[nn.Module]], **kwargs: Any) -> None:
+        super().__init__(forward_func, layers, edge_weight="tempered_attention_gradient", **kwargs)
 
 
 # -- helpers of attribute_graph / attribute_long ------------------------------------------------------

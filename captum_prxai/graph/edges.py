@@ -15,7 +15,14 @@ from torch import Tensor
 
 from captum_prxai.exceptions import PRXAIError
 
-__all__ = ["EDGE_WEIGHTS", "HEAD_REDUCTIONS", "edge_weight_fn", "reduce_heads", "with_residual"]
+__all__ = [
+    "EDGE_WEIGHTS",
+    "HEAD_REDUCTIONS",
+    "edge_weight_fn",
+    "reduce_heads",
+    "tempered_attention_gradient",
+    "with_residual",
+]
 
 #: ``(A, dA) -> weights``; ``dA`` is ``None`` for attention-only edges.
 EdgeWeight = Callable[[Tensor, Optional[Tensor]], Tensor]
@@ -45,6 +52,27 @@ def _attention_gradient_abs(attention: Tensor, grad: Optional[Tensor]) -> Tensor
     return (attention * grad).abs_()
 
 
+def tempered_attention_gradient(power: float = 0.25) -> EdgeWeight:
+    r"""``(A^γ ⊙ dA)⁺`` with ``γ = power``: attention tempered by a power, times its gradient.
+
+    One family between PR-G (``γ = 0``: ``dA⁺``) and PR-AG (``γ = 1``:
+    ``(A ⊙ dA)⁺``). A small power keeps the gradient's sign and size where
+    the attention is weak but not zero, while still discounting edges the
+    model barely attends to. ``γ = 0.25`` was chosen by the worst-case rule
+    of docs/default_search.md.
+    """
+    if isinstance(power, bool) or not isinstance(power, (int, float)) or not 0.0 <= float(power) <= 2.0:
+        raise PRXAIError(f"attention_power must be a number in [0, 2], got {power!r}.")
+    power = float(power)
+
+    def edge(attention: Tensor, grad: Optional[Tensor]) -> Tensor:
+        assert grad is not None
+        return (attention.pow(power) * grad).clamp_(min=0)
+
+    edge.__qualname__ = f"tempered_attention_gradient({power:g})"
+    return edge
+
+
 #: Built-in edge weights. ``gradient`` and ``attention_gradient`` keep the positive
 #: part per head, as in Chefer et al. (2021): an edge that lowers the target is no path
 #: for relevance.
@@ -54,6 +82,7 @@ EDGE_WEIGHTS: dict[str, EdgeWeight] = {
     "attention_gradient": _attention_gradient,
     "gradient_abs": _gradient_abs,
     "attention_gradient_abs": _attention_gradient_abs,
+    "tempered_attention_gradient": tempered_attention_gradient(0.25),
 }
 
 #: Head reductions: ``(B, H, T, T) -> (B, T, T)``.
@@ -64,12 +93,18 @@ HEAD_REDUCTIONS: dict[str, Callable[[Tensor], Tensor]] = {
 }
 
 
-def edge_weight_fn(edge_weight: Union[str, EdgeWeight]) -> EdgeWeight:
-    """Resolve an edge-weight name (or pass a callable through)."""
+def edge_weight_fn(edge_weight: Union[str, EdgeWeight], attention_power: Optional[float] = None) -> EdgeWeight:
+    """Resolve an edge-weight name (or pass a callable through).
+
+    ``attention_power`` is the ``γ`` of ``"tempered_attention_gradient"``
+    (default 0.25); other edge weights take none.
+    """
     if callable(edge_weight):
         return edge_weight
     if edge_weight not in EDGE_WEIGHTS:
         raise PRXAIError(f"Unknown edge_weight {edge_weight!r}; choose one of {sorted(EDGE_WEIGHTS)} or pass a callable.")
+    if edge_weight == "tempered_attention_gradient" and attention_power is not None:
+        return tempered_attention_gradient(attention_power)
     return EDGE_WEIGHTS[edge_weight]
 
 

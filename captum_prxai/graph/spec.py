@@ -61,15 +61,15 @@ DEFAULT_EDGE_WEIGHT = "gradient"
 _POLICIES = ("auto", "keep", "drop")
 
 
-def layer_edge_map(edge_weight: Union[str, EdgeWeight], head_reduction: str = "mean") -> Callable[
-        [Tensor, Optional[Tensor]], Tensor]:
+def layer_edge_map(edge_weight: Union[str, EdgeWeight], head_reduction: str = "mean",
+                   attention_power: Optional[float] = None) -> Callable[[Tensor, Optional[Tensor]], Tensor]:
     """``(A, dA) -> (B, T, T)``: the edge weight applied per head, then the heads reduced.
 
     A callable edge weight must return a tensor of shape ``(B, H, T, T)``
     (reduced here with ``head_reduction``) or ``(B, T, T)``; anything else
     raises a :class:`PRXAIError` naming the shape it returned.
     """
-    edge = edge_weight_fn(edge_weight)
+    edge = edge_weight_fn(edge_weight, attention_power)
     if head_reduction not in HEAD_REDUCTIONS:
         raise PRXAIError(f"Unknown head_reduction {head_reduction!r}; choose one of {sorted(HEAD_REDUCTIONS)}.")
 
@@ -107,7 +107,9 @@ class GraphSpec:
             ``"gradient_abs"``, ``"attention_gradient_abs"``, or a callable
             ``(A, dA) -> W`` on per-head ``(B, H, T, T)`` tensors returning
             non-negative ``(B, H, T, T)`` (or already head-reduced
-            ``(B, T, T)``) weights. Default: ``"gradient"``.
+            ``(B, T, T)``) weights; also ``"tempered_attention_gradient"``,
+            ``(A^γ ⊙ dA)⁺`` with ``γ = attention_power``. Default:
+            :data:`DEFAULT_EDGE_WEIGHT`.
         head_reduction (str): ``"mean"``, ``"sum"`` or ``"max"``. Default: ``"mean"``.
         graph (str): ``"token"`` or ``"layered"``. Default: ``"token"``.
         residual (float, optional): Residual self-edge weight in ``[0, 1)``;
@@ -124,6 +126,8 @@ class GraphSpec:
         tol (float): PageRank tolerance, positive. Default: 1e-6.
         max_iter (int): PageRank iteration limit, at least 1. Default: 100.
         signed (bool): Give each score the sign of the token's gradient x input.
+        attention_power (float): ``γ`` in ``[0, 2]`` of
+            ``"tempered_attention_gradient"``. Default: 0.25.
 
     All values are checked here, so a bad option fails when the attribution
     is constructed, before any pass through the model.
@@ -145,10 +149,11 @@ class GraphSpec:
     tol: float = 1e-6
     max_iter: int = 100
     signed: bool = False
+    attention_power: float = 0.25
     _edge: EdgeWeight = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "_edge", edge_weight_fn(self.edge_weight))
+        object.__setattr__(self, "_edge", edge_weight_fn(self.edge_weight, self.attention_power))
         if self.head_reduction not in HEAD_REDUCTIONS:
             raise PRXAIError(
                 f"Unknown head_reduction {self.head_reduction!r}; choose one of {sorted(HEAD_REDUCTIONS)}."
@@ -225,7 +230,7 @@ class GraphSpec:
         return tuple(
             (name, part(getattr(self, name)))
             for name in ("edge_weight", "head_reduction", "graph", "residual", "normalize_layers", "sink",
-                         "self_loops", "teleport", "damping", "tol", "max_iter", "signed")
+                         "self_loops", "teleport", "damping", "tol", "max_iter", "signed", "attention_power")
         )
 
 

@@ -61,8 +61,9 @@ def _constructor_defaults(cls: type, exclude: Iterable[str] = ()) -> Dict[str, A
 
 
 #: Settings the PR-XAI presets fix themselves (not options of theirs)
-_PRESET_FIXED = {"PRAttention": ("edge_weight",), "PRGradient": ("edge_weight",),
-                 "PRAttentionGradient": ("edge_weight",)}
+_PRESET_FIXED = {"PRAttention": ("edge_weight", "attention_power"), "PRGradient": ("edge_weight", "attention_power"),
+                 "PRAttentionGradient": ("edge_weight", "attention_power"),
+                 "PRTemperedAttentionGradient": ("edge_weight",)}
 
 
 def pr_defaults(class_name: str = "PageRankAttribution", **settings: Any) -> Callable[[], Dict[str, Any]]:
@@ -91,7 +92,7 @@ def pr_factory(name: str, label: str, class_name: str = "PageRankAttribution", *
         attr = cls(forward_func, captum_prxai.attention_layers(model), **_opts(ctx, name, **settings))
 
         def explain(ids: Tensor, mask: Tensor, special: Tensor, target: Tensor) -> Tensor:
-            return attr.attribute(ids, target=target, additional_forward_args=(mask,))
+            return attr.attribute(ids, target=target, additional_forward_args=(mask,), attention_mask=mask)
 
         return Explainer(name, label, explain, attr)
 
@@ -99,7 +100,8 @@ def pr_factory(name: str, label: str, class_name: str = "PageRankAttribution", *
 
 
 #: Registry name of the PR-XAI preset for each built-in edge weight (PRAttention, PRGradient, PRAttentionGradient).
-PR_PRESETS: Dict[str, str] = {"attention": "pr-a", "gradient": "pr-g", "attention_gradient": "pr-ag"}
+PR_PRESETS: Dict[str, str] = {"attention": "pr-a", "gradient": "pr-g", "attention_gradient": "pr-ag",
+                              "tempered_attention_gradient": "pr-tag"}
 
 
 def default_method() -> str:
@@ -319,6 +321,8 @@ def register_defaults() -> None:
         ("pr-ag", "PR-AG", "PRAttentionGradient", "PageRank on attention x attention-gradient (PR-XAI)", ()),
         ("pr-a", "PR-A", "PRAttention", "PageRank on attention weights (PR-XAI)", ()),
         ("pr-g", "PR-G", "PRGradient", "PageRank on attention gradients (PR-XAI)", ()),
+        ("pr-tag", "PR-TAG", "PRTemperedAttentionGradient",
+         "PageRank on tempered attention x attention-gradient, (A^0.25 dA)+ (PR-XAI)", ()),
     ]
     for name, label, cls, desc, aliases in pr:
         register_method(name, label, "pr-xai", desc, pr_factory(name, label, cls), aliases, defaults=pr_defaults(cls))
