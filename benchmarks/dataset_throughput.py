@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shlex
 import sys
 import tempfile
@@ -46,6 +45,23 @@ CONFIGS = {
     "ray 2a": dict(engine="ray", actors=2, cpus_per_actor=1),
 }
 DATASETS = {"sentences": "movie-sentences", "bbc": "bbc-news"}
+
+
+def padding_share(dataset: str, n: int, *, max_length, shard_size: int, token_budget: int, bucketing: bool) -> float:
+    """Share of padded positions in the batches the worker would run (same shards and batches, no model)."""
+    from captum_prxai.corpus import plan_batches, plan_shards, read_corpus
+    from captum_prxai.models import load_default
+
+    _, tokenizer = load_default()
+    corpus = read_corpus(dataset=dataset, split="test", limit=n)
+    records = [{"row": i, "text": t} for i, t in enumerate(corpus.texts)]
+    real = padded = 0
+    for shard in plan_shards(records, shard_size, bucketing):
+        lengths = [min(len(tokenizer(r["text"])["input_ids"]), max_length or 10**9) for r in shard]
+        for batch in plan_batches(lengths, token_budget, bucketing):
+            real += sum(lengths[i] for i in batch)
+            padded += len(batch) * max(lengths[i] for i in batch)
+    return 1 - real / padded
 
 
 def measure(dataset: str, n: int, method: str, config: Dict[str, Any], *, max_length, shard_size: int,
@@ -94,7 +110,7 @@ def render(results: List[Dict[str, Any]]) -> str:
         "```",
         "",
         "Model: the embedded default classifier (MiniLM-L6, movie sentences), CPU only. **This machine has 2 cores "
-        "shared with other engineers' jobs (load average 12 to 16 on its 2 cores while these ran), so every figure is noisy**: compare "
+        "shared with other engineers' jobs (load average 7 to 16 on its 2 cores while these ran), so every figure is noisy**: compare "
         "rows of one table, measured minutes apart, rather than absolute values. Times exclude loading the model in "
         "the driver and starting the local Ray cluster; they include the Ray actors' start-up (each loads the "
         "model). *after 1st shard* counts only the texts after the first finished shard; for `ray` the finished "
@@ -114,17 +130,21 @@ def render(results: List[Dict[str, Any]]) -> str:
     if buck:
         lines += ["", "## Length bucketing alone", "",
                   "Local engine, 1 thread, PR-G, same token budget; *off* keeps the input order (dynamic padding "
-                  "per batch still applies), *on* sorts by length into shards and batches.", "",
-                  "| dataset | texts | bucketing | seconds | docs/s | speed-up |", "|---|---|---|---|---|---|"]
+                  "per batch still applies), *on* sorts by length into shards and batches. Each round runs off, then "
+                  "on. *padding* is the share of padded positions in the batches (computed, not timed).", "",
+                  "| dataset | texts | round | bucketing | padding | seconds | docs/s | speed-up |",
+                  "|---|---|---|---|---|---|---|---|"]
         for label in dict.fromkeys(r["label"] for r in buck):
-            off = next((r for r in buck if r["label"] == label and not r["bucketing"]), None)
-            on = next((r for r in buck if r["label"] == label and r["bucketing"]), None)
-            for r in (off, on):
-                if r is None:
-                    continue
-                speed = f"{off['seconds'] / r['seconds']:.2f}x" if off and r is on else "1.00x"
-                lines.append(f"| {label} | {r['docs']} | {'on' if r['bucketing'] else 'off'} | {r['seconds']:.1f} | "
-                             f"{_fmt(r['docs_per_s'])} | {speed} |")
+            offs = [r for r in buck if r["label"] == label and not r["bucketing"]]
+            ons = [r for r in buck if r["label"] == label and r["bucketing"]]
+            for round_, (off, on) in enumerate(zip(offs, ons), 1):
+                for r in (off, on):
+                    known = [b["padding"] for b in buck if "padding" in b and b["label"] == r["label"]
+                             and b["bucketing"] == r["bucketing"] and b["docs"] == r["docs"]]
+                    pad = f"{known[0]:.0%}" if known else "n/a"
+                    speed = f"{off['seconds'] / r['seconds']:.2f}x"
+                    lines.append(f"| {label} | {r['docs']} | {round_} | {'on' if r['bucketing'] else 'off'} | {pad} | "
+                                 f"{r['seconds']:.1f} | {_fmt(r['docs_per_s'])} | {speed} |")
     rep = [r for r in results if r["kind"] == "repeat"]
     if rep:
         lines += ["", "## Noise: the same two runs, alternated", "",
@@ -210,6 +230,8 @@ def main(argv=None) -> int:
             for bucketing in (False, True):
                 res = measure(DATASETS[key], n, "pr-g", CONFIGS["local 1t"], max_length=max_length,
                               shard_size=shard_size, token_budget=args.token_budget, bucketing=bucketing)
+                res["padding"] = padding_share(DATASETS[key], n, max_length=max_length, shard_size=shard_size,
+                                               token_budget=args.token_budget, bucketing=bucketing)
                 record({"kind": "bucketing", "label": label, "method": "pr-g", "bucketing": bucketing, **res})
     if "repeat" in only:
         for round_ in range(1, args.rounds + 1):

@@ -22,7 +22,7 @@ import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, Iterable, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence
 
 from captum_prxai.exceptions import PRXAIError
 
@@ -454,7 +454,3 @@ def read_metadata(folder: str | os.PathLike) -> Dict[str, Any]:
         raise PRXAIError(f"{folder} holds no results ({MANIFEST} is missing).")
     return json.loads(manifest.read_text(encoding="utf-8"))
 
-
-def iter_chunks(items: Sequence[Any], size: int) -> Iterable[Sequence[Any]]:
-    for start in range(0, len(items), size):
-        yield items[start:start + size]
