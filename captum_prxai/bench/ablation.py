@@ -15,9 +15,7 @@ Run::
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-from typing import Any, Dict, List, Sequence
+from typing import Any, Dict, List
 
 import torch
 

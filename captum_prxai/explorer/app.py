@@ -45,6 +45,7 @@ from urllib.parse import urlsplit
 
 from captum_prxai.exceptions import PRXAIError
 from captum_prxai.explorer.engine import DatasetStore, Encoded, Engine, InputTooLong, JobCancelled, TooCostly
+from captum_prxai.viz.html import escape as _esc
 from captum_prxai.explorer.jobs import Job, JobRunner
 from captum_prxai.explorer.params import check_flag, check_params, param_specs
 
@@ -719,9 +720,3 @@ def create_app(
         return jsonify(dict(eng.stats(), model=name_, queued=run.queued()))
 
     return app
-
-
-def _esc(text: Any) -> str:
-    import html
-
-    return html.escape(str(text), quote=True)

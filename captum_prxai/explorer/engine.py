@@ -31,7 +31,6 @@ from __future__ import annotations
 import copy
 import ctypes
 import gc
-import inspect
 import itertools
 import json
 import math
@@ -42,7 +41,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
-from captum_prxai._tokenize import encode_text, max_input_length
+from captum_prxai._tokenize import encode_text, model_input_limit
 from captum_prxai.exceptions import PRXAIError
 from captum_prxai.explorer.params import method_options
 
@@ -65,21 +64,15 @@ class TooCostly(PRXAIError):
     """A method's estimated time is over the explorer's limit (HTTP 422)."""
 
 
-def model_max_tokens(model: Any, tokenizer: Any) -> Optional[int]:
-    """Longest input, in tokens with special tokens, that ``model`` accepts (``None``: no known limit)."""
-    return max_input_length(getattr(model, "config", None), tokenizer)
+#: Longest input, in tokens with special tokens, that a model accepts (``None``: no known limit).
+model_max_tokens = model_input_limit
 
 
 def rss_bytes() -> int:
-    """Resident memory of this process, in bytes (Linux ``/proc/self/statm``; 0 elsewhere)."""
-    try:
-        with open("/proc/self/statm", "rb") as fh:
-            pages = int(fh.read().split()[1])
-    except (OSError, ValueError, IndexError):
-        return 0
-    import resource
+    """Resident memory of this process, in bytes (0 where unknown); see :func:`captum_prxai.bench._memory.rss_bytes`."""
+    from captum_prxai.bench._memory import rss_bytes as _rss
 
-    return pages * resource.getpagesize()
+    return _rss() or 0
 
 
 def release_memory() -> None:
@@ -239,9 +232,6 @@ class DatasetStore:
                 self._loaded[name] = self._loader(name)
             return self._loaded[name]
 
-    def is_loaded(self, name: str) -> bool:
-        return name in self._loaded
-
 
 class _LRU:
     """A small thread-safe LRU cache with hit/miss counters."""
@@ -275,17 +265,6 @@ class _LRU:
 
     def __len__(self) -> int:
         return len(self._data)
-
-
-def _label_names(model: Any, fallback: Sequence[str] = ()) -> List[str]:
-    config = getattr(model, "config", None)
-    n = int(getattr(config, "num_labels", 0) or len(fallback) or 2)
-    id2label = getattr(config, "id2label", None) or {}
-    names = []
-    for i in range(n):
-        name = id2label.get(i, id2label.get(str(i)))
-        names.append(str(name) if name is not None else f"class {i}")
-    return names
 
 
 @dataclass
@@ -349,7 +328,9 @@ class Engine:
         self.memory_budget = float(memory_budget_mb) * 2 ** 20
         self.max_method_seconds = float(max_method_seconds)
         self.confirm_seconds = float(confirm_seconds)
-        self.label_names = _label_names(model)
+        from captum_prxai.models import label_names
+
+        self.label_names = label_names(model)
         self._user_forward = forward_func
         self._local = threading.local()
         self._tokenizer_lock = threading.Lock()
@@ -375,7 +356,6 @@ class Engine:
         self.predictions: Dict[Tuple[str, int], Tuple[int, List[float]]] = {}
         self.prediction_calls = 0  #: model forward passes for example predictions
         self._forward_seconds: Dict[int, float] = {}  #: tokens -> seconds of one forward pass (batch of one)
-        self._default_pr: Optional[str] = None
 
     def _guarded(self, model: Any) -> Callable[..., Any]:
         from captum_prxai.methods import make_forward_func
@@ -411,30 +391,14 @@ class Engine:
         return resolve_method(name[:60])
 
     def default_pr_method(self) -> str:
-        """The registered PR-XAI method with :class:`~captum_prxai.PageRankAttribution`'s default edges.
+        """The registered PR-XAI method :class:`~captum_prxai.PageRankAttribution` runs with its defaults.
 
-        Read from the class signature and the registry's presets, so the page
-        and the library cannot disagree on the default.
+        Read from :func:`captum_prxai.methods.default_method`, so the page and
+        the library cannot disagree on the default.
         """
-        if self._default_pr is None:
-            from captum_prxai.attr.pagerank_attribution import PageRankAttribution
-            from captum_prxai.methods import METHODS, build_method
+        from captum_prxai.methods import default_method
 
-            default = inspect.signature(PageRankAttribution.__init__).parameters["edge_weight"].default
-            for spec in METHODS.values():
-                if spec.family != "pr-xai":
-                    continue
-                try:
-                    attr = build_method(spec.name, self.model, self.forward, self._context).attribution
-                except Exception:  # noqa: BLE001 - a method that cannot be built is not the default
-                    continue
-                edge = getattr(getattr(attr, "spec", None), "edge_weight", getattr(attr, "edge_weight", None))
-                if edge == default:
-                    self._default_pr = spec.name
-                    break
-            else:
-                self._default_pr = next(s.name for s in METHODS.values() if s.family == "pr-xai")
-        return self._default_pr
+        return default_method()
 
     @staticmethod
     def lane_of(name: str, family: str) -> str:
