@@ -294,7 +294,7 @@ def _table(header: List[str], rows: List[List[str]]) -> List[str]:
 
 
 #: references every method is also compared with directly
-REFERENCE_PAIRS = ("gae", "matrix:gae", "ig", "matrix:ig", "matrix:attnlrp", "matrix:lime", "matrix:kernel-shap")
+REFERENCE_PAIRS = ("ds:g", "ds:ag", "matrix:pr-ag", "gae", "matrix:gae", "ig", "matrix:ig", "matrix:attnlrp", "matrix:lime", "matrix:kernel-shap")
 
 
 #: methods of the committed matrix (benchmarks/results/matrix/<cell>/results.csv, the same held-out halves and
