@@ -1,8 +1,9 @@
 """captum-prxai: PR-XAI, PageRank-based feature attribution for transformers, as a Captum plugin.
 
-The flow: capture attention (:mod:`captum_prxai.hooks`) -> build the graph
-(:mod:`captum_prxai.graph`) -> PageRank (:func:`pagerank`) -> token scores
-(:mod:`captum_prxai.attr`).
+The flow, once for every consumer: capture one pass (:func:`capture_graph`,
+:mod:`captum_prxai.hooks`) -> build the graph (:class:`GraphSpec`,
+:func:`build_graph`) -> PageRank (:func:`score_graph`, :func:`pagerank`) ->
+token scores (:mod:`captum_prxai.attr`). See docs/architecture.md.
 
 The public names below are imported on first use (PEP 562), so that the
 command line starts without loading torch.
@@ -10,8 +11,9 @@ command line starts without loading torch.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from captum_prxai._lazy import lazy_exports
 
 __version__ = "0.1.0"
 
@@ -41,7 +43,10 @@ _EXPORTS = {
     "attention_layers": "captum_prxai.hooks",
     "sdpa_attention": "captum_prxai.hooks",
 }
-_SUBMODULES = {"attr", "bench", "capture", "data", "exceptions", "explorer", "graph", "hooks", "metrics", "models", "viz"}
+_SUBMODULES = {
+    "attr", "bench", "capture", "corpus", "data", "exceptions", "explorer", "graph", "hooks", "llm", "methods",
+    "metrics", "models", "viz",
+}
 
 __all__ = sorted(_EXPORTS)
 
@@ -66,16 +71,4 @@ if TYPE_CHECKING:  # pragma: no cover
     from captum_prxai.hooks import AttentionRecorder, attention_layers, sdpa_attention
 
 
-def __getattr__(name: str) -> Any:
-    if name in _EXPORTS:
-        value = getattr(importlib.import_module(_EXPORTS[name]), name)
-    elif name in _SUBMODULES:
-        value = importlib.import_module(f"captum_prxai.{name}")
-    else:
-        raise AttributeError(f"module 'captum_prxai' has no attribute {name!r}")
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_EXPORTS) | _SUBMODULES)
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, _SUBMODULES)
