@@ -45,7 +45,7 @@ def _pip_installs(command: str) -> list[list[str]]:
 
 
 def test_readme_usage_snippet_runs_and_returns_token_scores():
-    blocks = [b for b in _python_blocks() if "PRAttentionGradient(forward, attention_layers(model))" in b]
+    blocks = [b for b in _python_blocks() if "PageRankAttribution(forward, attention_layers(model))" in b]
     assert blocks, "the README lost its usage snippet"
     assert "attention_mask=attention_mask" in blocks[0], "the first snippet should pass the padding mask explicitly"
     namespace: dict = {}
@@ -56,7 +56,7 @@ def test_readme_usage_snippet_runs_and_returns_token_scores():
 
 
 def test_readme_graph_snippet_returns_the_graph_the_scores_came_from():
-    first = [b for b in _python_blocks() if "PRAttentionGradient(forward, attention_layers(model))" in b]
+    first = [b for b in _python_blocks() if "PageRankAttribution(forward, attention_layers(model))" in b]
     graph_blocks = [b for b in _python_blocks() if "pr.attribute_graph(" in b]
     assert first and graph_blocks, "the README lost its usage or attribute_graph snippet"
     namespace: dict = {}

@@ -17,7 +17,7 @@ from captum_prxai.exceptions import PRXAIError
 
 HELP = "Benchmark attribution methods with ERASER faithfulness metrics (comprehensiveness, sufficiency, AOPC, ...)."
 
-DEFAULT_METHODS = "pr-ag,pr-a,pr-g,raw-attention,rollout,gae,ig,ixg,saliency,random"
+DEFAULT_METHODS = "pr-tag,pr-g,pr-ag,pr-a,raw-attention,rollout,gae,ig,ixg,saliency,random"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

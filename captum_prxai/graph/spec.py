@@ -55,8 +55,9 @@ __all__ = [
 
 #: Default PageRank damping, chosen by the ablation in docs/benchmarks.md (0.5-0.95 tried).
 DEFAULT_DAMPING = 0.7
-#: Default edge weight of :class:`~captum_prxai.PageRankAttribution` (PR-G), chosen by measurement.
-DEFAULT_EDGE_WEIGHT = "gradient"
+#: Default edge weight of :class:`~captum_prxai.PageRankAttribution`: PR-TAG, ``(A^0.25 ⊙ dA)⁺``, chosen by the
+#: worst-case rule over five domains (docs/default_search.md).
+DEFAULT_EDGE_WEIGHT = "tempered_attention_gradient"
 
 _POLICIES = ("auto", "keep", "drop")
 
