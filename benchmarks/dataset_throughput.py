@@ -110,7 +110,7 @@ def render(results: List[Dict[str, Any]]) -> str:
         "```",
         "",
         "Model: the embedded default classifier (MiniLM-L6, movie sentences), CPU only. **This machine has 2 cores "
-        "shared with other engineers' jobs (load average 7 to 16 on its 2 cores while these ran), so every figure is noisy**: compare "
+        "shared with other engineers' jobs (load average 5 to 16 on its 2 cores while these ran), so every figure is noisy**: compare "
         "rows of one table, measured minutes apart, rather than absolute values. Times exclude loading the model in "
         "the driver and starting the local Ray cluster; they include the Ray actors' start-up (each loads the "
         "model). *after 1st shard* counts only the texts after the first finished shard; for `ray` the finished "
