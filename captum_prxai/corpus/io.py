@@ -4,7 +4,8 @@ Both engines of :func:`captum_prxai.corpus.attribute_dataset` read their input
 here, once, in the driver: one parser means the same rows, the same ids and
 the same bad-input errors whichever engine runs, and every error is raised
 before any model is loaded or any worker starts. CSV and JSON Lines are read
-with the standard library; Parquet (input or output) needs ``pyarrow``.
+with the standard library; Parquet (input or output) needs ``pyarrow``
+(``pip install 'captum-prxai[dataset]'``).
 
 Results are written as shards, one file per planned shard of the input,
 ``part-<first row>-<digest>.parquet`` (or ``.jsonl``) in the output folder,
@@ -71,7 +72,7 @@ def _require_pyarrow(why: str) -> Any:
         import pyarrow  # noqa: F401
         import pyarrow.parquet  # noqa: F401
     except ImportError:
-        raise PRXAIError(f"{why} needs pyarrow: pip install pyarrow (or pip install 'captum-prxai[ray]').") from None
+        raise PRXAIError(f"{why} needs pyarrow: pip install 'captum-prxai[dataset]' (or pip install pyarrow).") from None
     return pyarrow
 
 
