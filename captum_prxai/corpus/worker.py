@@ -139,8 +139,9 @@ class Worker:
             device = "cuda" if torch.cuda.is_available() else "cpu"
         self.device = torch.device(device)
         self.model.to(self.device)
-        config = getattr(self.model, "config", None)
-        self.label_names = self._label_names(config)
+        from captum_prxai.models import label_names
+
+        self.label_names = label_names(self.model)
         if isinstance(target, int) and not 0 <= target < len(self.label_names):
             raise PRXAIError(f"target {target} is out of range: the model has {len(self.label_names)} classes "
                              f"(0..{len(self.label_names) - 1}).")
@@ -165,16 +166,9 @@ class Worker:
             if slow:
                 raise PRXAIError(
                     f"--long windows explains long texts with stitched windows, which only the PR-XAI methods "
-                    f"(pr-a, pr-g, pr-ag) support; {', '.join(slow)} cannot. Use --long truncate or skip, "
+                    f"(pr-tag, pr-g, pr-ag, pr-a) support; {', '.join(slow)} cannot. Use --long truncate or skip, "
                     "or drop those methods."
                 )
-
-    @staticmethod
-    def _label_names(config: Any) -> List[str]:
-        n = int(getattr(config, "num_labels", 0) or 0)
-        id2label = getattr(config, "id2label", None) or {}
-        n = max(n, len(id2label))
-        return [str(id2label.get(i, id2label.get(str(i), f"class {i}"))) for i in range(n)]
 
     # ------------------------------------------------------------------ encode
     def _encode(self, record: Dict[str, Any]) -> Union[_Doc, Dict[str, Any]]:
