@@ -433,7 +433,7 @@ def half_tables(half: str, folders: Optional[List[Tuple[Cell, Path]]] = None) ->
                   "Methods named `matrix:<name>` are the committed matrix's per-example results on the same "
                   "held-out examples; this run's `ds:g`/`ds:ag` against the matrix's PR-G/PR-AG (the same "
                   "settings) shows whether examples, model weights and code agree.", ""]
-        lines += _table(["Cell", "Comparison", "max |Δ|"],
+        lines += _table(["Cell", "Comparison", "largest abs. difference"],
                         [[c, k, f"{v:.2e}"] for c, check in checks.items() for k, v in check.items()]) + [""]
     for cell, _, methods, per, meta in runs:
         data["cells"][cell.name] = {"meta": meta, "methods": methods, "losses": per}
