@@ -36,6 +36,7 @@ _EXPORTS = {
     "build_graph": "captum_prxai.graph.spec",
     "score_graph": "captum_prxai.graph.spec",
     "capture_graph": "captum_prxai.capture",
+    "LLMGraphAttribution": "captum_prxai.llm",
     "CapturedGraph": "captum_prxai.capture",
     "layered_pagerank": "captum_prxai.graph",
     "pagerank": "captum_prxai.graph",
@@ -69,6 +70,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from captum_prxai.graph.spec import GraphSpec, build_graph, score_graph
     from captum_prxai.graph import layered_pagerank, pagerank
     from captum_prxai.hooks import AttentionRecorder, attention_layers, sdpa_attention
+    from captum_prxai.llm import LLMGraphAttribution
 
 
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, _SUBMODULES)
