@@ -112,13 +112,26 @@ def _ratio(value: Optional[float], base: Optional[float]) -> str:
     return "" if value is None or not base else f"{value / base:.2f}×"
 
 
+def _merge(runs: list[dict]) -> dict:
+    """``(T, B) -> cell`` over several runs: time from the timing runs, peak memory from the memory runs."""
+    cells: dict = {}
+    for run_ in runs:
+        for c in run_["cells"]:
+            cell = cells.setdefault((c["length"], c["batch"]), {"model": c["model"], "length": c["length"],
+                                                                 "batch": c["batch"], "times": {}, "cpu": {},
+                                                                 "peak_mib": {}})
+            for kind in ("times", "cpu", "peak_mib"):
+                cell[kind].update(c.get(kind) or {})
+    return cells
+
+
 def table(args: argparse.Namespace) -> None:
     before = json.loads(Path(args.before).read_text())
     after = json.loads(Path(args.after).read_text())
     extra_before = [json.loads(Path(p).read_text()) for p in args.more_before]
     extra_after = [json.loads(Path(p).read_text()) for p in args.more_after]
-    cells_before = {(c["length"], c["batch"]): c for run_ in [before, *extra_before] for c in run_["cells"]}
-    cells_after = {(c["length"], c["batch"]): c for run_ in [after, *extra_after] for c in run_["cells"]}
+    cells_before = _merge([before, *extra_before])
+    cells_after = _merge([after, *extra_after])
     keys = sorted(set(cells_before) & set(cells_after))
     commands = [r["command"] for r in [before, *extra_before]] + [r["command"] for r in [after, *extra_after]]
     table_command = " ".join(shlex.quote(a) for a in sys.argv)
@@ -143,7 +156,7 @@ def table(args: argparse.Namespace) -> None:
               "|---|---|---|---|---|---|---|---|"]
     for key in keys:
         b, a = cells_before[key], cells_after[key]
-        methods = [m for m in a.get("cpu") or a["peak_mib"] if m in (b.get("cpu") or b["peak_mib"])]
+        methods = [m for m in dict.fromkeys([*a["cpu"], *a["peak_mib"]]) if m in b["cpu"] or m in b["peak_mib"]]
         med = lambda cell, kind, name: (statistics.median(cell[kind][name])  # noqa: E731
                                         if cell.get(kind, {}).get(name) else None)
         for method in methods:
@@ -156,7 +169,7 @@ def table(args: argparse.Namespace) -> None:
                 speed.append(f"| {a['model']} | {key[0]} | {key[1]} | {method} | {tb:.3f} | {_ratio(tb, base_b)} | "
                              f"{ta:.3f} | {_ratio(ta, base_a)} | {gain} | {wall} |")
             mb, ma = b["peak_mib"].get(method), a["peak_mib"].get(method)
-            if method in b["peak_mib"] or method in a["peak_mib"]:
+            if method in b["peak_mib"] and method in a["peak_mib"]:
                 fmt = lambda v: "failed" if v is None else f"{v:.0f}"  # noqa: E731
                 memory.append(f"| {a['model']} | {key[0]} | {key[1]} | {method} | {fmt(mb)} | "
                               f"{_ratio(mb, b['peak_mib'].get(BASELINE))} | {fmt(ma)} | "
