@@ -200,6 +200,551 @@ def _recolor_part(html: str, ends: Sequence[Tuple[Tuple[int, int, int], Tuple[in
                         "(orange: against, blue: for the explained class)")
 
 
+class _Explorer:
+    """What one explorer application serves, and the request helpers its routes share.
+
+    Holds the dataset store, one :class:`~captum_prxai.explorer.engine.Engine`
+    and one :class:`~captum_prxai.explorer.jobs.JobRunner` per model (the first,
+    ``model_name``, then the ``compare`` models), the registered methods and
+    the methods ticked when the page opens. Built by :func:`create_app`, which
+    validates its arguments first.
+    """
+
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any,
+        store: DatasetStore,
+        dataset: str,
+        *,
+        model_name: str,
+        max_chars: int,
+        cache_size: int,
+        allowed_hosts: Optional[Iterable[str]],
+        default_methods: Optional[Sequence[str]],
+        memory_budget_mb: float,
+        max_method_seconds: float,
+        confirm_seconds: float,
+        forward_func: Optional[Any],
+        compare: Optional[Mapping[str, Tuple[Any, Any]]],
+    ) -> None:
+        self.store = store
+        self.dataset = dataset
+        self.model = model
+        self.model_name = model_name
+        self.max_chars = max_chars
+        self.cache_size = cache_size
+        self.memory_budget_mb = memory_budget_mb
+        self.max_method_seconds = max_method_seconds
+        self.confirm_seconds = confirm_seconds
+        self.engines: Dict[str, Engine] = {model_name: self.make_engine(model, tokenizer, forward_func)}
+        for other, pair in (compare or {}).items():
+            if other in self.engines:
+                raise PRXAIError(f"two models are named {other!r}; give each model its own name.")
+            if not isinstance(pair, (tuple, list)) or len(pair) != 2:
+                raise PRXAIError(f"compare[{other!r}] must be a (model, tokenizer) pair.")
+            self.engines[str(other)] = self.make_engine(pair[0], pair[1], None)
+        self.engine = self.engines[model_name]
+        self.hosts = None if allowed_hosts is None else {h.lower() for h in allowed_hosts}
+        self.registered = {m["name"]: m for m in self.engine.methods()}
+        if default_methods is None:
+            default_methods = (self.engine.default_pr_method(), "ig")
+        self.defaults = [m for m in default_methods if m in self.registered]
+        self.runners = {name: self.make_runner(eng) for name, eng in self.engines.items()}
+        self.runner = self.runners[model_name]
+
+    # ------------------------------------------------------------------ engines and runners
+    def make_engine(self, m: Any, t: Any, fwd: Optional[Any]) -> Engine:
+        return Engine(m, t, self.store, max_chars=self.max_chars, cache_size=self.cache_size,
+                      memory_budget_mb=self.memory_budget_mb, max_method_seconds=self.max_method_seconds,
+                      confirm_seconds=self.confirm_seconds, forward_func=fwd)
+
+    @staticmethod
+    def make_runner(eng: Engine) -> JobRunner:
+        def run_method(job: Job, name: str) -> Dict[str, Any]:
+            return eng.explain(job.payload["enc"], job.payload["target"], name, job.payload["params"],
+                               cancel=job.cancel_event)
+
+        def lane_of(name: str) -> str:
+            spec = eng.resolve(name)
+            return eng.lane_of(spec.name, spec.family)
+
+        return JobRunner(run_method, lane_of=lane_of, cancelled=(JobCancelled,))
+
+    def pick(self, source: Any) -> Tuple[str, Engine, JobRunner]:
+        name = source.get("model") if hasattr(source, "get") else None
+        if name is None or name == "":
+            name = self.model_name
+        if not isinstance(name, str) or name not in self.engines:
+            raise PRXAIError(f"unknown model {str(name)[:60]!r}; the explorer serves: {', '.join(self.engines)}.")
+        return name, self.engines[name], self.runners[name]
+
+    # ------------------------------------------------------------------ reading requests
+    @staticmethod
+    def payload() -> Dict[str, Any]:
+        from flask import current_app, request
+        from werkzeug.exceptions import RequestEntityTooLarge
+
+        if not request.is_json:
+            raise _HTTPError(400, "send a JSON object with the header Content-Type: application/json.")
+        limit = int(current_app.config["MAX_CONTENT_LENGTH"])
+        if request.content_length is not None and request.content_length >= limit:
+            raise RequestEntityTooLarge()
+        parts, size = [], 0
+        while size < limit:  # also bounds a chunked body, which has no Content-Length
+            chunk = request.stream.read(limit - size)
+            if not chunk:
+                break
+            parts.append(chunk)
+            size += len(chunk)
+        if size >= limit:
+            raise RequestEntityTooLarge()
+        return parse_json_body(b"".join(parts))
+
+    @staticmethod
+    def arg_int(name: str, default: Optional[int] = None) -> Optional[int]:
+        from flask import request
+
+        raw = request.args.get(name, "")
+        if raw == "":
+            return default
+        if not re.fullmatch(r"-?\d{1,9}", raw):
+            raise PRXAIError(f"query parameter {name!r} must be an integer, got {raw[:40]!r}.")
+        return int(raw)
+
+    def resolve_input(self, eng: Engine, data: Mapping[str, Any]) -> Tuple[str, Dict[str, Any], Encoded]:
+        truncate = check_flag(data, "truncate")
+        if data.get("example") is not None:
+            ex = data["example"]
+            if not isinstance(ex, dict) or not isinstance(ex.get("index"), int) or isinstance(ex.get("index"), bool):
+                raise PRXAIError("'example' must be {\"dataset\": name, \"index\": integer}.")
+            name = ex.get("dataset") or self.dataset
+            if not isinstance(name, str):
+                raise PRXAIError("'example.dataset' must be a dataset name.")
+            ds = self.store.get(name)
+            index = ex["index"]
+            if not 0 <= index < len(ds.texts):
+                raise PRXAIError(f"example {index} is out of range: {name} has {len(ds.texts)} examples.")
+            text = ds.texts[index]
+            label = int(ds.labels[index])
+            source: Dict[str, Any] = {"kind": "example", "dataset": name, "index": index, "label": label,
+                                      "label_name": str(ds.label_names[label])}
+            return text, source, eng.encode(text, truncate=truncate)
+        text, full_chars = eng.check_text(data.get("text"), truncate=truncate)
+        return text, {"kind": "text"}, eng.encode(text, truncate=truncate, full_chars=full_chars)
+
+    @staticmethod
+    def resolve_target(data: Mapping[str, Any], probs: List[float]) -> int:
+        target = data.get("target")
+        predicted = max(range(len(probs)), key=probs.__getitem__)
+        if target is None:
+            return predicted
+        if isinstance(target, bool) or not isinstance(target, int):
+            raise PRXAIError(f"'target' must be a class index (integer) or null, got {str(target)[:40]!r}.")
+        if not 0 <= target < len(probs):
+            raise PRXAIError(f"target {target} is out of range: the model has classes 0..{len(probs) - 1}.")
+        return target
+
+    def resolve_methods(self, eng: Engine, data: Mapping[str, Any], params: Mapping[str, Any]) -> List[str]:
+        defaults = self.defaults
+        methods = data.get("methods")
+        if isinstance(methods, str):
+            methods = methods.split(",")
+        if not isinstance(methods, list) or not methods:
+            raise PRXAIError(f"pick at least one method ('methods': [\"{defaults[0] if defaults else 'pr-g'}\", "
+                             "\"ig\"]).")
+        if len(methods) > 4 * MAX_METHODS:
+            raise PRXAIError(f"at most {MAX_METHODS} methods at once; got {len(methods)}.")
+        names: List[str] = []
+        for raw in methods:
+            spec, _, _, _ = eng.method_key(raw, params)  # validates name and parameters
+            if spec.name not in names:
+                names.append(spec.name)
+        if len(names) > MAX_METHODS:
+            raise PRXAIError(f"at most {MAX_METHODS} methods at once; got {len(names)}.")
+        return names
+
+    def parse_request(self, eng: Engine, data: Mapping[str, Any]
+                      ) -> Tuple[Dict[str, Any], List[str], str, Dict[str, Any], Encoded]:
+        params = check_params(data.get("params"))
+        methods = self.resolve_methods(eng, data, params)
+        text, source, enc = self.resolve_input(eng, data)
+        check_flag(data, "merge_subwords")
+        return params, methods, text, source, enc
+
+    @staticmethod
+    def display_options(source: Mapping[str, Any], job: Optional[Job] = None, query: bool = False
+                        ) -> Tuple[bool, str]:
+        """``(merge_subwords, palette)`` of a JSON body, or of query arguments (``query``: "true" / "false")."""
+        default = job.payload["merge"] if job else False
+        if not query:
+            merge = check_flag(source, "merge_subwords", default)
+        else:
+            raw = source.get("merge_subwords", "")
+            if raw not in ("", "true", "false"):
+                raise PRXAIError(f"'merge_subwords' must be true or false, got {str(raw)[:20]!r}.")
+            merge = default if raw == "" else raw == "true"
+        palette = source.get("palette") or "default"
+        if palette not in PALETTES:
+            raise PRXAIError(f"palette must be one of {', '.join(PALETTES)}, got {str(palette)[:30]!r}.")
+        return merge, str(palette)
+
+    # ------------------------------------------------------------------ answers
+    @staticmethod
+    def input_info(eng: Engine, text: str, source: Dict[str, Any], enc: Encoded, probs: List[float], target: int
+                   ) -> Dict[str, Any]:
+        predicted = max(range(len(probs)), key=probs.__getitem__)
+        return {"text": text, "source": source, "tokens": enc.tokens, "n_tokens": len(enc.tokens),
+                "truncated": enc.truncated, "full_length": enc.full_length, "chars": len(text),
+                "full_chars": enc.full_chars, "label_names": eng.label_names,
+                "probabilities": probs, "predicted": predicted, "predicted_name": eng.label_names[predicted],
+                "target": target, "target_name": eng.label_names[target]}
+
+    @staticmethod
+    def render(tokens: Sequence[str], result: Mapping[str, Any], merge: bool, palette: str) -> str:
+        from captum_prxai.viz.html import token_heatmap_html
+
+        html = token_heatmap_html(tokens, result["scores"], method=result["label"], seconds=result["seconds"],
+                                  merge_subwords=merge)
+        return recolor_heatmap(html, palette)
+
+    def job_json(self, job: Job, merge: Optional[bool] = None, palette: str = "default") -> Dict[str, Any]:
+        snap = job.snapshot()
+        info = job.payload["input"]
+        merge = job.payload["merge"] if merge is None else merge
+        for result in snap["results"]:
+            result["html"] = self.render(info["tokens"], result, merge, palette)
+        snap["input"] = info
+        snap["request"] = job.payload["request"]
+        snap["merge_subwords"], snap["palette"] = merge, palette
+        snap["model"] = job.payload["model"]
+        snap["current_label"] = (self.engines[job.payload["model"]].resolve(snap["current"]).label
+                                 if snap["current"] else None)
+        return snap
+
+    @staticmethod
+    def estimates_of(eng: Engine, enc: Encoded, target: int, methods: Sequence[str], params: Mapping[str, Any]
+                     ) -> List[Dict[str, Any]]:
+        out = []
+        for name in methods:
+            e = eng.estimate(enc, name, params)
+            if eng.cached(enc, target, name, params) is not None:
+                e.update(seconds=0.0, text=f"{e['label']}: cached")
+            out.append(e)
+        return out
+
+    def find_job(self, job_id: str) -> Job:
+        if not re.fullmatch(r"[0-9a-f]{32}", job_id):
+            raise _HTTPError(404, f"no job {job_id[:40]!r}.")
+        job = next((r.get(job_id) for r in self.runners.values() if r.get(job_id) is not None), None)
+        if job is None:
+            raise _HTTPError(404, f"no job {job_id!r}; it may have expired, explain again.")
+        return job
+
+    @staticmethod
+    def graph_of(eng: Engine, enc: Encoded, target: int, params: Mapping[str, Any], spec: Mapping[str, Any]
+                 ) -> Dict[str, Any]:
+        method = spec.get("method") or eng.default_pr_method()
+        if not isinstance(method, str):
+            raise PRXAIError("'method' must be a method name.")
+        kwargs: Dict[str, Any] = {}
+        for key, default in (("top_edges", 30), ("nodes", 40)):
+            value = spec.get(key, default)
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise PRXAIError(f"'{key}' must be an integer, got {str(value)[:40]!r}.")
+            kwargs[key] = value
+        layout = spec.get("layout") or "line"
+        if not isinstance(layout, str):
+            raise PRXAIError("'layout' must be 'line' or 'circle'.")
+        return eng.graph_svg(enc, target, method, params, layout=layout, **kwargs)
+
+
+def _configure_app(app: Any, explorer: _Explorer) -> None:
+    """The body limit and JSON settings of ``app``, and the engines and job runner in ``app.extensions``."""
+    app.config["MAX_CONTENT_LENGTH"] = 256 * 1024
+    app.json.sort_keys = False  # type: ignore[attr-defined]
+    app.extensions["prxai_explorer"] = explorer.engine
+    app.extensions["prxai_explorer_jobs"] = explorer.runner
+    app.extensions["prxai_explorer_engines"] = explorer.engines
+
+
+def _register_error_handlers(app: Any) -> None:
+    """Errors as ``{"error": ...}``: :class:`PRXAIError` (400 / 413 / 422 or its own status), HTTP errors, 500."""
+    from flask import jsonify, request
+    from werkzeug.exceptions import HTTPException
+
+    @app.errorhandler(PRXAIError)
+    def _prxai_error(err: PRXAIError):
+        status = getattr(err, "status", None)
+        if status is None:
+            status = 413 if isinstance(err, InputTooLong) else 422 if isinstance(err, TooCostly) else 400
+        body = dict(error=str(err), **getattr(err, "extra", {}))
+        return jsonify(body), status
+
+    @app.errorhandler(HTTPException)
+    def _http_error(err: HTTPException):
+        code = err.code or 500
+        if code == 404:
+            message = f"not found: {request.path}"
+        elif code == 405:
+            message = f"{request.method} is not allowed on {request.path}"
+        elif code == 413:
+            message = f"the request is larger than {app.config['MAX_CONTENT_LENGTH'] // 1024} KB."
+        else:
+            message = err.description or err.name
+        resp = jsonify(error=message)
+        resp.status_code = code
+        if code == 413:  # the rest of the body was not read: the connection cannot be reused
+            resp.headers["Connection"] = "close"
+        return resp
+
+    @app.errorhandler(Exception)
+    def _internal(err: Exception):
+        logger.exception("explorer: internal error on %s %s", request.method, request.path)
+        return jsonify(error="internal error; the details are in the explorer's log."), 500
+
+
+def _register_request_guards(app: Any, explorer: _Explorer) -> None:
+    """The ``Host`` and cross-origin checks before each request, and the security headers after it."""
+    from flask import jsonify, request
+
+    hosts = explorer.hosts
+
+    @app.before_request
+    def _check_host():
+        if hosts is not None:
+            host = (request.host or "").lower()
+            name = host.rsplit(":", 1)[0] if not host.endswith("]") else host
+            if name not in hosts and host not in hosts:
+                return jsonify(error=f"host {host[:80]!r} is not allowed; open the explorer at "
+                                     "http://127.0.0.1:<port>/."), 403
+        if request.method not in ("GET", "HEAD", "OPTIONS"):
+            origin = request.headers.get("Origin")
+            source = origin if origin is not None else request.headers.get("Referer")
+            if source is not None:
+                parts = urlsplit(source)
+                if (parts.netloc or "").lower() != (request.host or "").lower():
+                    return jsonify(error=f"cross-origin request from {source[:80]!r} refused; use the explorer's "
+                                         "own page."), 403
+        return None
+
+    @app.after_request
+    def _headers(resp: Any):
+        resp.headers.setdefault("Content-Security-Policy", _CSP)
+        resp.headers["X-Content-Type-Options"] = "nosniff"
+        resp.headers["Referrer-Policy"] = "same-origin"
+        resp.headers.setdefault("Cache-Control", "no-store")
+        return resp
+
+
+def _register_page_routes(app: Any) -> None:
+    """``/``, the page's script and style under ``/static/``, ``/prx-style.css`` and ``/favicon.ico``."""
+    from flask import Response, jsonify
+
+    @app.get("/")
+    def index():
+        return Response(_static("index.html"), mimetype="text/html")
+
+    @app.get("/static/<path:name>")
+    def static_file(name: str):
+        if name not in STATIC_FILES or name == "index.html":
+            return jsonify(error=f"not found: /static/{name[:80]}"), 404
+        return Response(_static(name), content_type=STATIC_FILES[name])
+
+    @app.get("/prx-style.css")
+    def prx_style():
+        from captum_prxai.viz.html import STYLE
+
+        return Response(STYLE, content_type="text/css; charset=utf-8")
+
+    @app.get("/favicon.ico")
+    def favicon():
+        return Response(b"", status=204)
+
+
+def _register_data_routes(app: Any, ex: _Explorer) -> None:
+    """``/api/info``, ``/api/datasets/<name>``, ``/api/examples`` and ``/api/stats``."""
+    from flask import jsonify, request
+
+    @app.get("/api/info")
+    def info():
+        engine, registered = ex.engine, ex.registered
+        return jsonify(
+            models=[{"name": n, "model_class": type(e.model).__name__, "label_names": e.label_names,
+                     "max_tokens": e.max_tokens} for n, e in ex.engines.items()],
+            model=ex.model_name, model_class=type(ex.model).__name__, label_names=engine.label_names,
+            datasets=ex.store.names, dataset=ex.dataset, split=ex.store.split,
+            methods=list(registered.values()), default_methods=ex.defaults,
+            params=param_specs(), graph_methods=[m["name"] for m in registered.values() if m["family"] == "pr-xai"],
+            palettes=list(PALETTES),
+            limits={"max_chars": engine.max_chars, "max_tokens": engine.max_tokens, "max_methods": MAX_METHODS,
+                    "max_method_seconds": engine.max_method_seconds, "confirm_seconds": engine.confirm_seconds,
+                    "memory_budget_mb": round(engine.memory_budget / 2 ** 20, 1)},
+        )
+
+    @app.get("/api/datasets/<name>")
+    def dataset_summary(name: str):
+        ds = ex.store.get(name)
+        counts = [0] * len(ds.label_names)
+        for lab in ds.labels:
+            counts[int(lab)] += 1
+        _, eng, _ = ex.pick(request.args)
+        return jsonify(name=name, size=len(ds.texts), label_names=[str(n) for n in ds.label_names],
+                       label_counts=counts, comparable=eng.labels_comparable(name))
+
+    @app.get("/api/examples")
+    def examples():
+        arg_int = ex.arg_int
+        name = request.args.get("dataset") or ex.dataset
+        correct_arg = request.args.get("correct", "")
+        if correct_arg not in ("", "correct", "wrong"):
+            raise PRXAIError(f"'correct' must be 'correct', 'wrong' or empty, got {correct_arg[:20]!r}.")
+        correct = None if correct_arg == "" else correct_arg == "correct"
+        q = request.args.get("q", "")
+        if len(q) > 200:
+            raise InputTooLong(f"the search text has {len(q)} characters; at most 200.")
+        budget = arg_int("budget", 256) or 256
+        _, eng, _ = ex.pick(request.args)
+        return jsonify(eng.list_examples(
+            name, query=q, label=arg_int("label"), predicted=arg_int("predicted"), correct=correct,
+            start=arg_int("start", 0) or 0, limit=arg_int("limit", 20) or 20, budget=min(max(budget, 1), 1024),
+        ))
+
+    @app.get("/api/stats")
+    def stats():
+        name_, eng, run = ex.pick(request.args)
+        return jsonify(dict(eng.stats(), model=name_, queued=run.queued()))
+
+
+def _register_explain_routes(app: Any, ex: _Explorer) -> None:
+    """``/api/estimate``, ``/api/explain`` and the job routes ``/api/jobs/<id>`` and ``/api/jobs/<id>/cancel``."""
+    from flask import jsonify, request
+
+    @app.post("/api/estimate")
+    def estimate():
+        data = ex.payload()
+        _, eng, _ = ex.pick(data)
+        params, methods, _, _, enc = ex.parse_request(eng, data)
+        target = ex.resolve_target(data, eng.predict(enc))
+        ests = ex.estimates_of(eng, enc, target, methods, params)
+        return jsonify(estimates=ests, seconds=sum(e["seconds"] for e in ests), n_tokens=len(enc.tokens))
+
+    @app.post("/api/explain")
+    def explain():
+        data = ex.payload()
+        name_, eng, run = ex.pick(data)
+        params, methods, text, source, enc = ex.parse_request(eng, data)
+        confirmed = check_flag(data, "confirmed")
+        probs = eng.predict(enc)
+        target = ex.resolve_target(data, probs)
+        ests = ex.estimates_of(eng, enc, target, methods, params)
+        eng.check_cost(ests)
+        total = sum(e["seconds"] for e in ests)
+        if total > eng.confirm_seconds and not confirmed:
+            costly = "; ".join(e["text"] for e in ests if e["seconds"] > 1)
+            raise _HTTPError(409, f"this will take about {total:.0f} s ({costly}). Run it anyway, or lower the "
+                                  "settings.", estimates=ests, seconds=total, needs_confirmation=True)
+        request_echo = {k: data[k] for k in ("methods", "params", "target", "truncate", "text", "example")
+                        if k in data}
+        request_echo.update(methods=methods, params=params, target=data.get("target"), model=name_)
+        job = Job(methods, {"enc": enc, "target": target, "params": params,
+                            "merge": check_flag(data, "merge_subwords"), "request": request_echo,
+                            "model": name_,
+                            "input": ex.input_info(eng, text, source, enc, probs, target)},
+                  estimates={e["method"]: e["seconds"] for e in ests})
+        for name in methods:  # cached results are there at once
+            if eng.cached(enc, target, name, params) is not None:
+                job.record(name, eng.explain(enc, target, name, params))
+        run.submit(job)
+        body = ex.job_json(job, *ex.display_options(data, job))
+        body["estimates"] = ests
+        return jsonify(body), 200 if job.status == "done" else 202
+
+    @app.get("/api/jobs/<job_id>")
+    def job_status(job_id: str):
+        job = ex.find_job(job_id)
+        return jsonify(ex.job_json(job, *ex.display_options(request.args, job, query=True)))
+
+    @app.post("/api/jobs/<job_id>/cancel")
+    def job_cancel(job_id: str):
+        job = ex.find_job(job_id)
+        ex.runners[job.payload["model"]].cancel(job)
+        return jsonify(ex.job_json(job))
+
+
+def _register_graph_routes(app: Any, ex: _Explorer) -> None:
+    """``/api/graph`` (the graph PageRank ran on, as SVG) and ``/api/export`` (a standalone HTML download)."""
+    from flask import Response, jsonify
+
+    @app.post("/api/graph")
+    def graph():
+        data = ex.payload()
+        _, eng, _ = ex.pick(data)
+        params = check_params(data.get("params"))
+        _, _, enc = ex.resolve_input(eng, data)
+        target = ex.resolve_target(data, eng.predict(enc))
+        return jsonify(ex.graph_of(eng, enc, target, params, data))
+
+    @app.post("/api/export")
+    def export():
+        from captum_prxai.viz.html import comparison_page
+
+        data = ex.payload()
+        merge, palette = ex.display_options(data)
+        if data.get("job") is not None:  # exactly what the page shows: the job's finished results
+            if not isinstance(data["job"], str):
+                raise PRXAIError("'job' must be a job id.")
+            job = ex.find_job(data["job"])
+            shown_model, eng = job.payload["model"], ex.engines[job.payload["model"]]
+            enc, target, params = job.payload["enc"], job.payload["target"], job.payload["params"]
+            info_ = job.payload["input"]
+            text, source, probs = info_["text"], info_["source"], info_["probabilities"]
+            results = [job.results[m] for m in job.methods if m in job.results]
+            if not results:
+                raise PRXAIError("no method of this job has finished yet; nothing to export.")
+            missing = [m for m in job.methods if m not in job.results]
+        else:  # an explain body: computed now (for scripts)
+            shown_model, eng, _ = ex.pick(data)
+            params, methods, text, source, enc = ex.parse_request(eng, data)
+            probs = eng.predict(enc)
+            target = ex.resolve_target(data, probs)
+            results = [eng.explain(enc, target, name, params) for name in methods]
+            missing = []
+        graph_spec = data.get("graph")
+        if isinstance(graph_spec, str):
+            graph_spec = {"method": graph_spec}
+        if graph_spec is not None and not isinstance(graph_spec, dict):
+            raise PRXAIError("'graph' must be null or {\"method\", \"top_edges\", \"nodes\", \"layout\"}.")
+        extra = ""
+        if graph_spec:
+            drawn = ex.graph_of(eng, enc, target, params, graph_spec)
+            extra = (f"<h2>{_esc(drawn['label'])} graph</h2><p class=\"prx-meta\">{_esc(drawn['title'])}</p>"
+                     f"<div class=\"prx-graph\">{drawn['svg']}</div>")
+        labels = eng.label_names
+        predicted = max(range(len(probs)), key=probs.__getitem__)
+        described = ", ".join(f"{r['label']} ({', '.join(f'{k}={v}' for k, v in r['params'].items())})"
+                              if r["params"] else r["label"] for r in results)
+        title = f"Why {labels[target]}? {text[:80]}{'...' if len(text) > 80 else ''}"
+        note = ""
+        if missing:
+            note = f"; not finished when exported: {_esc(', '.join(missing))}"
+        page = comparison_page(
+            enc.tokens, {r["label"]: r["scores"] for r in results}, title=title,
+            predicted_label=labels[predicted], probability=probs[predicted],
+            timings={r["label"]: r["seconds"] for r in results}, merge_subwords=merge,
+            extra_html="<style>.prx-graph svg{max-width:100%;height:auto;display:block}</style>" + extra
+            + f'<p class="prx-meta">model: {_esc(shown_model)}; explained class: {_esc(labels[target])}; '
+            f"methods: {_esc(described)}{note}"
+            + (f"; source: {_esc(source['dataset'])} #{source['index']} (true class {_esc(source['label_name'])})"
+               if source["kind"] == "example" else "") + "</p>",
+        )
+        page = recolor_heatmap(page, palette)
+        slug = re.sub(r"[^a-z0-9]+", "-", text[:40].lower()).strip("-") or "text"
+        resp = Response(page, content_type="text/html; charset=utf-8")
+        resp.headers["Content-Disposition"] = f'attachment; filename="prxai-{slug}.html"'
+        return resp
+
+
 def create_app(
     model: Any,
     tokenizer: Any,
@@ -258,8 +803,7 @@ def create_app(
         ``app.extensions["prxai_explorer"]``, every engine by model name
         ``app.extensions["prxai_explorer_engines"]``.
     """
-    from flask import Flask, Response, jsonify, request
-    from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
+    from flask import Flask
 
     store = DatasetStore(datasets, split=split)
     if not store.names:
@@ -268,455 +812,18 @@ def create_app(
         dataset = store.names[0]
     elif dataset not in store.names:
         raise PRXAIError(f"unknown dataset {dataset!r}; choose one of: {', '.join(store.names)}.")
-    def make_engine(m: Any, t: Any, fwd: Optional[Any]) -> Engine:
-        return Engine(m, t, store, max_chars=max_chars, cache_size=cache_size, memory_budget_mb=memory_budget_mb,
-                      max_method_seconds=max_method_seconds, confirm_seconds=confirm_seconds, forward_func=fwd)
-
-    engines: Dict[str, Engine] = {model_name: make_engine(model, tokenizer, forward_func)}
-    for other, pair in (compare or {}).items():
-        if other in engines:
-            raise PRXAIError(f"two models are named {other!r}; give each model its own name.")
-        if not isinstance(pair, (tuple, list)) or len(pair) != 2:
-            raise PRXAIError(f"compare[{other!r}] must be a (model, tokenizer) pair.")
-        engines[str(other)] = make_engine(pair[0], pair[1], None)
-    engine = engines[model_name]
-    hosts = None if allowed_hosts is None else {h.lower() for h in allowed_hosts}
-    registered = {m["name"]: m for m in engine.methods()}
-    if default_methods is None:
-        default_methods = (engine.default_pr_method(), "ig")
-    defaults = [m for m in default_methods if m in registered]
-
-    def make_runner(eng: Engine) -> JobRunner:
-        def run_method(job: Job, name: str) -> Dict[str, Any]:
-            return eng.explain(job.payload["enc"], job.payload["target"], name, job.payload["params"],
-                               cancel=job.cancel_event)
-
-        def lane_of(name: str) -> str:
-            spec = eng.resolve(name)
-            return eng.lane_of(spec.name, spec.family)
-
-        return JobRunner(run_method, lane_of=lane_of, cancelled=(JobCancelled,))
-
-    runners = {name: make_runner(eng) for name, eng in engines.items()}
-    runner = runners[model_name]
-
-    def pick(source: Any) -> Tuple[str, Engine, JobRunner]:
-        name = source.get("model") if hasattr(source, "get") else None
-        if name is None or name == "":
-            name = model_name
-        if not isinstance(name, str) or name not in engines:
-            raise PRXAIError(f"unknown model {str(name)[:60]!r}; the explorer serves: {', '.join(engines)}.")
-        return name, engines[name], runners[name]
-
+    explorer = _Explorer(
+        model, tokenizer, store, dataset, model_name=model_name, max_chars=max_chars, cache_size=cache_size,
+        allowed_hosts=allowed_hosts, default_methods=default_methods, memory_budget_mb=memory_budget_mb,
+        max_method_seconds=max_method_seconds, confirm_seconds=confirm_seconds, forward_func=forward_func,
+        compare=compare,
+    )
     app = Flask(__name__, static_folder=None)
-    app.config["MAX_CONTENT_LENGTH"] = 256 * 1024
-    app.json.sort_keys = False  # type: ignore[attr-defined]
-    app.extensions["prxai_explorer"] = engine
-    app.extensions["prxai_explorer_jobs"] = runner
-    app.extensions["prxai_explorer_engines"] = engines
-
-    # ------------------------------------------------------------------ plumbing
-    @app.errorhandler(PRXAIError)
-    def _prxai_error(err: PRXAIError):
-        status = getattr(err, "status", None)
-        if status is None:
-            status = 413 if isinstance(err, InputTooLong) else 422 if isinstance(err, TooCostly) else 400
-        body = dict(error=str(err), **getattr(err, "extra", {}))
-        return jsonify(body), status
-
-    @app.errorhandler(HTTPException)
-    def _http_error(err: HTTPException):
-        code = err.code or 500
-        if code == 404:
-            message = f"not found: {request.path}"
-        elif code == 405:
-            message = f"{request.method} is not allowed on {request.path}"
-        elif code == 413:
-            message = f"the request is larger than {app.config['MAX_CONTENT_LENGTH'] // 1024} KB."
-        else:
-            message = err.description or err.name
-        resp = jsonify(error=message)
-        resp.status_code = code
-        if code == 413:  # the rest of the body was not read: the connection cannot be reused
-            resp.headers["Connection"] = "close"
-        return resp
-
-    @app.errorhandler(Exception)
-    def _internal(err: Exception):
-        logger.exception("explorer: internal error on %s %s", request.method, request.path)
-        return jsonify(error="internal error; the details are in the explorer's log."), 500
-
-    @app.before_request
-    def _check_host():
-        if hosts is not None:
-            host = (request.host or "").lower()
-            name = host.rsplit(":", 1)[0] if not host.endswith("]") else host
-            if name not in hosts and host not in hosts:
-                return jsonify(error=f"host {host[:80]!r} is not allowed; open the explorer at "
-                                     "http://127.0.0.1:<port>/."), 403
-        if request.method not in ("GET", "HEAD", "OPTIONS"):
-            origin = request.headers.get("Origin")
-            source = origin if origin is not None else request.headers.get("Referer")
-            if source is not None:
-                parts = urlsplit(source)
-                if (parts.netloc or "").lower() != (request.host or "").lower():
-                    return jsonify(error=f"cross-origin request from {source[:80]!r} refused; use the explorer's "
-                                         "own page."), 403
-        return None
-
-    @app.after_request
-    def _headers(resp: Any):
-        resp.headers.setdefault("Content-Security-Policy", _CSP)
-        resp.headers["X-Content-Type-Options"] = "nosniff"
-        resp.headers["Referrer-Policy"] = "same-origin"
-        resp.headers.setdefault("Cache-Control", "no-store")
-        return resp
-
-    def payload() -> Dict[str, Any]:
-        if not request.is_json:
-            raise _HTTPError(400, "send a JSON object with the header Content-Type: application/json.")
-        limit = int(app.config["MAX_CONTENT_LENGTH"])
-        if request.content_length is not None and request.content_length >= limit:
-            raise RequestEntityTooLarge()
-        parts, size = [], 0
-        while size < limit:  # also bounds a chunked body, which has no Content-Length
-            chunk = request.stream.read(limit - size)
-            if not chunk:
-                break
-            parts.append(chunk)
-            size += len(chunk)
-        if size >= limit:
-            raise RequestEntityTooLarge()
-        return parse_json_body(b"".join(parts))
-
-    def arg_int(name: str, default: Optional[int] = None) -> Optional[int]:
-        raw = request.args.get(name, "")
-        if raw == "":
-            return default
-        if not re.fullmatch(r"-?\d{1,9}", raw):
-            raise PRXAIError(f"query parameter {name!r} must be an integer, got {raw[:40]!r}.")
-        return int(raw)
-
-    def resolve_input(eng: Engine, data: Mapping[str, Any]) -> Tuple[str, Dict[str, Any], Encoded]:
-        truncate = check_flag(data, "truncate")
-        if data.get("example") is not None:
-            ex = data["example"]
-            if not isinstance(ex, dict) or not isinstance(ex.get("index"), int) or isinstance(ex.get("index"), bool):
-                raise PRXAIError("'example' must be {\"dataset\": name, \"index\": integer}.")
-            name = ex.get("dataset") or dataset
-            if not isinstance(name, str):
-                raise PRXAIError("'example.dataset' must be a dataset name.")
-            ds = store.get(name)
-            index = ex["index"]
-            if not 0 <= index < len(ds.texts):
-                raise PRXAIError(f"example {index} is out of range: {name} has {len(ds.texts)} examples.")
-            text = ds.texts[index]
-            label = int(ds.labels[index])
-            source: Dict[str, Any] = {"kind": "example", "dataset": name, "index": index, "label": label,
-                                      "label_name": str(ds.label_names[label])}
-            return text, source, eng.encode(text, truncate=truncate)
-        text, full_chars = eng.check_text(data.get("text"), truncate=truncate)
-        return text, {"kind": "text"}, eng.encode(text, truncate=truncate, full_chars=full_chars)
-
-    def resolve_target(data: Mapping[str, Any], probs: List[float]) -> int:
-        target = data.get("target")
-        predicted = max(range(len(probs)), key=probs.__getitem__)
-        if target is None:
-            return predicted
-        if isinstance(target, bool) or not isinstance(target, int):
-            raise PRXAIError(f"'target' must be a class index (integer) or null, got {str(target)[:40]!r}.")
-        if not 0 <= target < len(probs):
-            raise PRXAIError(f"target {target} is out of range: the model has classes 0..{len(probs) - 1}.")
-        return target
-
-    def resolve_methods(eng: Engine, data: Mapping[str, Any], params: Mapping[str, Any]) -> List[str]:
-        methods = data.get("methods")
-        if isinstance(methods, str):
-            methods = methods.split(",")
-        if not isinstance(methods, list) or not methods:
-            raise PRXAIError(f"pick at least one method ('methods': [\"{defaults[0] if defaults else 'pr-g'}\", "
-                             "\"ig\"]).")
-        if len(methods) > 4 * MAX_METHODS:
-            raise PRXAIError(f"at most {MAX_METHODS} methods at once; got {len(methods)}.")
-        names: List[str] = []
-        for raw in methods:
-            spec, _, _, _ = eng.method_key(raw, params)  # validates name and parameters
-            if spec.name not in names:
-                names.append(spec.name)
-        if len(names) > MAX_METHODS:
-            raise PRXAIError(f"at most {MAX_METHODS} methods at once; got {len(names)}.")
-        return names
-
-    def input_info(eng: Engine, text: str, source: Dict[str, Any], enc: Encoded, probs: List[float], target: int) -> Dict[str, Any]:
-        predicted = max(range(len(probs)), key=probs.__getitem__)
-        return {"text": text, "source": source, "tokens": enc.tokens, "n_tokens": len(enc.tokens),
-                "truncated": enc.truncated, "full_length": enc.full_length, "chars": len(text),
-                "full_chars": enc.full_chars, "label_names": eng.label_names,
-                "probabilities": probs, "predicted": predicted, "predicted_name": eng.label_names[predicted],
-                "target": target, "target_name": eng.label_names[target]}
-
-    def display_options(source: Mapping[str, Any], job: Optional[Job] = None, query: bool = False
-                        ) -> Tuple[bool, str]:
-        """``(merge_subwords, palette)`` of a JSON body, or of query arguments (``query``: "true" / "false")."""
-        default = job.payload["merge"] if job else False
-        if not query:
-            merge = check_flag(source, "merge_subwords", default)
-        else:
-            raw = source.get("merge_subwords", "")
-            if raw not in ("", "true", "false"):
-                raise PRXAIError(f"'merge_subwords' must be true or false, got {str(raw)[:20]!r}.")
-            merge = default if raw == "" else raw == "true"
-        palette = source.get("palette") or "default"
-        if palette not in PALETTES:
-            raise PRXAIError(f"palette must be one of {', '.join(PALETTES)}, got {str(palette)[:30]!r}.")
-        return merge, str(palette)
-
-    def render(tokens: Sequence[str], result: Mapping[str, Any], merge: bool, palette: str) -> str:
-        from captum_prxai.viz.html import token_heatmap_html
-
-        html = token_heatmap_html(tokens, result["scores"], method=result["label"], seconds=result["seconds"],
-                                  merge_subwords=merge)
-        return recolor_heatmap(html, palette)
-
-    def job_json(job: Job, merge: Optional[bool] = None, palette: str = "default") -> Dict[str, Any]:
-        snap = job.snapshot()
-        info = job.payload["input"]
-        merge = job.payload["merge"] if merge is None else merge
-        for result in snap["results"]:
-            result["html"] = render(info["tokens"], result, merge, palette)
-        snap["input"] = info
-        snap["request"] = job.payload["request"]
-        snap["merge_subwords"], snap["palette"] = merge, palette
-        snap["model"] = job.payload["model"]
-        snap["current_label"] = engines[job.payload["model"]].resolve(snap["current"]).label if snap["current"] else None
-        return snap
-
-    def parse_request(eng: Engine, data: Mapping[str, Any]) -> Tuple[Dict[str, Any], List[str], str, Dict[str, Any], Encoded]:
-        params = check_params(data.get("params"))
-        methods = resolve_methods(eng, data, params)
-        text, source, enc = resolve_input(eng, data)
-        check_flag(data, "merge_subwords")
-        return params, methods, text, source, enc
-
-    def estimates_of(eng: Engine, enc: Encoded, target: int, methods: Sequence[str], params: Mapping[str, Any]
-                     ) -> List[Dict[str, Any]]:
-        out = []
-        for name in methods:
-            e = eng.estimate(enc, name, params)
-            if eng.cached(enc, target, name, params) is not None:
-                e.update(seconds=0.0, text=f"{e['label']}: cached")
-            out.append(e)
-        return out
-
-    # ------------------------------------------------------------------ pages
-    @app.get("/")
-    def index():
-        return Response(_static("index.html"), mimetype="text/html")
-
-    @app.get("/static/<path:name>")
-    def static_file(name: str):
-        if name not in STATIC_FILES or name == "index.html":
-            return jsonify(error=f"not found: /static/{name[:80]}"), 404
-        return Response(_static(name), content_type=STATIC_FILES[name])
-
-    @app.get("/prx-style.css")
-    def prx_style():
-        from captum_prxai.viz.html import STYLE
-
-        return Response(STYLE, content_type="text/css; charset=utf-8")
-
-    @app.get("/favicon.ico")
-    def favicon():
-        return Response(b"", status=204)
-
-    # ------------------------------------------------------------------ API
-    @app.get("/api/info")
-    def info():
-        return jsonify(
-            models=[{"name": n, "model_class": type(e.model).__name__, "label_names": e.label_names,
-                     "max_tokens": e.max_tokens} for n, e in engines.items()],
-            model=model_name, model_class=type(model).__name__, label_names=engine.label_names,
-            datasets=store.names, dataset=dataset, split=store.split,
-            methods=list(registered.values()), default_methods=defaults,
-            params=param_specs(), graph_methods=[m["name"] for m in registered.values() if m["family"] == "pr-xai"],
-            palettes=list(PALETTES),
-            limits={"max_chars": engine.max_chars, "max_tokens": engine.max_tokens, "max_methods": MAX_METHODS,
-                    "max_method_seconds": engine.max_method_seconds, "confirm_seconds": engine.confirm_seconds,
-                    "memory_budget_mb": round(engine.memory_budget / 2 ** 20, 1)},
-        )
-
-    @app.get("/api/datasets/<name>")
-    def dataset_summary(name: str):
-        ds = store.get(name)
-        counts = [0] * len(ds.label_names)
-        for lab in ds.labels:
-            counts[int(lab)] += 1
-        _, eng, _ = pick(request.args)
-        return jsonify(name=name, size=len(ds.texts), label_names=[str(n) for n in ds.label_names],
-                       label_counts=counts, comparable=eng.labels_comparable(name))
-
-    @app.get("/api/examples")
-    def examples():
-        name = request.args.get("dataset") or dataset
-        correct_arg = request.args.get("correct", "")
-        if correct_arg not in ("", "correct", "wrong"):
-            raise PRXAIError(f"'correct' must be 'correct', 'wrong' or empty, got {correct_arg[:20]!r}.")
-        correct = None if correct_arg == "" else correct_arg == "correct"
-        q = request.args.get("q", "")
-        if len(q) > 200:
-            raise InputTooLong(f"the search text has {len(q)} characters; at most 200.")
-        budget = arg_int("budget", 256) or 256
-        _, eng, _ = pick(request.args)
-        return jsonify(eng.list_examples(
-            name, query=q, label=arg_int("label"), predicted=arg_int("predicted"), correct=correct,
-            start=arg_int("start", 0) or 0, limit=arg_int("limit", 20) or 20, budget=min(max(budget, 1), 1024),
-        ))
-
-    @app.post("/api/estimate")
-    def estimate():
-        data = payload()
-        _, eng, _ = pick(data)
-        params, methods, _, _, enc = parse_request(eng, data)
-        target = resolve_target(data, eng.predict(enc))
-        ests = estimates_of(eng, enc, target, methods, params)
-        return jsonify(estimates=ests, seconds=sum(e["seconds"] for e in ests), n_tokens=len(enc.tokens))
-
-    @app.post("/api/explain")
-    def explain():
-        data = payload()
-        name_, eng, run = pick(data)
-        params, methods, text, source, enc = parse_request(eng, data)
-        confirmed = check_flag(data, "confirmed")
-        probs = eng.predict(enc)
-        target = resolve_target(data, probs)
-        ests = estimates_of(eng, enc, target, methods, params)
-        eng.check_cost(ests)
-        total = sum(e["seconds"] for e in ests)
-        if total > eng.confirm_seconds and not confirmed:
-            costly = "; ".join(e["text"] for e in ests if e["seconds"] > 1)
-            raise _HTTPError(409, f"this will take about {total:.0f} s ({costly}). Run it anyway, or lower the "
-                                  "settings.", estimates=ests, seconds=total, needs_confirmation=True)
-        request_echo = {k: data[k] for k in ("methods", "params", "target", "truncate", "text", "example")
-                        if k in data}
-        request_echo.update(methods=methods, params=params, target=data.get("target"), model=name_)
-        job = Job(methods, {"enc": enc, "target": target, "params": params,
-                            "merge": check_flag(data, "merge_subwords"), "request": request_echo,
-                            "model": name_,
-                            "input": input_info(eng, text, source, enc, probs, target)},
-                  estimates={e["method"]: e["seconds"] for e in ests})
-        for name in methods:  # cached results are there at once
-            if eng.cached(enc, target, name, params) is not None:
-                job.record(name, eng.explain(enc, target, name, params))
-        run.submit(job)
-        body = job_json(job, *display_options(data, job))
-        body["estimates"] = ests
-        return jsonify(body), 200 if job.status == "done" else 202
-
-    def find_job(job_id: str) -> Job:
-        if not re.fullmatch(r"[0-9a-f]{32}", job_id):
-            raise _HTTPError(404, f"no job {job_id[:40]!r}.")
-        job = next((r.get(job_id) for r in runners.values() if r.get(job_id) is not None), None)
-        if job is None:
-            raise _HTTPError(404, f"no job {job_id!r}; it may have expired, explain again.")
-        return job
-
-    @app.get("/api/jobs/<job_id>")
-    def job_status(job_id: str):
-        job = find_job(job_id)
-        return jsonify(job_json(job, *display_options(request.args, job, query=True)))
-
-    @app.post("/api/jobs/<job_id>/cancel")
-    def job_cancel(job_id: str):
-        job = find_job(job_id)
-        runners[job.payload["model"]].cancel(job)
-        return jsonify(job_json(job))
-
-    def graph_of(eng: Engine, enc: Encoded, target: int, params: Mapping[str, Any], spec: Mapping[str, Any]) -> Dict[str, Any]:
-        method = spec.get("method") or eng.default_pr_method()
-        if not isinstance(method, str):
-            raise PRXAIError("'method' must be a method name.")
-        kwargs: Dict[str, Any] = {}
-        for key, default in (("top_edges", 30), ("nodes", 40)):
-            value = spec.get(key, default)
-            if isinstance(value, bool) or not isinstance(value, int):
-                raise PRXAIError(f"'{key}' must be an integer, got {str(value)[:40]!r}.")
-            kwargs[key] = value
-        layout = spec.get("layout") or "line"
-        if not isinstance(layout, str):
-            raise PRXAIError("'layout' must be 'line' or 'circle'.")
-        return eng.graph_svg(enc, target, method, params, layout=layout, **kwargs)
-
-    @app.post("/api/graph")
-    def graph():
-        data = payload()
-        _, eng, _ = pick(data)
-        params = check_params(data.get("params"))
-        _, _, enc = resolve_input(eng, data)
-        target = resolve_target(data, eng.predict(enc))
-        return jsonify(graph_of(eng, enc, target, params, data))
-
-    @app.post("/api/export")
-    def export():
-        from captum_prxai.viz.html import comparison_page
-
-        data = payload()
-        merge, palette = display_options(data)
-        if data.get("job") is not None:  # exactly what the page shows: the job's finished results
-            if not isinstance(data["job"], str):
-                raise PRXAIError("'job' must be a job id.")
-            job = find_job(data["job"])
-            shown_model, eng = job.payload["model"], engines[job.payload["model"]]
-            enc, target, params = job.payload["enc"], job.payload["target"], job.payload["params"]
-            info_ = job.payload["input"]
-            text, source, probs = info_["text"], info_["source"], info_["probabilities"]
-            results = [job.results[m] for m in job.methods if m in job.results]
-            if not results:
-                raise PRXAIError("no method of this job has finished yet; nothing to export.")
-            missing = [m for m in job.methods if m not in job.results]
-        else:  # an explain body: computed now (for scripts)
-            shown_model, eng, _ = pick(data)
-            params, methods, text, source, enc = parse_request(eng, data)
-            probs = eng.predict(enc)
-            target = resolve_target(data, probs)
-            results = [eng.explain(enc, target, name, params) for name in methods]
-            missing = []
-        graph_spec = data.get("graph")
-        if isinstance(graph_spec, str):
-            graph_spec = {"method": graph_spec}
-        if graph_spec is not None and not isinstance(graph_spec, dict):
-            raise PRXAIError("'graph' must be null or {\"method\", \"top_edges\", \"nodes\", \"layout\"}.")
-        extra = ""
-        if graph_spec:
-            drawn = graph_of(eng, enc, target, params, graph_spec)
-            extra = (f"<h2>{_esc(drawn['label'])} graph</h2><p class=\"prx-meta\">{_esc(drawn['title'])}</p>"
-                     f"<div class=\"prx-graph\">{drawn['svg']}</div>")
-        labels = eng.label_names
-        predicted = max(range(len(probs)), key=probs.__getitem__)
-        described = ", ".join(f"{r['label']} ({', '.join(f'{k}={v}' for k, v in r['params'].items())})"
-                              if r["params"] else r["label"] for r in results)
-        title = f"Why {labels[target]}? {text[:80]}{'...' if len(text) > 80 else ''}"
-        note = ""
-        if missing:
-            note = f"; not finished when exported: {_esc(', '.join(missing))}"
-        page = comparison_page(
-            enc.tokens, {r["label"]: r["scores"] for r in results}, title=title,
-            predicted_label=labels[predicted], probability=probs[predicted],
-            timings={r["label"]: r["seconds"] for r in results}, merge_subwords=merge,
-            extra_html="<style>.prx-graph svg{max-width:100%;height:auto;display:block}</style>" + extra
-            + f'<p class="prx-meta">model: {_esc(shown_model)}; explained class: {_esc(labels[target])}; '
-            f"methods: {_esc(described)}{note}"
-            + (f"; source: {_esc(source['dataset'])} #{source['index']} (true class {_esc(source['label_name'])})"
-               if source["kind"] == "example" else "") + "</p>",
-        )
-        page = recolor_heatmap(page, palette)
-        slug = re.sub(r"[^a-z0-9]+", "-", text[:40].lower()).strip("-") or "text"
-        resp = Response(page, content_type="text/html; charset=utf-8")
-        resp.headers["Content-Disposition"] = f'attachment; filename="prxai-{slug}.html"'
-        return resp
-
-    @app.get("/api/stats")
-    def stats():
-        name_, eng, run = pick(request.args)
-        return jsonify(dict(eng.stats(), model=name_, queued=run.queued()))
-
+    _configure_app(app, explorer)
+    _register_error_handlers(app)
+    _register_request_guards(app, explorer)
+    _register_page_routes(app)
+    _register_data_routes(app, explorer)
+    _register_explain_routes(app, explorer)
+    _register_graph_routes(app, explorer)
     return app
