@@ -43,9 +43,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     what.add_argument("--model", default="default",
                       help="'default' (embedded MiniLM sentiment model), a local checkpoint folder, or the name "
                            "of a model trained with 'captum-prxai train' (default: %(default)s)")
-    what.add_argument("--methods", default="pr-g",
+    what.add_argument("--methods", default=None,
                       help="comma-separated methods of the registry (see 'captum-prxai benchmark --list-methods') "
-                           "(default: %(default)s)")
+                           "(default: the default method, PageRankAttribution's)")
     what.add_argument("--option", action="append", default=[], metavar="METHOD.KEY=VALUE",
                       help="method option, e.g. --option pr-g.damping=0.5 (repeatable)")
     what.add_argument("--target", type=_target, default="predicted",

@@ -130,7 +130,7 @@ def attribute_dataset(
     encoding: str = "utf-8",
     limit: Optional[int] = None,
     model: Union[str, Tuple[Any, Any]] = "default",
-    methods: Union[str, Sequence[str]] = "pr-g",
+    methods: Optional[Union[str, Sequence[str]]] = None,
     method_options: Optional[Dict[str, Dict[str, Any]]] = None,
     target: Union[str, int] = "predicted",
     long: str = "truncate",
@@ -172,7 +172,8 @@ def attribute_dataset(
         limit: Explain only the first ``limit`` texts.
         model: ``"default"``, a checkpoint folder, a trained model's name, or a
             ``(model, tokenizer)`` pair.
-        methods: Registry names, comma-separated or a list (e.g. ``"pr-g,pr-a"``).
+        methods: Registry names, comma-separated or a list (e.g. ``"pr-g,pr-a"``); default: the
+            default method (:func:`captum_prxai.methods.default_method`).
         method_options: Per-method overrides, e.g. ``{"pr-g": {"damping": 0.5}}``.
         target: ``"predicted"``, ``"label"`` or a class index.
         long: ``"truncate"``, ``"windows"`` or ``"skip"`` for texts over the limit.
@@ -208,7 +209,8 @@ def attribute_dataset(
         raise PRXAIError(f"unknown long-text policy {long!r}; choose from: {', '.join(LONG_POLICIES)}.")
     if token_budget < 1 or shard_size < 1 or actors < 1 or cpus_per_actor < 1:
         raise PRXAIError("token_budget, shard_size, actors and cpus_per_actor must be positive.")
-    names = method_registry().parse_methods(methods)
+    registry = method_registry()
+    names = registry.parse_methods(registry.default_method() if methods is None else methods)
     ShardStore(output, format, names, {"run_key": ""}).check_writable()  # format, pyarrow, permissions: early
     corpus = read_corpus(input, dataset=dataset, split=split, text_column=text_column, id_column=id_column,
                          label_column=label_column, encoding=encoding, limit=limit)

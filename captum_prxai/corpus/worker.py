@@ -111,7 +111,7 @@ class Worker:
     def __init__(
         self,
         model: Union[str, Tuple[Any, Any]] = "default",
-        methods: Sequence[str] = ("pr-g",),
+        methods: Optional[Sequence[str]] = None,
         method_options: Optional[Dict[str, Dict[str, Any]]] = None,
         target: Union[str, int] = "predicted",
         long: str = "truncate",
@@ -133,7 +133,7 @@ class Worker:
         if not (target in ("predicted", "label") or (isinstance(target, int) and not isinstance(target, bool))):
             raise PRXAIError(f"target must be 'predicted', 'label' or a class index, got {target!r}.")
         registry = method_registry()
-        self.methods = registry.parse_methods(list(methods))
+        self.methods = registry.parse_methods(registry.default_method() if methods is None else list(methods))
         self.model, self.tokenizer = load_model_spec(model)
         if device == "auto":
             device = "cuda" if torch.cuda.is_available() else "cpu"
