@@ -194,7 +194,7 @@ class PageRankAttribution(AttentionGraphAttribution):
             self-loops when the attention is causal, where they trap the walk
             (see :func:`~captum_prxai.graph.builders.drop_self_loops`).
         attention_power (float): ``γ`` of ``edge_weight="tempered_attention_gradient"``,
-            ``(A^γ ⊙ dA)⁺``, in ``[0, 2]``. Default: 0.25.
+            ``(A^γ ⊙ dA)⁺``, in ``[0, 2]``. Default: 0.5.
         pad_token_id (int, optional): Padding id, used as the mask when no
             attention mask reaches :meth:`attribute` (see
             :class:`~captum_prxai.attr._base.AttentionGraphAttribution`).
@@ -229,7 +229,7 @@ class PageRankAttribution(AttentionGraphAttribution):
         signed: bool = False,
         self_loops: str = "auto",
         pad_token_id: Optional[int] = None,
-        attention_power: float = 0.25,
+        attention_power: float = 0.5,
     ) -> None:
         super().__init__(forward_func, layers, attention_fn, head_reduction, target_position, capture, pad_token_id)
         #: every graph option, checked once; the attributes below mirror it
@@ -506,7 +506,7 @@ class PRTemperedAttentionGradient(PageRankAttribution):
     r"""PR-TAG: :class:`PageRankAttribution` with edges ``(A^γ ⊙ dA)⁺``, attention tempered by ``γ`` times its gradient.
 
     Between PR-G (``γ = 0``) and PR-AG (``γ = 1``); ``attention_power=γ``
-    (default 0.25, chosen by the worst-case rule of docs/default_search.md).
+    (default 0.5, chosen by the worst-case rule of docs/default_search.md).
     Other keyword arguments as in :class:`PageRankAttribution`.
     """
 

@@ -52,14 +52,14 @@ def _attention_gradient_abs(attention: Tensor, grad: Optional[Tensor]) -> Tensor
     return (attention * grad).abs_()
 
 
-def tempered_attention_gradient(power: float = 0.25) -> EdgeWeight:
+def tempered_attention_gradient(power: float = 0.5) -> EdgeWeight:
     r"""``(A^γ ⊙ dA)⁺`` with ``γ = power``: attention tempered by a power, times its gradient.
 
     One family between PR-G (``γ = 0``: ``dA⁺``) and PR-AG (``γ = 1``:
     ``(A ⊙ dA)⁺``). A small power keeps the gradient's sign and size where
     the attention is weak but not zero, while still discounting edges the
-    model barely attends to. ``γ = 0.25`` was chosen by the worst-case rule
-    of docs/default_search.md.
+    model barely attends to. ``γ = 0.5`` was chosen by the worst-case rule
+    of docs/default_search.md (over six cells, two encoders and a decoder).
     """
     if isinstance(power, bool) or not isinstance(power, (int, float)) or not 0.0 <= float(power) <= 2.0:
         raise PRXAIError(f"attention_power must be a number in [0, 2], got {power!r}.")
@@ -82,7 +82,7 @@ EDGE_WEIGHTS: dict[str, EdgeWeight] = {
     "attention_gradient": _attention_gradient,
     "gradient_abs": _gradient_abs,
     "attention_gradient_abs": _attention_gradient_abs,
-    "tempered_attention_gradient": tempered_attention_gradient(0.25),
+    "tempered_attention_gradient": tempered_attention_gradient(0.5),
 }
 
 #: Head reductions: ``(B, H, T, T) -> (B, T, T)``.
@@ -97,7 +97,7 @@ def edge_weight_fn(edge_weight: Union[str, EdgeWeight], attention_power: Optiona
     """Resolve an edge-weight name (or pass a callable through).
 
     ``attention_power`` is the ``γ`` of ``"tempered_attention_gradient"``
-    (default 0.25); other edge weights take none.
+    (default 0.5); other edge weights take none.
     """
     if callable(edge_weight):
         return edge_weight

@@ -55,8 +55,8 @@ __all__ = [
 
 #: Default PageRank damping, chosen by the ablation in docs/benchmarks.md (0.5-0.95 tried).
 DEFAULT_DAMPING = 0.7
-#: Default edge weight of :class:`~captum_prxai.PageRankAttribution`: PR-TAG, ``(A^0.25 ⊙ dA)⁺``, chosen by the
-#: worst-case rule over five domains (docs/default_search.md).
+#: Default edge weight of :class:`~captum_prxai.PageRankAttribution`: PR-TAG, ``(A^0.5 ⊙ dA)⁺``, chosen by the
+#: worst-case rule over six tune cells, two encoders and a decoder (docs/default_search.md).
 DEFAULT_EDGE_WEIGHT = "tempered_attention_gradient"
 
 _POLICIES = ("auto", "keep", "drop")
@@ -128,7 +128,7 @@ class GraphSpec:
         max_iter (int): PageRank iteration limit, at least 1. Default: 100.
         signed (bool): Give each score the sign of the token's gradient x input.
         attention_power (float): ``γ`` in ``[0, 2]`` of
-            ``"tempered_attention_gradient"``. Default: 0.25.
+            ``"tempered_attention_gradient"``. Default: 0.5.
 
     All values are checked here, so a bad option fails when the attribution
     is constructed, before any pass through the model.
@@ -150,7 +150,7 @@ class GraphSpec:
     tol: float = 1e-6
     max_iter: int = 100
     signed: bool = False
-    attention_power: float = 0.25
+    attention_power: float = 0.5
     _edge: EdgeWeight = field(init=False, repr=False)
 
     def __post_init__(self) -> None:

@@ -322,7 +322,7 @@ def register_defaults() -> None:
         ("pr-a", "PR-A", "PRAttention", "PageRank on attention weights (PR-XAI)", ()),
         ("pr-g", "PR-G", "PRGradient", "PageRank on attention gradients (PR-XAI)", ()),
         ("pr-tag", "PR-TAG", "PRTemperedAttentionGradient",
-         "PageRank on tempered attention x attention-gradient, (A^0.25 dA)+ (PR-XAI)", ()),
+         "PageRank on tempered attention x attention-gradient, (A^0.5 dA)+ (PR-XAI)", ()),
     ]
     for name, label, cls, desc, aliases in pr:
         register_method(name, label, "pr-xai", desc, pr_factory(name, label, cls), aliases, defaults=pr_defaults(cls))
