@@ -121,6 +121,8 @@ def test_pr_options_are_one_spec(tiny_model_factory):
     assert pr.spec.edge_weight == "gradient" and pr.damping == 0.8 == pr.spec.damping
     pr.damping = 0.6
     assert pr.spec.damping == 0.6
+    pr.head_reduction = "max"
+    assert pr.spec.head_reduction == "max" == pr.head_reduction
     with pytest.raises(cp.PRXAIError, match="damping"):
         pr.damping = 2.0
     assert cp.PageRankAttribution(forward_for(model), cp.attention_layers(model)).spec.edge_weight == (

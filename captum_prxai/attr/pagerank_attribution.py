@@ -263,6 +263,20 @@ class PageRankAttribution(AttentionGraphAttribution):
     attention_power = _option("attention_power")
     del _option
 
+    @property
+    def head_reduction(self) -> str:  # type: ignore[override]
+        """The ``head_reduction`` option (see :class:`~captum_prxai.graph.spec.GraphSpec`)."""
+        spec = self.__dict__.get("spec")
+        return spec.head_reduction if spec is not None else self.__dict__["_head_reduction"]
+
+    @head_reduction.setter
+    def head_reduction(self, value: str) -> None:
+        spec = self.__dict__.get("spec")
+        if spec is None:  # set by the base class before the spec exists
+            self.__dict__["_head_reduction"] = value
+        else:
+            self.spec = spec.replace(head_reduction=value)
+
     # -- one graph pipeline ---------------------------------------------------------------------
     def _needs_gradients(self) -> bool:
         return self.spec.needs_gradients
