@@ -16,11 +16,18 @@ from dataclasses import dataclass
 from typing import Any, Callable, Optional, Sequence, Union
 
 import torch
+from captum._utils.common import _format_additional_forward_args
 from captum.log import log_usage
 from torch import Tensor, nn
 
-from captum_prxai.attr._base import AttentionGraphAttribution, TargetType, _check_inputs, _find_attention_mask
-from captum_prxai.capture import CapturedGraph, target_positions
+from captum_prxai.attr._base import (
+    AttentionGraphAttribution,
+    TargetType,
+    _check_inputs,
+    _find_attention_mask,
+    _format_target,
+)
+from captum_prxai.capture import CapturedGraph, check_memory, target_positions
 from captum_prxai.exceptions import PRXAIError
 from captum_prxai.graph.edges import EdgeWeight
 from captum_prxai.graph.pagerank import pagerank
@@ -89,14 +96,12 @@ class GraphExplanation:
     @property
     def node_layer(self) -> Tensor:
         """``(N,)`` layer of each node (all 0 for the token graph; 0 = input tokens)."""
-        tokens = self.mask.shape[1]
-        return torch.arange(self.built.num_layers + 1, device=self.mask.device).repeat_interleave(tokens)
+        return self.built.node_layer
 
     @property
     def node_position(self) -> Tensor:
         """``(N,)`` token position of each node."""
-        tokens = self.mask.shape[1]
-        return torch.arange(tokens, device=self.mask.device).repeat(self.built.num_layers + 1)
+        return self.built.node_position
 
     @property
     def node_mask(self) -> Tensor:
@@ -409,8 +414,6 @@ class PageRankAttribution(AttentionGraphAttribution):
         self._check_length(window)
         batch, length = ids.shape
         given_extra = additional_forward_args is not None
-        from captum._utils.common import _format_additional_forward_args
-
         extra = _format_additional_forward_args(additional_forward_args) or ()
         mask, self.mask_source_ = _find_attention_mask(attention_mask, extra, ids, self._pad_token_id())
         targets = _format_long_targets(target, batch, ids.device)
@@ -450,10 +453,7 @@ class PageRankAttribution(AttentionGraphAttribution):
         else:
             window_args = (window_mask.long(),)
         step = internal_batch_size or windows
-        check_memory_layers = self.layers
-        from captum_prxai.capture import check_memory
-
-        check_memory(check_memory_layers, min(step, windows), window_ids.shape[1], ids.device, self.capture,
+        check_memory(self.layers, min(step, windows), window_ids.shape[1], ids.device, self.capture,
                      self.attention_fn)
         if target is None:
             with torch.no_grad():
@@ -549,8 +549,6 @@ def _cat_built(parts: list[BuiltGraph]) -> BuiltGraph:
 
 
 def _format_long_targets(target: TargetType, batch: int, device: torch.device) -> Optional[Tensor]:
-    from captum_prxai.attr._base import _format_target
-
     targets = _format_target(target, batch, device)
     if targets is not None and (targets < 0).any():
         raise PRXAIError(f"target must be a non-negative class index, got {targets.tolist()}.")
@@ -580,8 +578,6 @@ def _cut(value: Any, positions: Tensor, window_mask: Tensor, length: int, window
         cut = value[positions]
         shape = window_mask.shape + (1,) * (cut.dim() - 2)
         return cut * window_mask.reshape(shape).to(cut.dtype) if cut.dtype != torch.bool else cut & window_mask
-    if isinstance(value, Tensor) and value.dim() == 0:
-        return value
     return value
 
 

@@ -219,21 +219,6 @@ class GraphSpec:
         """
         return _edge_map(self._edge, self.head_reduction, attention, grad)
 
-    def key(self) -> tuple:
-        """A hashable summary of the options (a callable or tensor by identity), e.g. for caches."""
-        def part(value: Any) -> Any:
-            if isinstance(value, Tensor):
-                return ("tensor", id(value))
-            if callable(value):
-                return ("callable", getattr(value, "__qualname__", repr(value)), id(value))
-            return value
-
-        return tuple(
-            (name, part(getattr(self, name)))
-            for name in ("edge_weight", "head_reduction", "graph", "residual", "normalize_layers", "sink",
-                         "self_loops", "teleport", "damping", "tol", "max_iter", "signed", "attention_power")
-        )
-
 
 @dataclass
 class BuiltGraph:
@@ -258,6 +243,17 @@ class BuiltGraph:
         """``L`` for the layered graph, 0 for the token graph."""
         return len(self.transitions) if self.transitions is not None else 0
 
+    @property
+    def node_layer(self) -> Tensor:
+        """``(N,)`` layer of each node (all 0 for the token graph; 0 = input tokens)."""
+        tokens = self.mask.shape[1]
+        return torch.arange(self.num_layers + 1, device=self.mask.device).repeat_interleave(tokens)
+
+    @property
+    def node_position(self) -> Tensor:
+        """``(N,)`` token position of each node."""
+        return torch.arange(self.mask.shape[1], device=self.mask.device).repeat(self.num_layers + 1)
+
     def layered_adjacency(self) -> tuple[Tensor, Tensor, Tensor, Tensor]:
         """The layered graph as one ``(B, N, N)`` adjacency with ``N = (L + 1) T`` nodes.
 
@@ -277,9 +273,7 @@ class BuiltGraph:
             adjacency[:, rows, cols] = weights
         teleport = torch.zeros(batch, nodes, dtype=self.teleport.dtype, device=self.teleport.device)
         teleport[:, layers * tokens :] = self.teleport
-        node_layer = torch.arange(layers + 1, device=ref.device).repeat_interleave(tokens)
-        node_position = torch.arange(tokens, device=ref.device).repeat(layers + 1)
-        return adjacency, teleport, node_layer, node_position
+        return adjacency, teleport, self.node_layer, self.node_position
 
 
 def _apply_policies(spec: GraphSpec, maps: list[Tensor], mask: Tensor, causal: bool) -> list[Tensor]:
@@ -359,7 +353,3 @@ def apply_sign(spec: GraphSpec, scores: Tensor, input_gradient: Optional[Tensor]
     if input_gradient is None:
         raise PRXAIError("signed=True needs gradients; the attention maps were captured without a backward pass.")
     return torch.where(input_gradient < 0, -scores, scores)
-
-
-#: Callable type of :func:`score_graph`, for consumers that take a scorer.
-Scorer = Callable[[GraphSpec, BuiltGraph], Tensor]
