@@ -1,11 +1,15 @@
-"""AttnLRP (lxt, "LRP eXplains Transformers") token relevances for an exported BERT classifier.
+"""AttnLRP (lxt, "LRP eXplains Transformers") token relevances for an exported classifier.
 
 Runs in the SEPARATE venv /work/lxt-venv (lxt 2.1, transformers 4.52.4, torch 2.13.0+cpu), not in
 the project's venv: see README.md beside this file. Input: the examples file written by
-export_examples.py (project venv) and the merged model directory it saved.
+export_examples.py (project venv) and the model directory it saved. The architecture is read from
+the model's config.json: ``bert`` (BertForSequenceClassification: MiniLM) or ``llama``
+(LlamaForSequenceClassification: SmolLM2, head on the last non-padding token). Anything else (e.g.
+``mpnet``) stops with an error: lxt 2.1 has AttnLRP rules (``lxt.efficient.models``) only for
+llama, qwen2, qwen3, gemma3, bert, gpt2 and the torchvision ViT.
 
 Recipe (lxt's efficient implementation, as in its README):
-  monkey_patch(transformers.models.bert.modeling_bert)  # AttnLRP rules via Gradient*Input
+  monkey_patch(transformers.models.<arch>.modeling_<arch>)  # AttnLRP rules via Gradient*Input
   embeds = word_embeddings(input_ids).requires_grad_()
   logits = model(inputs_embeds=embeds).logits
   logits[0, target].backward()
@@ -14,9 +18,13 @@ Recipe (lxt's efficient implementation, as in its README):
 target = argmax of the project's stored logits (the project model's predicted class).
 
 Per example it also records: logit_diff (max |lxt logits - project logits|), relevance_sum (sum of
-the token scores, i.e. relevance on the word embeddings), relevance_sum_embeddings (relevance on the
-full embedding input word + position + token-type, taken at the input of the embedding LayerNorm),
-target_logit, and time_s (forward + backward, one thread).
+the token scores, i.e. relevance on the word embeddings), relevance_sum_embeddings (BERT: relevance
+on the full embedding input word + position + token-type, taken at the input of the embedding
+LayerNorm; Llama: the word embeddings are the whole input (rotary positions), so it equals
+relevance_sum), layer_relevance (activation x gradient summed at each of the model's hidden states,
+``output_hidden_states``: BERT [embedding output, layer 0 .. L-1 outputs]; Llama [input embeddings,
+layer 0 .. L-2 outputs, final-norm output]), head_position (the token the classification head
+reads), target_logit, and time_s (forward + backward, one thread).
 """
 import argparse
 import importlib.machinery
@@ -33,6 +41,7 @@ torch.set_num_threads(1)
 
 import transformers  # noqa: E402  (must be imported before the torchvision stub below)
 import transformers.models.bert.modeling_bert as modeling_bert  # noqa: E402
+import transformers.models.llama.modeling_llama as modeling_llama  # noqa: E402
 
 
 def _stub_torchvision_if_broken() -> str:
@@ -55,30 +64,61 @@ def _stub_torchvision_if_broken() -> str:
         return f"stub ({type(exc).__name__}: {exc})"
 
 
+def load_patched(model_dir: str, attn: str):
+    """lxt-patched model for the architecture in ``model_dir/config.json``.
+
+    Returns ``(model, embedding_norm or None, head_position(ids) -> int, description)``."""
+    import lxt  # noqa: F401
+    from lxt.efficient import monkey_patch
+    from lxt.efficient.models import DEFAULT_MAP
+
+    with open(os.path.join(model_dir, "config.json")) as f:
+        model_type = json.load(f)["model_type"]
+    if model_type == "bert":
+        monkey_patch(modeling_bert, verbose=True)
+        model = modeling_bert.BertForSequenceClassification.from_pretrained(model_dir, attn_implementation=attn)
+        attn_cls = type(model.bert.encoder.layer[0].attention.self)
+        assert attn_cls.__module__ == "lxt.efficient.models.bert", f"BERT not patched: {attn_cls}"
+        return model, model.bert.embeddings.LayerNorm, lambda ids: len(ids) - 1, f"attention {attn_cls.__name__}"
+    if model_type == "llama":
+        monkey_patch(modeling_llama, verbose=True)
+        model = modeling_llama.LlamaForSequenceClassification.from_pretrained(model_dir, attn_implementation=attn)
+        for fn in (modeling_llama.eager_attention_forward, modeling_llama.LlamaRMSNorm.forward,
+                   modeling_llama.LlamaMLP.forward):
+            assert fn.__module__ == "lxt.efficient.patches", f"Llama not patched: {fn}"
+        pad = model.config.pad_token_id
+
+        def head_position(ids):  # as LlamaForSequenceClassification: the rightmost non-padding token
+            real = [i for i, t in enumerate(ids) if t != pad]
+            return real[-1] if real else 0
+
+        return model, None, head_position, (f"attention {model.config._attn_implementation} (wrapped by lxt), "
+                                            f"pad_token_id {pad}, rope_theta {model.config.rope_theta}")
+    supported = ", ".join(m.__name__.rsplit(".", 1)[-1] for m in DEFAULT_MAP)
+    raise SystemExit(f"lxt {getattr(lxt, '__version__', '2.1')} has no AttnLRP rules for model_type "
+                     f"{model_type!r}; lxt.efficient.models.DEFAULT_MAP covers: {supported}")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--examples", default="/tmp/prxai-attnlrp-examples.jsonl")
-    p.add_argument("--model-dir", default="/tmp/prxai-default-merged")
+    p.add_argument("--examples", default="/tmp/prxai-attnlrp/minilm--movie-sentences/examples.jsonl")
+    p.add_argument("--model-dir", default="/tmp/prxai-attnlrp/minilm--movie-sentences/model")
     p.add_argument("--out", required=True)
     p.add_argument("--attn", default="eager", choices=("eager", "sdpa"),
-                   help="lxt patches both BERT attention classes; eager is the plain matmul path")
+                   help="lxt patches both attention paths; eager is the plain matmul path")
     p.add_argument("--limit", type=int, default=None, help="only the first N examples")
     a = p.parse_args()
 
     tv = _stub_torchvision_if_broken()
     import lxt
-    from lxt.efficient import monkey_patch
 
-    monkey_patch(modeling_bert, verbose=True)
-    model = modeling_bert.BertForSequenceClassification.from_pretrained(a.model_dir, attn_implementation=a.attn)
+    model, emb_norm, head_position, desc = load_patched(a.model_dir, a.attn)
     model.eval()
-    attn_cls = type(model.bert.encoder.layer[0].attention.self)
-    assert attn_cls.__module__ == "lxt.efficient.models.bert", f"BERT not patched: {attn_cls}"
     print(f"torch {torch.__version__}, transformers {transformers.__version__}, "
-          f"lxt {getattr(lxt, '__version__', 'n/a')}, torchvision {tv}; attention {attn_cls.__name__}",
+          f"lxt {getattr(lxt, '__version__', 'n/a')}, torchvision {tv}; {type(model).__name__}, {desc}",
           file=sys.stderr)
 
-    # Capture the input of the embedding LayerNorm (word + position + token-type embeddings).
+    # BERT: capture the input of the embedding LayerNorm (word + position + token-type embeddings).
     captured = {}
 
     def _pre_hook(_module, args):
@@ -86,27 +126,44 @@ def main() -> None:
         x.retain_grad()
         captured["x"] = x
 
-    model.bert.embeddings.LayerNorm.register_forward_pre_hook(_pre_hook)
+    if emb_norm is not None:
+        emb_norm.register_forward_pre_hook(_pre_hook)
 
     examples = [json.loads(line) for line in open(a.examples)]
     if a.limit is not None:
         examples = examples[: a.limit]
     os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
     embed = model.get_input_embeddings()
+    is_llama = model.config.model_type == "llama"
     with open(a.out, "w") as f:
         for e in examples:
             ids = torch.tensor([e["input_ids"]])
             ours = torch.tensor(e["logits"])
             target = int(ours.argmax())
+            pos = head_position(e["input_ids"])
             t0 = time.perf_counter()
             embeds = embed(ids).detach().requires_grad_()
-            logits = model(inputs_embeds=embeds, attention_mask=torch.ones_like(ids)).logits
+            kwargs = {"use_cache": False} if is_llama else {}
+            if pos == ids.shape[1] - 1:
+                out = model(inputs_embeds=embeds, attention_mask=torch.ones_like(ids), output_hidden_states=True,
+                            **kwargs)
+                logits, hidden = out.logits, out.hidden_states
+            else:  # Llama input ending in padding tokens: the head reads the rightmost real token
+                out = model.model(inputs_embeds=embeds, attention_mask=torch.ones_like(ids),
+                                  output_hidden_states=True, **kwargs)
+                logits, hidden = model.score(out.last_hidden_state[:, pos]), out.hidden_states
+            for h in hidden:
+                h.retain_grad()
             logits[0, target].backward()
             rel = (embeds * embeds.grad).sum(-1)[0]
             elapsed = time.perf_counter() - t0
-            x = captured.pop("x")
-            rel_all = float((x.detach() * x.grad).sum())
             scores = [float(v) for v in rel.detach()]
+            if emb_norm is not None:
+                x = captured.pop("x")
+                rel_all = float((x.detach() * x.grad).sum())
+            else:
+                rel_all = float(rel.detach().sum())
+            layers = [float((h.detach() * h.grad).sum()) if h.grad is not None else 0.0 for h in hidden]
             rec = {
                 "example": e["example"],
                 "input_ids": e["input_ids"],
@@ -116,6 +173,8 @@ def main() -> None:
                 "logit_diff": float((logits[0].detach() - ours).abs().max()),
                 "relevance_sum": float(rel.detach().sum()),
                 "relevance_sum_embeddings": rel_all,
+                "layer_relevance": layers,
+                "head_position": pos,
                 "target_logit": float(logits[0, target].detach()),
                 "finite": all(math.isfinite(s) for s in scores),
                 "time_s": elapsed,
