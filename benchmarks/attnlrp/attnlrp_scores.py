@@ -24,7 +24,7 @@ LayerNorm; Llama: the word embeddings are the whole input (rotary positions), so
 relevance_sum), layer_relevance (activation x gradient summed at each of the model's hidden states,
 ``output_hidden_states``: BERT [embedding output, layer 0 .. L-1 outputs]; Llama [input embeddings,
 layer 0 .. L-2 outputs, final-norm output]), head_position (the token the classification head
-reads), target_logit, and time_s (forward + backward, one thread).
+reads: BERT 0, the [CLS] token of the pooler; Llama the last non-padding token), target_logit, and time_s (forward + backward, one thread).
 """
 import argparse
 import importlib.machinery
@@ -67,7 +67,8 @@ def _stub_torchvision_if_broken() -> str:
 def load_patched(model_dir: str, attn: str):
     """lxt-patched model for the architecture in ``model_dir/config.json``.
 
-    Returns ``(model, embedding_norm or None, head_position(ids) -> int, description)``."""
+    Returns ``(model, embedding_norm or None, head_position(ids) -> int, description)``; head_position is
+    the token the classification head reads (BERT: the pooler's [CLS], position 0)."""
     import lxt  # noqa: F401
     from lxt.efficient import monkey_patch
     from lxt.efficient.models import DEFAULT_MAP
@@ -79,7 +80,7 @@ def load_patched(model_dir: str, attn: str):
         model = modeling_bert.BertForSequenceClassification.from_pretrained(model_dir, attn_implementation=attn)
         attn_cls = type(model.bert.encoder.layer[0].attention.self)
         assert attn_cls.__module__ == "lxt.efficient.models.bert", f"BERT not patched: {attn_cls}"
-        return model, model.bert.embeddings.LayerNorm, lambda ids: len(ids) - 1, f"attention {attn_cls.__name__}"
+        return model, model.bert.embeddings.LayerNorm, lambda ids: 0, f"attention {attn_cls.__name__}"
     if model_type == "llama":
         monkey_patch(modeling_llama, verbose=True)
         model = modeling_llama.LlamaForSequenceClassification.from_pretrained(model_dir, attn_implementation=attn)
@@ -144,7 +145,7 @@ def main() -> None:
             t0 = time.perf_counter()
             embeds = embed(ids).detach().requires_grad_()
             kwargs = {"use_cache": False} if is_llama else {}
-            if pos == ids.shape[1] - 1:
+            if not is_llama or pos == ids.shape[1] - 1:
                 out = model(inputs_embeds=embeds, attention_mask=torch.ones_like(ids), output_hidden_states=True,
                             **kwargs)
                 logits, hidden = out.logits, out.hidden_states

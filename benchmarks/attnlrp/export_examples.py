@@ -4,6 +4,7 @@ Runs in the project's own venv (captum_prxai installed). For a cell of ``benchma
 (``--cell minilm--tweets``: its model, number of examples and max_length) it writes:
   <model_dir>/          the model (save_pretrained) and its tokenizer
   <examples>            one JSON line per example: example, text, input_ids, label, logits (ours)
+  <examples stem>.cell.json   the cell, model name, n, seed and max_length (read by summarize.py)
 
 The examples are exactly those of the matrix cell: dataset_half(load_dataset(<dataset>, "test"),
 "holdout"), select_examples(len, n, seed), tokenised as the benchmark does (truncation=True at the
@@ -99,6 +100,10 @@ def main() -> None:
                 logits = forward(ids, mask)[0].tolist()
             f.write(json.dumps({"example": i, "text": ds.texts[i], "input_ids": ids[0].tolist(),
                                 "label": ds.labels[i], "logits": logits}) + "\n")
+    info = {"cell": cell.name, "model": cell.model, "dataset": cell.dataset, "n": n, "seed": a.seed,
+            "max_length": max_length, "model_dir": str(model_dir), "examples": str(examples),
+            "config_keys_added": added}
+    examples.with_name(examples.stem + ".cell.json").write_text(json.dumps(info, indent=1) + "\n")
     print(f"{cell.name}: wrote {len(idx)} examples (max_length {max_length}) to {examples}; model "
           f"{cell.model} to {model_dir} ({type(model).__name__}, attn={model.config._attn_implementation}, "
           f"pad_token_id={model.config.pad_token_id}); config keys added for transformers 4.x: {added or 'none'}")

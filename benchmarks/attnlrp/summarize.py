@@ -47,17 +47,20 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--scores", required=True)
     p.add_argument("--examples", required=True, help="the examples file given to attnlrp_scores.py")
-    p.add_argument("--model-dir", required=True)
-    p.add_argument("--cell", required=True, help="matrix cell name, e.g. minilm--tweets")
-    p.add_argument("--model-name", required=True, help="the project model name, e.g. minilm-tweets")
-    p.add_argument("--max-length", type=int, required=True)
+    p.add_argument("--cell-info", default=None,
+                   help="the export's <examples stem>.cell.json (default: beside --examples)")
+    p.add_argument("--matrix-results", default=None,
+                   help="the matrix cell's results.csv: its examples, targets and token counts are checked")
     p.add_argument("--compare", default=None, help="scores.jsonl of a second run (e.g. --attn sdpa)")
     p.add_argument("--compare-label", default="eager vs sdpa lxt attention paths")
     p.add_argument("--out", required=True)
     a = p.parse_args()
 
     recs = [json.loads(line) for line in open(a.scores)]
-    raw = Path(a.examples).read_bytes()
+    ex_path = Path(a.examples)
+    info = json.loads(Path(a.cell_info or ex_path.with_name(ex_path.stem + ".cell.json")).read_text())
+    a.cell, a.model_name, a.max_length, a.model_dir = info["cell"], info["model"], info["max_length"], info["model_dir"]
+    raw = ex_path.read_bytes()
     exs = [json.loads(line) for line in raw.decode().splitlines() if line.strip()]
     by_ex = {e["example"]: e for e in exs}
     cfg = json.loads((Path(a.model_dir) / "config.json").read_text())
@@ -91,7 +94,7 @@ def main() -> None:
         ("tokens (special tokens included)",
          f"median {st.median(lengths):g}, max {max(lengths)}; {truncated} of {n} cut at max_length {a.max_length}"),
     ]
-    if "head_position" in recs[0]:
+    if "head_position" in recs[0] and cfg.get("model_type") == "llama":
         rows.append(("classification head reads the last token", f"{head_last} of {n}"))
     if a.compare:
         other = {r["example"]: r for r in map(json.loads, open(a.compare))}
@@ -100,6 +103,19 @@ def main() -> None:
         ldiffs = [other[r["example"]]["logit_diff"] for r in recs if r["example"] in other]
         rows.append((a.compare_label, f"max score difference {_e(max(diffs))} over {len(diffs)} examples "
                                       f"(second run's max logit diff {_e(max(ldiffs))})"))
+    if a.matrix_results:
+        import csv
+
+        seen = {}
+        with open(a.matrix_results, newline="") as f:
+            for row in csv.DictReader(f):
+                seen.setdefault(int(row["example"]), (int(row["target"]), int(row["n_tokens"])))
+        mine = {r["example"]: (r["target"], len(r["input_ids"])) for r in recs}
+        common = sorted(set(mine) & set(seen))
+        agree = sum(mine[i] == seen[i] for i in common)
+        rows.append(("same examples as the matrix cell (`results.csv`: example, target, n_tokens)",
+                     f"{len(common)} of {n} examples in the matrix's {len(seen)}; target and token count agree on "
+                     f"{agree} of {len(common)}"))
     rows.append(("time per example, 1 thread (forward + backward)",
                  f"mean {_g(st.fmean(times))} s, median {_g(st.median(times))} s, max {_g(max(times))} s; "
                  f"total {st.fsum(times):.1f} s"))
