@@ -57,6 +57,12 @@ def cell_report(folder: Path):
             for m in methods}
     fer = {v: {m: {k: np.array([ferret[(i, m, v)][k] for i in ids]) for k in ("comprehensiveness", "sufficiency")}
                for m in methods} for v in variants}
+    ours10 = None
+    if (folder / "ours_ferret_thresholds.jsonl").exists():
+        o10 = {(r["example"], r["method"]): r for r in map(json.loads, open(folder / "ours_ferret_thresholds.jsonl"))}
+        if all((i, m) in o10 for i in ids for m in methods):
+            ours10 = {m: {k: np.array([o10[(i, m)][k] for i in ids]) for k in ("comprehensiveness", "sufficiency")}
+                      for m in methods}
     first = [ferret[(i, methods[0], variants[0])] for i in ids]
     checks = {
         "n_examples": len(ids),
@@ -118,7 +124,29 @@ def cell_report(folder: Path):
                     within.append(spearmanr(a, b)[0])
             sp["within_example_mean"] = float(np.mean(within)) if within else float("nan")
             out["spearman"][f"{v}/{k}"] = sp
-    return out, ours, fer
+        if ours10 is not None:
+            m10 = {m: float(ours10[m][k].mean()) for m in methods}
+            out["means"][f"ours10/{k}"] = {m: ms(ours10[m][k]) for m in methods}
+            r10 = ranking(m10, hb)
+            out["rankings"][f"ours10/{k}"] = r10
+            no_rand = [m for m in methods if m != "random"]
+            out["tau"][f"ours10/{k}"] = {"all": tau(out["rankings"][f"ours/{k}"], r10, methods),
+                                         "without_random": tau(out["rankings"][f"ours/{k}"], r10, no_rand)}
+            out["tau"][f"ours10-vs-default/{k}"] = {
+                "all": tau(r10, out["rankings"][f"ferret-default/{k}"], methods),
+                "without_random": tau(r10, out["rankings"][f"ferret-default/{k}"], no_rand)}
+            sp = {m: float(spearmanr(ours10[m][k], fer["default"][m][k])[0]) for m in methods}
+            sp["pooled"] = float(spearmanr(np.concatenate([ours10[m][k] for m in methods]),
+                                           np.concatenate([fer["default"][m][k] for m in methods]))[0])
+            within = []
+            for j in range(len(ids)):
+                a = [ours10[m][k][j] for m in methods]
+                b = [fer["default"][m][k][j] for m in methods]
+                if np.ptp(a) > 0 and np.ptp(b) > 0:
+                    within.append(spearmanr(a, b)[0])
+            sp["within_example_mean"] = float(np.mean(within)) if within else float("nan")
+            out["spearman"][f"ours10-vs-default/{k}"] = sp
+    return out, ours, fer, ours10
 
 
 def write_md(root: Path, reports):
@@ -135,7 +163,7 @@ def write_md(root: Path, reports):
          "Variants of ferret (its evaluator, our scores): **default** = ferret's defaults; **allsigns** = "
          "`only_pos=False`; **eraser** = `only_pos=False` and thresholds = our bins 1/5/10/20/50% (still "
          "ferret's floor, skipping of empty and repeated levels, and decode/re-tokenise).", ""]
-    for cell, (rep, ours, fer) in reports.items():
+    for cell, (rep, ours, fer, ours10) in reports.items():
         c = rep["checks"]
         L += [f"## {cell}", "",
               f"{c['n_examples']} examples (holdout half, `select_examples(len, n, 0)`), {c['mean_real_tokens']:.1f} real "
@@ -158,6 +186,24 @@ def write_md(root: Path, reports):
             for m in rep["methods"]:
                 L.append(f"| {LABELS.get(m, m)} | " + " | ".join(
                     f"{fmt(fer[v][m]['comprehensiveness'])} | {fmt(fer[v][m]['sufficiency'])}" for v in others) + " |")
+        if ours10 is not None:
+            L += ["", "Our metric code at ferret's thresholds (10, 20, …, 100%; `ours_at_ferret_thresholds.py`):", "",
+                  "| Method | ours@10–100% comp ↑ | ours@10–100% suff ↓ |", "|---|---:|---:|"]
+            for m in rep["methods"]:
+                L.append(f"| {LABELS.get(m, m)} | {fmt(ours10[m]['comprehensiveness'])} | "
+                         f"{fmt(ours10[m]['sufficiency'])} |")
+        impls = [("ours", ours)] + [(f"ferret {v}", fer[v]) for v in rep["variants"]]
+        if ours10 is not None:
+            impls.append(("ours @10–100%", ours10))
+        base = "pr-tag" if "pr-tag" in rep["methods"] else rep["methods"][0]
+        others_m = [m for m in rep["methods"] if m != base]
+        L += ["", f"Paired differences {LABELS.get(base, base)} − method (same examples, mean ± s.e.; comprehensiveness: "
+              "> 0 means PR-TAG is better, sufficiency: < 0 means PR-TAG is better):", "",
+              "| Metric | Implementation | " + " | ".join(LABELS.get(m, m) for m in others_m) + " |",
+              "|---|---|" + "---:|" * len(others_m)]
+        for k in ("comprehensiveness", "sufficiency"):
+            for name, vals in impls:
+                L.append(f"| {k} | {name} | " + " | ".join(fmt(vals[base][k] - vals[m][k]) for m in others_m) + " |")
         L += ["", "Rankings (best first) and Kendall's τ with ours (all six methods / without Random):", "",
               "| Metric | Implementation | Ranking | τ | τ w/o Random |", "|---|---|---|---:|---:|"]
         for k in ("comprehensiveness", "sufficiency"):
@@ -166,6 +212,12 @@ def write_md(root: Path, reports):
                 t = rep["tau"][f"{v}/{k}"]
                 L.append(f"| {k} | ferret {v} | {' > '.join(LABELS.get(m, m) for m in rep['rankings'][f'ferret-{v}/{k}'])} "
                          f"| {t['all']:.2f} | {t['without_random']:.2f} |")
+            if f"ours10/{k}" in rep["rankings"]:
+                t = rep["tau"][f"ours10/{k}"]
+                t2 = rep["tau"][f"ours10-vs-default/{k}"]
+                L.append(f"| {k} | ours @10–100% | {' > '.join(LABELS.get(m, m) for m in rep['rankings'][f'ours10/{k}'])} "
+                         f"| {t['all']:.2f} | {t['without_random']:.2f} |")
+                L.append(f"| {k} | ours @10–100% vs ferret default | | {t2['all']:.2f} | {t2['without_random']:.2f} |")
         L += ["", "Per-example Spearman ρ between our and ferret's values (per method over examples; pooled over "
               "all (example, method) pairs; within-example = mean over examples of ρ across the six methods):", "",
               "| Metric | Variant | " + " | ".join(LABELS.get(m, m) for m in rep["methods"]) +
@@ -174,6 +226,10 @@ def write_md(root: Path, reports):
             for v in rep["variants"]:
                 sp = rep["spearman"][f"{v}/{k}"]
                 L.append(f"| {k} | {v} | " + " | ".join(f"{sp[m]:.2f}" for m in rep["methods"]) +
+                         f" | {sp['pooled']:.2f} | {sp['within_example_mean']:.2f} |")
+            if f"ours10-vs-default/{k}" in rep["spearman"]:
+                sp = rep["spearman"][f"ours10-vs-default/{k}"]
+                L.append(f"| {k} | default vs ours @10–100% | " + " | ".join(f"{sp[m]:.2f}" for m in rep["methods"]) +
                          f" | {sp['pooled']:.2f} | {sp['within_example_mean']:.2f} |")
         L += ["", "Diagnostics: share of real tokens with a positive score (only these can be removed under ferret's "
               "`only_pos=True`), examples with none; mean number of removal levels ferret averaged (of 10 default / "
