@@ -4,6 +4,7 @@
 # 1. export the cell's model and examples (project venv), 2. score them with lxt, eager attention
 # (lxt venv) into benchmarks/results/attnlrp-<arch>-<dataset>/scores.jsonl, 3. score again with the
 # sdpa attention path (kept under /tmp, for the agreement check), 4. write summary.md.
+# SUMMARY_ONLY=1 skips steps 1-3 (reuses $WORK and scores.jsonl).
 # Environment: PROJECT_PY (default .venv/bin/python), LXT_PY (default /work/lxt-venv/bin/python).
 set -euo pipefail
 CELL=${1:?usage: run_cell.sh <arch>--<dataset>}
@@ -13,11 +14,13 @@ export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 HF_HUB_OFFLINE=1
 WORK=/tmp/prxai-attnlrp/$CELL
 OUT=benchmarks/results/attnlrp-${CELL/--/-}
 mkdir -p "$OUT"
+if [ -z "${SUMMARY_ONLY:-}" ]; then
 "$PROJECT_PY" benchmarks/attnlrp/export_examples.py --cell "$CELL"
 "$LXT_PY" benchmarks/attnlrp/attnlrp_scores.py --examples "$WORK/examples.jsonl" --model-dir "$WORK/model" \
     --out "$OUT/scores.jsonl"
 "$LXT_PY" benchmarks/attnlrp/attnlrp_scores.py --examples "$WORK/examples.jsonl" --model-dir "$WORK/model" \
     --attn sdpa --out "$WORK/scores-sdpa.jsonl"
+fi
 MATRIX=()
 [ -f "benchmarks/results/matrix/$CELL/results.csv" ] && MATRIX=(--matrix-results "benchmarks/results/matrix/$CELL/results.csv")
 "$LXT_PY" benchmarks/attnlrp/summarize.py --scores "$OUT/scores.jsonl" --examples "$WORK/examples.jsonl" \

@@ -112,10 +112,14 @@ def main() -> None:
                 seen.setdefault(int(row["example"]), (int(row["target"]), int(row["n_tokens"])))
         mine = {r["example"]: (r["target"], len(r["input_ids"])) for r in recs}
         common = sorted(set(mine) & set(seen))
-        agree = sum(mine[i] == seen[i] for i in common)
-        rows.append(("same examples as the matrix cell (`results.csv`: example, target, n_tokens)",
-                     f"{len(common)} of {n} examples in the matrix's {len(seen)}; target and token count agree on "
-                     f"{agree} of {len(common)}"))
+        same_len = sum(mine[i][1] == seen[i][1] for i in common)
+        differ = [i for i in common if mine[i][0] != seen[i][0]]
+        text = (f"{len(common)} of {n} examples in the matrix's {len(seen)}; token counts agree on {same_len}, "
+                f"targets on {len(common) - len(differ)} of {len(common)}")
+        if differ:
+            text += " (differ: " + ", ".join(f"example {i} {mine[i][0]} here, {seen[i][0]} there" for i in differ) + \
+                    "; see benchmarks/attnlrp/README.md)"
+        rows.append(("same examples as the matrix cell (`results.csv`: example, n_tokens, target)", text))
     rows.append(("time per example, 1 thread (forward + backward)",
                  f"mean {_g(st.fmean(times))} s, median {_g(st.median(times))} s, max {_g(max(times))} s; "
                  f"total {st.fsum(times):.1f} s"))
