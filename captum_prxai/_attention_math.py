@@ -179,10 +179,24 @@ class RecomputedAttention(torch.autograd.Function):
         capture_only: bool = False,
         rows: Optional[int] = None,
     ) -> Tensor:
-        out = F.scaled_dot_product_attention(
-            query, repeat_heads(key, groups), repeat_heads(value, groups), attn_mask=mask, scale=scale,
-            is_causal=causal,
-        )
+        needs = (False, False, False) if capture_only else tuple(ctx.needs_input_grad[:3])
+        ctx.inner = None
+        if any(needs) and _fused_backward_available(query, key, value, mask, causal, groups):
+            # keep the fused kernel's own graph (it saves q, k, v, the output and the row log-sum-exp, no T x T
+            # map) so that dq, dk and dv come from the fused backward; only the maps are recomputed by hand
+            with torch.enable_grad():
+                inputs = tuple(t.detach().requires_grad_(need) for t, need in zip((query, key, value), needs))
+                inner = F.scaled_dot_product_attention(
+                    inputs[0], repeat_heads(inputs[1], groups), repeat_heads(inputs[2], groups), attn_mask=mask,
+                    scale=scale, is_causal=causal,
+                )
+            ctx.inner = (inner, tuple(t for t, need in zip(inputs, needs) if need), needs)
+            out = inner.detach()
+        else:
+            out = F.scaled_dot_product_attention(
+                query, repeat_heads(key, groups), repeat_heads(value, groups), attn_mask=mask, scale=scale,
+                is_causal=causal,
+            )
         ctx.save_for_backward(query, key, value, mask if mask is not None else torch.empty(0))
         ctx.has_mask, ctx.scale, ctx.causal, ctx.groups, ctx.sink = mask is not None, scale, causal, groups, sink
         ctx.capture_only = capture_only
@@ -197,6 +211,8 @@ class RecomputedAttention(torch.autograd.Function):
         key_full, value_full = repeat_heads(key, groups), repeat_heads(value, groups)
         need_q, need_k, need_v = (False, False, False) if ctx.capture_only else ctx.needs_input_grad[:3]
         single = ctx.rows >= length
+        if ctx.inner is not None:
+            return _fused_backward(ctx, query, key_full, value_full, mask, grad_out)
         grad_q = grad_k = grad_v = None
         if need_q and not single:
             grad_q = torch.empty_like(query)
@@ -234,6 +250,41 @@ class RecomputedAttention(torch.autograd.Function):
         if grad_v is not None:
             grad_v = _sum_groups(grad_v.transpose(-1, -2), groups)
         return grad_q, grad_k, grad_v, None, None, None, None, None, None, None
+
+
+def _fused_backward_available(query: Tensor, key: Tensor, value: Tensor, mask: Optional[Tensor], causal: bool,
+                              groups: int) -> bool:
+    """Whether SDPA would run a fused kernel here (whose backward keeps no ``T x T`` map), not the math path."""
+    if not hasattr(torch, "_fused_sdp_choice"):
+        return False
+    try:
+        choice = torch._fused_sdp_choice(query, repeat_heads(key, groups), repeat_heads(value, groups), mask, 0.0,
+                                         causal)
+    except (RuntimeError, TypeError):
+        return False
+    return int(choice) > 0  # SDPBackend: 0 = math, -1 = error; flash, efficient, cuDNN, ... are positive
+
+
+def _fused_backward(ctx: torch.autograd.function.FunctionCtx, query: Tensor, key_full: Tensor, value_full: Tensor,
+                    mask: Optional[Tensor], grad_out: Tensor) -> tuple:
+    """Report every tile's ``(A, dA)`` to the sink, then take ``dq, dk, dv`` from the fused kernel's backward."""
+    length = query.shape[-2]
+    single = ctx.rows >= length
+    value_t = value_full.transpose(-1, -2)
+    for part in _tiles(length, ctx.rows):
+        if single:
+            q, g_out, tile_mask = query, grad_out, mask
+        else:
+            q, g_out, tile_mask = query[:, :, part], grad_out[:, :, part], mask_rows(mask, part, length)
+        probs = attention_probs(q, key_full, tile_mask, ctx.scale, ctx.causal, part.start, length)
+        grad_probs = torch.matmul(g_out, value_t)
+        ctx.sink(probs, grad_probs, part)
+        del probs, grad_probs
+    inner, inputs, needs = ctx.inner
+    ctx.inner = None
+    grads = iter(torch.autograd.grad(inner, inputs, grad_out))
+    grad_q, grad_k, grad_v = (next(grads) if need else None for need in needs)
+    return grad_q, grad_k, grad_v, None, None, None, None, None, None, None
 
 
 def _accumulate(total: Optional[Tensor], left: Tensor, right: Tensor) -> Tensor:

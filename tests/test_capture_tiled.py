@@ -92,8 +92,23 @@ def _eager(query, key, value, mask, scale, causal, groups):
 @pytest.mark.parametrize("rows", [1, 3, 7, 16])
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("groups", [1, 2])
-def test_recomputed_attention_gradients_and_tiles_are_exact(rows, causal, groups):
-    """dq, dk, dv and every (A, dA) tile of the tiled backward equal autograd through eager attention."""
+@pytest.mark.parametrize("fused_backward", [True, False], ids=["fused-dqkv", "hand-dqkv"])
+def test_recomputed_attention_gradients_and_tiles_are_exact(rows, causal, groups, fused_backward, monkeypatch):
+    """dq, dk, dv and every (A, dA) tile of the tiled backward equal autograd through eager attention.
+
+    Both ways of getting dq, dk, dv are checked: from the fused kernel's own backward (where SDPA picks a fused
+    kernel) and from the hand-written tiled backward (the fallback when it picks the math path).
+    """
+    import captum_prxai._attention_math as am
+
+    chosen = []
+    real = am._fused_backward_available
+
+    def spy(*args):
+        chosen.append(real(*args) if fused_backward else False)
+        return chosen[-1]
+
+    monkeypatch.setattr(am, "_fused_backward_available", spy)
     torch.manual_seed(0)
     batch, heads, length, dim = 2, 4, 7, 5
     query = torch.randn(batch, heads, length, dim, dtype=torch.float64, requires_grad=True)
@@ -113,6 +128,7 @@ def test_recomputed_attention_gradients_and_tiles_are_exact(rows, causal, groups
     out = RecomputedAttention.apply(query, key, value, mask, 0.4, causal, groups,
                                     lambda a, g, part: tiles.append((part, a.clone(), g.clone())), False, rows)
     assert torch.allclose(out, out_ref)
+    assert chosen == [fused_backward]
     (out * weight).sum().backward()
     for got, want in zip((query.grad, key.grad, value.grad), expected):
         assert torch.allclose(got, want, atol=1e-10)
