@@ -265,3 +265,20 @@ def test_pagerank_gradient_flows_through_the_vector_normalised_iteration():
         return cp.pagerank(a, 0.7, personalization=teleport, node_mask=mask, tol=1e-13, max_iter=500)[:, 0]
 
     assert torch.autograd.gradcheck(fn, (adjacency,), atol=1e-6)
+
+
+def test_cpu_tiles_are_capped_in_rows_and_other_devices_follow_the_budget_alone(tiny_model_factory):
+    """On CPU a tile holds at most CPU_TILE_ROWS query rows (cache-sized); elsewhere only the budget counts."""
+    from captum_prxai._attention_math import CPU_TILE_ROWS
+    from captum_prxai.hooks import AttentionRecorder
+
+    assert tile_rows(1, 12, 4096, 4096, 4, 16 * 2**20, max_rows=CPU_TILE_ROWS) == CPU_TILE_ROWS
+    assert tile_rows(1, 12, 4096, 4096, 4, 16 * 2**20) == 85
+    assert tile_rows(1, 12, 20, 20, 4, 16 * 2**20, max_rows=CPU_TILE_ROWS) == 20
+    model = tiny_model_factory("bert")
+    recorder = AttentionRecorder(cp.attention_layers(model), lambda i, a, g, rows=None: a.mean(1),
+                                 tile_bytes=16 * 2**20)
+    for device in ("cpu", "meta"):
+        query = torch.empty(1, 12, 4096, 32, device=device)
+        rows = recorder.rows_per_tile(query, query)
+        assert rows == (CPU_TILE_ROWS if device == "cpu" else 85)
