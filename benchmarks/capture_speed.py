@@ -46,7 +46,7 @@ from typing import Optional
 import torch
 
 BASELINE = "forward+backward"
-DEFAULT_METHODS = ("pr-a", "pr-g", "pr-ag")
+DEFAULT_METHODS = ("pr-a", "pr-g", "pr-ag", "pr-tag")
 
 
 def _cells(lengths: str, batches: str) -> list[tuple[int, int]]:
@@ -63,22 +63,28 @@ def run(args: argparse.Namespace) -> dict:
                      "machine": platform.machine(), "command": " ".join(shlex.quote(a) for a in sys.argv),
                      "cells": []}
     for length, batch in _cells(args.lengths, args.batch_sizes):
-        settings = SpeedSettings(lengths=tuple(lengths), batch_sizes=(batch,), methods=tuple(methods))
         model_name = "minilm-l6" if length <= 512 else "bert-config-l6"
         cell = {"model": model_name, "length": length, "batch": batch, "times": {}, "peak_mib": {}}
         if not args.memory_only:
+            single = [m for m in args.single_run.split(",") if m and batch == 1]
+            settings = SpeedSettings(lengths=tuple(lengths), batch_sizes=(batch,), methods=tuple(methods + single))
             _, calls = _setup(length, batch, settings)
             names = [BASELINE, *methods]
             for name in names:
                 calls[name]()  # warm-up
-            times: dict[str, list[float]] = {name: [] for name in names}
-            cpu: dict[str, list[float]] = {name: [] for name in names}
+            times: dict[str, list[float]] = {name: [] for name in names + single}
+            cpu: dict[str, list[float]] = {name: [] for name in names + single}
             for _ in range(args.repeats):
                 for name in names:
                     start, start_cpu = time.perf_counter(), time.process_time()
                     calls[name]()
                     cpu[name].append(time.process_time() - start_cpu)
                     times[name].append(time.perf_counter() - start)
+            for name in single:  # one call each: a LIG-50 call is itself 50+ forward+backward passes
+                start, start_cpu = time.perf_counter(), time.process_time()
+                calls[name]()
+                cpu[name].append(time.process_time() - start_cpu)
+                times[name].append(time.perf_counter() - start)
             cell["times"], cell["cpu"] = times, cpu
             del calls
             summary = ", ".join(f"{n} {statistics.median(cpu[n]):.3f}s cpu ({statistics.median(v):.3f}s wall)"
@@ -101,7 +107,9 @@ def _child_memory(method: str, length: int, batch: int, threads: int) -> Optiona
 
     code = ("from captum_prxai.bench.speed import child_peak_memory; "
             f"print(child_peak_memory({method!r}, {length}, {batch}, {threads}))")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    # run from this folder: from the repository root, "-c" would import the checkout's package ahead of PYTHONPATH
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          cwd=Path(__file__).resolve().parent)
     if done.returncode != 0 or not done.stdout.strip():
         sys.stderr.write(done.stderr[-2000:])
         return None
@@ -174,6 +182,18 @@ def table(args: argparse.Namespace) -> None:
                 memory.append(f"| {a['model']} | {key[0]} | {key[1]} | {method} | {fmt(mb)} | "
                               f"{_ratio(mb, b['peak_mib'].get(BASELINE))} | {fmt(ma)} | "
                               f"{_ratio(ma, a['peak_mib'].get(BASELINE))} |")
+    lig = [key for key in sorted(cells_after) if cells_after[key]["cpu"].get("ig")]
+    if lig:
+        speed += ["", "## LIG-50 against PR-XAI (after; CPU time of one LIG call, same run)", "",
+                  "| model | T | B | LIG-50 (s) | LIG-50 ratio | LIG-50 ÷ PR-AG | LIG-50 ÷ PR-TAG |",
+                  "|---|---|---|---|---|---|---|"]
+        for key in lig:
+            a = cells_after[key]
+            ig, base = statistics.median(a["cpu"]["ig"]), statistics.median(a["cpu"][BASELINE])
+            per = {m: statistics.median(a["cpu"][m]) for m in ("pr-ag", "pr-tag") if a["cpu"].get(m)}
+            speed.append(f"| {a['model']} | {key[0]} | {key[1]} | {ig:.2f} | {ig / base:.1f}× | "
+                         + " | ".join(f"{ig / per[m]:.1f}×" if m in per else "" for m in ("pr-ag", "pr-tag"))
+                         + " |")
     if args.speed_out:
         Path(args.speed_out).write_text("\n".join(speed) + "\n")
     if args.memory_out:
@@ -190,6 +210,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     r.add_argument("--batch-sizes", default="1")
     r.add_argument("--methods", default=",".join(DEFAULT_METHODS))
     r.add_argument("--repeats", type=int, default=5)
+    r.add_argument("--single-run", default="", help="methods timed by one call, at batch 1 only (e.g. ig: LIG-50)")
     r.add_argument("--threads", type=int, default=1)
     r.add_argument("--time-only", action="store_true")
     r.add_argument("--memory-only", action="store_true")
