@@ -241,15 +241,7 @@ class RecomputedAttention(torch.autograd.Function):
         if need_q and not single:
             grad_q = torch.empty_like(query)
         query_scaled = query * scale if need_k else None
-        value_t = value_full.transpose(-1, -2)
-        for part in _tiles(length, ctx.rows):
-            if single:
-                q, g_out, tile_mask = query, grad_out, mask
-            else:
-                q, g_out, tile_mask = query[:, :, part], grad_out[:, :, part], mask_rows(mask, part, length)
-            probs = attention_probs(q, key_full, tile_mask, scale, ctx.causal, part.start, length)
-            grad_probs = torch.matmul(g_out, value_t)
-            ctx.sink(probs, grad_probs, part)
+        for part, g_out, probs, grad_probs in _reported_tiles(ctx, query, key_full, value_full, mask, grad_out):
             if need_v:
                 # A^T dO as (dO^T A)^T: the same product, about twice as fast on CPU BLAS; tiles accumulate in place
                 grad_v = _accumulate(grad_v, g_out.transpose(-1, -2), probs)
@@ -289,9 +281,9 @@ def _fused_backward_available(query: Tensor, key: Tensor, value: Tensor, mask: O
     return int(choice) > 0  # SDPBackend: 0 = math, -1 = error; flash, efficient, cuDNN, ... are positive
 
 
-def _fused_backward(ctx: torch.autograd.function.FunctionCtx, query: Tensor, key_full: Tensor, value_full: Tensor,
-                    mask: Optional[Tensor], grad_out: Tensor) -> tuple:
-    """Report every tile's ``(A, dA)`` to the sink, then take ``dq, dk, dv`` from the fused kernel's backward."""
+def _reported_tiles(ctx: torch.autograd.function.FunctionCtx, query: Tensor, key_full: Tensor, value_full: Tensor,
+                    mask: Optional[Tensor], grad_out: Tensor):
+    """Per tile of query rows: recompute ``A`` and ``dA = dO v^T``, hand them to the sink, yield ``(rows, dO, A, dA)``."""
     length = query.shape[-2]
     single = ctx.rows >= length
     value_t = value_full.transpose(-1, -2)
@@ -303,7 +295,15 @@ def _fused_backward(ctx: torch.autograd.function.FunctionCtx, query: Tensor, key
         probs = attention_probs(q, key_full, tile_mask, ctx.scale, ctx.causal, part.start, length)
         grad_probs = torch.matmul(g_out, value_t)
         ctx.sink(probs, grad_probs, part)
-        del probs, grad_probs
+        yield part, g_out, probs, grad_probs
+        del probs, grad_probs  # so that one tile's maps are alive at a time, not two
+
+
+def _fused_backward(ctx: torch.autograd.function.FunctionCtx, query: Tensor, key_full: Tensor, value_full: Tensor,
+                    mask: Optional[Tensor], grad_out: Tensor) -> tuple:
+    """Report every tile's ``(A, dA)`` to the sink, then take ``dq, dk, dv`` from the fused kernel's backward."""
+    for _ in _reported_tiles(ctx, query, key_full, value_full, mask, grad_out):
+        pass
     inner, inputs, needs = ctx.inner
     ctx.inner = None
     grads = iter(torch.autograd.grad(inner, inputs, grad_out))
