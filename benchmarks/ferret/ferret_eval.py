@@ -39,7 +39,7 @@ torch.set_num_threads(1)
 import ferret.evaluators.utils_from_soft_to_discrete as discrete
 from ferret.evaluators.faithfulness_measures import AOPC_Comprehensiveness_Evaluation, AOPC_Sufficiency_Evaluation
 from ferret.explainers.explanation import Explanation
-from transformers import AutoModelForSequenceClassification, AutoTokenizer
+from transformers import AutoModelForSequenceClassification, AutoTokenizer, PreTrainedTokenizerFast
 
 ERASER_BINS = [0.01, 0.05, 0.10, 0.20, 0.50]
 
@@ -98,7 +98,14 @@ def main() -> None:
     p.add_argument("--limit", type=int, default=None)
     a = p.parse_args()
 
-    tok = AutoTokenizer.from_pretrained(a.model_dir, local_files_only=True)
+    try:
+        tok = AutoTokenizer.from_pretrained(a.model_dir, local_files_only=True)
+    except ValueError as err:
+        # transformers 5 saves tokenizers without a model-specific class as "TokenizersBackend", which 4.x
+        # does not know; the same tokenizer.json and special tokens load as a PreTrainedTokenizerFast
+        if "TokenizersBackend" not in str(err):
+            raise
+        tok = PreTrainedTokenizerFast.from_pretrained(a.model_dir, local_files_only=True)
     model = AutoModelForSequenceClassification.from_pretrained(a.model_dir, local_files_only=True)
     model.eval()
     comp_ev = AOPC_Comprehensiveness_Evaluation(model, tok)
