@@ -39,7 +39,7 @@ torch.set_num_threads(1)
 import ferret.evaluators.utils_from_soft_to_discrete as discrete
 from ferret.evaluators.faithfulness_measures import AOPC_Comprehensiveness_Evaluation, AOPC_Sufficiency_Evaluation
 from ferret.explainers.explanation import Explanation
-from transformers import AutoModelForSequenceClassification, AutoTokenizer, PreTrainedTokenizerFast
+from transformers import AutoConfig, AutoModelForSequenceClassification, AutoTokenizer, PreTrainedTokenizerFast
 
 ERASER_BINS = [0.01, 0.05, 0.10, 0.20, 0.50]
 
@@ -106,7 +106,13 @@ def main() -> None:
         if "TokenizersBackend" not in str(err):
             raise
         tok = PreTrainedTokenizerFast.from_pretrained(a.model_dir, local_files_only=True)
-    model = AutoModelForSequenceClassification.from_pretrained(a.model_dir, local_files_only=True)
+    config = AutoConfig.from_pretrained(a.model_dir, local_files_only=True)
+    rope = getattr(config, "rope_parameters", None)
+    if isinstance(rope, dict) and "rope_theta" in rope and rope.get("rope_type", "default") == "default":
+        # transformers 5 writes RoPE settings as "rope_parameters"; 4.x reads only "rope_theta" and would
+        # silently fall back to its default 10000 (SmolLM2 uses 100000), changing every logit
+        config.rope_theta = float(rope["rope_theta"])
+    model = AutoModelForSequenceClassification.from_pretrained(a.model_dir, config=config, local_files_only=True)
     model.eval()
     comp_ev = AOPC_Comprehensiveness_Evaluation(model, tok)
     suff_ev = AOPC_Sufficiency_Evaluation(model, tok)
@@ -129,6 +135,7 @@ def main() -> None:
     for ev in (comp_ev, suff_ev):
         ev.helper._forward = memo_forward(ev.helper._forward)
     print(f"model {type(model).__name__} pad_token_id={model.config.pad_token_id} "
+          f"rope_theta={getattr(model.config, 'rope_theta', None)} "
           f"tokenizer {type(tok).__name__} cls={tok.cls_token!r} pad={tok.pad_token_id} "
           f"side={tok.padding_side} model_max_length={tok.model_max_length}", flush=True)
 
