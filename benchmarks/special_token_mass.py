@@ -25,12 +25,14 @@ on the holdout half used by ``benchmarks/matrix.py``:
    sentences, special-token share and comprehensiveness / sufficiency, paired
    differences ± s.e.
 
-Command (1 torch thread; about 15 minutes on a busy 2-core CPU)::
+Command (1 torch thread; about 25 minutes on a busy 2-core CPU, most of it the
+decoder's metrics)::
 
     OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 HF_HUB_OFFLINE=1 python benchmarks/special_token_mass.py
 
 It prints the tables and writes ``benchmarks/results/special-token-mass/summary.md``
-and ``COMMAND``.
+and ``COMMAND``; the per-example records go to ``--records`` (default under
+``/tmp``, not committed), from which ``--from-records`` rebuilds the report.
 """
 
 from __future__ import annotations
@@ -412,8 +414,14 @@ def conclusions(results: List[Dict[str, Any]]) -> List[str]:
             dsu = mean_sem([x["sufficiency"] - base[x["example"]]["sufficiency"] for x in rr])
             bits.append(f"`{tp}` special share {sh:.3f}, Δ comprehensiveness {dc[0]:+.3f} ± {dc[1]:.3f}, "
                         f"Δ sufficiency {dsu[0]:+.3f} ± {dsu[1]:.3f}")
+        worse = all(mean_sem([x["comprehensiveness"] - base[x["example"]]["comprehensiveness"]
+                              for x in rows if x["teleport"] == tp])[0] < 0 for tp in TELEPORTS[1:])
+        verdict = (" The other teleports remove most of the special-token mass but lower comprehensiveness and "
+                   "raise sufficiency (both worse): since the encoder metrics never see the special tokens, the mass "
+                   "costs nothing there, and the teleport that creates it is the better construction."
+                   if worse else " The other teleports remove most of the mass; see the table for the metrics.")
         out.append(f"* **(c) Construction.** The mass is the teleport's: PR-TAG on {len(base)} movie sentences, "
-                   + "; ".join(bits) + ". `GraphSpec.teleport` takes `\"target\"` (default), `\"uniform\"`, "
+                   + "; ".join(bits) + "." + verdict + " `GraphSpec.teleport` takes `\"target\"` (default), `\"uniform\"`, "
                    "`\"input_gradient\"` or a tensor (`graph/builders.TELEPORTS`).")
     return out
 
@@ -435,8 +443,9 @@ def report(results: List[Dict[str, Any]], command: str) -> str:
                 f"{1 - damping:.1f} of the mass whatever the edges are.", "",
             "## 2. Deletion metrics (`evaluate_faithfulness`, the benchmark's settings) on raw vs renormalised scores",
             "", "Renormalised: the special tokens' scores set to 0 and the ordinary tokens' scores divided by their "
-                "sum. The rank column gives, per example, where the explained token falls in the metrics' removal "
-                "order (0: protected by `special_tokens_mask`, never removed).", ""]
+                "sum. The rank column counts the examples by the place of the explained token in the metrics' removal "
+                "order (`rank: examples`; 1 = removed first; 0 = protected by `special_tokens_mask`, never removed).",
+                ""]
     out += metric_table(results)
     out += ["", "## 3. Pictures", "", "Over all examples of each cell:", ""]
     out += washout_table(results) + [""]
