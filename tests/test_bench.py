@@ -394,12 +394,18 @@ def test_write_matrix_ranks_methods_per_run_and_overall(tmp_path):
     # per-example values of run A: differences pr-g - gae are 0.1, 0.2, 0.3 (example 3 has no gae row)
     rows = [(0, "pr-g", 0.5), (0, "gae", 0.4), (1, "pr-g", 0.6), (1, "gae", 0.4), (2, "pr-g", 0.7), (2, "gae", 0.4),
             (3, "pr-g", 0.9)]
-    (a / "results.csv").write_text("example,method,comprehensiveness\n" +
-                                   "".join(f"{e},{m},{v}\n" for e, m, v in rows))
+    # sufficiency per example: pr-g - gae differences are -0.1, -0.1, -0.1
+    (a / "results.csv").write_text("example,method,comprehensiveness,sufficiency\n" +
+                                   "".join(f"{e},{m},{v},{0.3 - v / 5 if m == 'pr-g' else 0.4 - v / 4}\n"
+                                           for e, m, v in rows))
     text = write_matrix([("A", a), ("B", b), ("missing", tmp_path / "none")], tmp_path / "m.md",
                         pairs=[("pr-g", "gae"), ("pr-ag", "gae")]).read_text()
-    paired = text.split("## Paired differences in comprehensiveness (a − b, same examples)")[1].split("## A")[0]
+    paired = text.split("## Paired differences in comprehensiveness (a − b, same examples; > 0: a is better)")[1]
+    paired = paired.split("## Paired differences in sufficiency")[0]
     assert "| PR-G − GAE | 0.200 ± 0.058 |  |" in paired and "PR-AG" not in paired  # s.e. = 0.1 / sqrt(3)
+    paired_suff = text.split("## Paired differences in sufficiency (a − b, same examples; < 0: a is better)")[1]
+    # pr-g suff 0.3 - c/5 = 0.2, 0.18, 0.16 against gae's 0.4 - 0.4/4 = 0.3: differences -0.1, -0.12, -0.14
+    assert "| PR-G − GAE | -0.120 ± 0.012 |  |" in paired_suff.split("## A")[0]
     assert "## missing" not in text and text.count("Model `toy`, 10 examples") == 2
     section_a = text.split("## A")[1].split("## B")[0]
     # sorted by comprehensiveness; the random control is listed but not ranked

@@ -222,7 +222,8 @@ def _paired_differences(csv_path: Path, pairs: Sequence[Tuple[str, str]],
     values: Dict[str, Dict[str, float]] = {}
     with Path(csv_path).open(newline="", encoding="utf-8") as fh:
         for row in csv.DictReader(fh):
-            values.setdefault(row["method"], {})[row["example"]] = float(row[metric])
+            if row.get(metric) not in (None, ""):
+                values.setdefault(row["method"], {})[row["example"]] = float(row[metric])
     out = {}
     for a, b in pairs:
         if a in values and b in values:
@@ -242,10 +243,11 @@ def write_matrix(cells: Sequence[Any], path: Path, title: str = "Faithfulness ma
         path: The Markdown file to write.
         title: Its title; ``intro``: a paragraph under it.
         control: The control method, listed but not ranked.
-        pairs: ``(a, b)`` method pairs whose per-example difference in
-            comprehensiveness (``a - b``, mean ± standard error over the
-            examples both explained; from each run's ``results.csv``) gets a
-            table: a paired comparison, tighter than comparing two means.
+        pairs: ``(a, b)`` method pairs whose per-example differences in
+            comprehensiveness and in sufficiency (``a - b``, mean ± standard
+            error over the examples both explained; from each run's
+            ``results.csv``) get a table each: a paired comparison, tighter
+            than comparing two means.
 
     First an overview (method x run comprehensiveness, best in bold, and each
     method's mean rank over the runs it took part in), then one table per run
@@ -257,7 +259,8 @@ def write_matrix(cells: Sequence[Any], path: Path, title: str = "Faithfulness ma
         summary_file, csv_file = Path(out_dir) / "summary.json", Path(out_dir) / "results.csv"
         if summary_file.is_file():
             data = json.loads(summary_file.read_text())
-            diffs = _paired_differences(csv_file, pairs) if pairs and csv_file.is_file() else {}
+            diffs = {metric: _paired_differences(csv_file, pairs, metric) if pairs and csv_file.is_file() else {}
+                     for metric in ("comprehensiveness", "sufficiency")}
             runs.append((heading, data["meta"], data["methods"], diffs))
     ranks: Dict[str, List[int]] = {}
     sections: List[str] = []
@@ -297,10 +300,13 @@ def write_matrix(cells: Sequence[Any], path: Path, title: str = "Faithfulness ma
         lines += ["", "Mean rank: place among the run's methods on comprehensiveness (1 = best), averaged over "
                   "the runs the method took part in (runs differ in their method lists, so compare mean ranks "
                   "of methods with the same runs); the control is not ranked.", ""]
-        shown = [pair for pair in pairs if any(pair in run[3] for run in runs)]
-        if shown:
-            lines += ["## Paired differences in comprehensiveness (a − b, same examples)", ""]
-            rows = [[f"{_label(a)} − {_label(b)}"] + [_fmt(run[3][(a, b)]) if (a, b) in run[3] else "" for run in runs]
+        for metric, better in (("comprehensiveness", "> 0: a is better"), ("sufficiency", "< 0: a is better")):
+            shown = [pair for pair in pairs if any(pair in run[3][metric] for run in runs)]
+            if not shown:
+                continue
+            lines += [f"## Paired differences in {metric} (a − b, same examples; {better})", ""]
+            rows = [[f"{_label(a)} − {_label(b)}"]
+                    + [_fmt(run[3][metric][(a, b)]) if (a, b) in run[3][metric] else "" for run in runs]
                     for a, b in shown]
             lines += _table(["Pair"] + [run[0] for run in runs], rows)
             lines.append("")
