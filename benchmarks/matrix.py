@@ -128,7 +128,8 @@ def write_summary(path: Path = RESULTS / "matrix.md") -> Path:
              "and the exact command (`COMMAND`).")
     # the default (PR-TAG) against each strong rival, then the former default and PR-AG
     pairs = [("pr-tag", "gae"), ("pr-tag", "ig"), ("pr-tag", "attnlrp"), ("pr-tag", "lime"),
-             ("pr-tag", "kernel-shap"), ("pr-tag", "pr-g"), ("pr-tag", "pr-ag"), ("pr-g", "gae"), ("pr-ag", "gae")]
+             ("pr-tag", "kernel-shap"), ("pr-tag", "pr-g"), ("pr-tag", "pr-ag"), ("pr-g", "gae"), ("pr-ag", "gae"),
+             ("pr-g", "ig"), ("pr-ag", "ig"), ("pr-g", "attnlrp"), ("pr-ag", "attnlrp")]
     return write_matrix(cells, path, intro=intro, pairs=pairs)
 
 
