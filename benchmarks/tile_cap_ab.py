@@ -4,7 +4,7 @@ Each round times one forward+backward (the baseline, fused attention, parameter 
 (method, cap) pair on the same model and input (``captum_prxai.bench.speed._setup``: MiniLM-L6 up to 512 tokens,
 a MiniLM-sized BERT config beyond). Interleaving in one process makes the comparison robust to the load of a
 shared machine, which hits every configuration alike. ``cap`` sets ``captum_prxai.hooks.CPU_TILE_ROWS`` for the
-call (``none`` = budget alone) and ignores ``CPU_TILE_MAX_KEYS``, so every cap is tried at every length. Ratios are
+call (``none`` = budget alone). Ratios are
 of median CPU times (one torch thread). Prints a Markdown table with the command::
 
     OMP_NUM_THREADS=1 python benchmarks/tile_cap_ab.py --lengths 512,2048,4096 --repeats 5,3,2
@@ -39,13 +39,12 @@ def main(argv: Optional[list[str]] = None) -> int:
     repeats = repeats * len(lengths) if len(repeats) == 1 else repeats
     methods = args.methods.split(",")
     caps = {c: (10**9 if c == "none" else int(c)) for c in args.caps.split(",")}
-    saved = hooks.CPU_TILE_ROWS, hooks.CPU_TILE_MAX_KEYS
+    saved = hooks.CPU_TILE_ROWS
     print(f"`OMP_NUM_THREADS=1 python benchmarks/tile_cap_ab.py {' '.join(shlex.quote(a) for a in argv)}` "
           f"(torch {torch.__version__}, 1 thread; ratio = median CPU time / forward+backward median)\n")
     print("| T | rounds | forward+backward (s) | " + " | ".join(f"{m}, cap {c}" for m in methods for c in caps) + " |")
     print("|---|---|---|" + "---|" * (len(methods) * len(caps)))
     try:
-        hooks.CPU_TILE_MAX_KEYS = 10**9
         for length, rounds in zip(lengths, repeats):
             _, calls = _setup(length, 1, SpeedSettings(lengths=(length,), batch_sizes=(1,), methods=tuple(methods)))
             for name in ("forward+backward", *methods):
@@ -66,7 +65,7 @@ def main(argv: Optional[list[str]] = None) -> int:
             cells = " | ".join(f"{statistics.median(times[(m, c)]) / b:.2f}×" for m in methods for c in caps)
             print(f"| {length} | {rounds} | {b:.3f} | {cells} |", flush=True)
     finally:
-        hooks.CPU_TILE_ROWS, hooks.CPU_TILE_MAX_KEYS = saved
+        hooks.CPU_TILE_ROWS = saved
     return 0
 
 

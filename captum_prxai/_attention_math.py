@@ -52,15 +52,13 @@ TileSink = Callable[[Tensor, Optional[Tensor], slice], None]
 GradientSink = TileSink
 
 
-#: Most query rows per tile on CPU, for layers of at most :data:`CPU_TILE_MAX_KEYS` keys. Small tiles keep a
-#: tile's per-head temporaries near the size of a core's L2 cache, so the elementwise passes (softmax, edge weight,
-#: head reduction) run from cache. Measured on a MiniLM-sized model (``benchmarks/tile_cap_ab.py``, interleaved in
-#: one process): PR-TAG 1.06x -> 0.93x of a forward+backward at 512 tokens and 1.59x -> 1.49x at 2048, but
-#: 1.82x -> 1.95x at 4096, where the budget's larger tiles are faster. Other devices take the budget alone: there
-#: each tile is a kernel launch, and fewer, larger tiles are faster.
+#: Most query rows per tile on CPU. Small tiles keep a tile's per-head temporaries near the size of a core's L2
+#: cache, so the elementwise passes (softmax, edge weight, head reduction) run from cache. Measured on a
+#: MiniLM-sized model, interleaved in one process (``benchmarks/tile_cap_ab.py``,
+#: ``benchmarks/results/tile_cap_cpu.md``): PR-TAG 0.98x -> 0.94x of a forward+backward at 512 tokens, 1.65x ->
+#: 1.49x at 2048 and 1.85x -> 1.68x at 4096; PR-A (no backward) is within noise either way. Other devices take the
+#: budget alone: there each tile is a kernel launch, and fewer, larger tiles are faster.
 CPU_TILE_ROWS = 32
-#: Longest key length at which :data:`CPU_TILE_ROWS` applies (see there).
-CPU_TILE_MAX_KEYS = 2048
 
 
 def tile_rows(batch: int, heads: int, queries: int, keys: int, itemsize: int, budget: Optional[int] = None,

@@ -34,7 +34,6 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from captum_prxai._attention_math import (
-    CPU_TILE_MAX_KEYS,
     CPU_TILE_ROWS,
     DEFAULT_TILE_BYTES,
     RecomputedAttention,
@@ -730,7 +729,7 @@ class AttentionRecorder:
         if self.tile_bytes is None:
             return length
         batch, heads, keys = query.shape[0], query.shape[1], key.shape[-2]
-        max_rows = CPU_TILE_ROWS if query.device.type == "cpu" and keys <= CPU_TILE_MAX_KEYS else None
+        max_rows = CPU_TILE_ROWS if query.device.type == "cpu" else None
         return tile_rows(batch, heads, length, keys, query.element_size(), self.tile_bytes, max_rows)
 
     def _store(self, index: int, attention: Tensor, grad: Optional[Tensor], rows: Optional[slice] = None,
