@@ -35,6 +35,7 @@ from torch import Tensor, nn
 
 from captum_prxai._attention_math import (
     CPU_TILE_ROWS,
+    CPU_WHOLE_TILE_BYTES,
     DEFAULT_TILE_BYTES,
     RecomputedAttention,
     attention_probs,
@@ -729,7 +730,8 @@ class AttentionRecorder:
         if self.tile_bytes is None:
             return length
         batch, heads, keys = query.shape[0], query.shape[1], key.shape[-2]
-        max_rows = CPU_TILE_ROWS if query.device.type == "cpu" else None
+        whole = batch * heads * length * keys * query.element_size()
+        max_rows = CPU_TILE_ROWS if query.device.type == "cpu" and whole > CPU_WHOLE_TILE_BYTES else None
         return tile_rows(batch, heads, length, keys, query.element_size(), self.tile_bytes, max_rows)
 
     def _store(self, index: int, attention: Tensor, grad: Optional[Tensor], rows: Optional[slice] = None,

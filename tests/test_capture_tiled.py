@@ -269,7 +269,7 @@ def test_pagerank_gradient_flows_through_the_vector_normalised_iteration():
 
 def test_cpu_tiles_are_capped_in_rows_and_other_devices_follow_the_budget_alone(tiny_model_factory):
     """On CPU a tile holds at most CPU_TILE_ROWS query rows (cache-sized); elsewhere only the budget counts."""
-    from captum_prxai._attention_math import CPU_TILE_ROWS
+    from captum_prxai._attention_math import CPU_TILE_ROWS, CPU_WHOLE_TILE_BYTES
     from captum_prxai.hooks import AttentionRecorder
 
     assert tile_rows(1, 12, 4096, 4096, 4, 16 * 2**20, max_rows=CPU_TILE_ROWS) == CPU_TILE_ROWS
@@ -282,3 +282,6 @@ def test_cpu_tiles_are_capped_in_rows_and_other_devices_follow_the_budget_alone(
         query = torch.empty(1, 12, 4096, 32, device=device)
         rows = recorder.rows_per_tile(query, query)
         assert rows == (CPU_TILE_ROWS if device == "cpu" else 85)
+    # a layer that fits in CPU_WHOLE_TILE_BYTES stays one tile
+    small = torch.empty(1, 12, 128, 32)
+    assert 12 * 128 * 128 * 4 <= CPU_WHOLE_TILE_BYTES and recorder.rows_per_tile(small, small) == 128
