@@ -59,8 +59,8 @@ GradientSink = TileSink
 #: 1.49x at 2048 and 1.85x -> 1.68x at 4096; PR-A (no backward) is within noise either way. Other devices take the
 #: budget alone: there each tile is a kernel launch, and fewer, larger tiles are faster.
 CPU_TILE_ROWS = 32
-#: On CPU a layer whose per-head tensor holds at most this many bytes is one tile (it fits in L2 as it is, and
-#: splitting it only adds per-tile work: at 128 tokens, 32-row tiles cost PR-AG 0.57x -> 0.64x).
+#: On CPU a layer whose per-head tensor holds at most this many bytes is one tile: it fits in L2 as it is, and
+#: splitting it (e.g. 128 tokens into 32-row tiles) only adds per-tile work.
 CPU_WHOLE_TILE_BYTES = 2**20
 
 
