@@ -238,10 +238,10 @@ class RecomputedAttention(torch.autograd.Function):
         mask = mask if ctx.has_mask else None
         groups, scale, length = ctx.groups, ctx.scale, query.shape[-2]
         key_full, value_full = repeat_heads(key, groups), repeat_heads(value, groups)
-        need_q, need_k, need_v = (False, False, False) if ctx.capture_only else ctx.needs_input_grad[:3]
-        single = ctx.rows >= length
         if ctx.inner is not None:
             return _fused_backward(ctx, query, key_full, value_full, mask, grad_out)
+        need_q, need_k, need_v = (False, False, False) if ctx.capture_only else ctx.needs_input_grad[:3]
+        single = ctx.rows >= length
         grad_q = grad_k = grad_v = None
         if need_q and not single:
             grad_q = torch.empty_like(query)

@@ -69,8 +69,10 @@ def tempered_attention_gradient(power: float = 0.5) -> EdgeWeight:
         assert grad is not None
         if power == 0.0:  # A^0 = 1 everywhere (torch.pow(0, 0) = 1)
             return grad.clamp(min=0)
+        if power == 1.0:
+            return (attention * grad).clamp_(min=0)
         # one new tensor, then in place; sqrt is several times cheaper than pow on CPU
-        tempered = attention.sqrt() if power == 0.5 else attention.clone() if power == 1.0 else attention.pow(power)
+        tempered = attention.sqrt() if power == 0.5 else attention.pow(power)
         return tempered.mul_(grad).clamp_(min=0)
 
     edge.__qualname__ = f"tempered_attention_gradient({power:g})"
