@@ -30,6 +30,7 @@ __all__ = [
     "available_memory_bytes",
     "capture_graph",
     "check_memory",
+    "model_is_causal",
     "target_positions",
 ]
 
@@ -158,6 +159,27 @@ def target_positions(mask: Tensor, causal: bool, choice: Union[str, int] = "auto
     if not bool(mask[:, index].all()):
         raise PRXAIError(f"target_position={index} is a padding position of some example; explain a real token.")
     return torch.full((batch,), index, dtype=torch.long, device=mask.device)
+
+
+def model_is_causal(model: nn.Module) -> bool:
+    """Whether ``model`` declares causal self-attention (a decoder, which explains its last real token).
+
+    Read from the attention modules' ``is_causal`` attribute (Hugging Face
+    decoders set it; encoders leave it unset or ``False``), before any pass
+    through the model. :func:`capture_graph` decides from the captured maps
+    instead (:attr:`CapturedGraph.causal`); this is for callers that need the
+    answer without a capture, such as the faithfulness benchmark protecting
+    the explained token (:func:`captum_prxai.metrics.protect_positions`).
+    A model without recognised attention layers counts as an encoder
+    (``False``).
+    """
+    from captum_prxai.hooks import attention_layers
+
+    try:
+        layers = attention_layers(model)
+    except PRXAIError:
+        return False
+    return any(bool(getattr(layer, "is_causal", False)) for layer in layers)
 
 
 def _is_causal(attention: Tensor, mask: Tensor) -> bool:

@@ -36,6 +36,21 @@ def test_every_architecture_gives_token_scores(kind, tiny_model_factory, tiny_ba
     assert _hook_ids(model) == hooks_before
 
 
+@pytest.mark.parametrize("kind", ARCHITECTURES)
+def test_model_is_causal_agrees_with_the_captured_graph(kind, tiny_model_factory, tiny_batch):
+    from captum_prxai.capture import capture_graph, model_is_causal
+
+    model = tiny_model_factory(kind)
+    ids, mask = tiny_batch
+    if kind in ("roberta", "mpnet"):
+        ids = ids.masked_fill(mask == 0, 1)
+    assert model_is_causal(model) is (kind in DECODERS)
+    captured = capture_graph(forward_for(model), cp.attention_layers(model), ids, mask.bool(),
+                             lambda layer, a, g: a.mean(1), with_gradients=False,
+                             additional_forward_args=(mask,))
+    assert captured.causal is model_is_causal(model)
+
+
 @pytest.mark.parametrize("kind", ["bert", "gpt2", "llama"])
 @pytest.mark.parametrize("graph", ["token", "layered"])
 def test_padded_batch_equals_one_at_a_time(kind, graph, tiny_model_factory, tiny_batch):

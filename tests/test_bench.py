@@ -447,3 +447,57 @@ def test_write_command_quotes_arguments(tmp_path):
 
     path = write_command(tmp_path, "python benchmarks/matrix.py", ["--cell", "a b", "--n", "3"])
     assert path.read_text() == "python benchmarks/matrix.py --cell 'a b' --n 3\n"
+
+
+# ------------------------------------------------------------------- decoders: the explained token is kept
+@pytest.fixture(scope="module")
+def tiny_decoder():
+    """A tiny Llama classifier with a word-level tokenizer that adds no special tokens."""
+    import transformers
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    vocab = {w: i for i, w in enumerate(["<pad>", "<unk>"] + WORDS + [","])}
+    backend = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    backend.pre_tokenizer = pre_tokenizers.Whitespace()
+    tokenizer = transformers.PreTrainedTokenizerFast(tokenizer_object=backend, pad_token="<pad>",
+                                                     unk_token="<unk>")
+    config = transformers.LlamaConfig(vocab_size=len(vocab), hidden_size=16, num_hidden_layers=2,
+                                      num_attention_heads=2, num_key_value_heads=1, intermediate_size=32,
+                                      max_position_embeddings=32, num_labels=2, pad_token_id=0)
+    torch.manual_seed(0)
+    return transformers.LlamaForSequenceClassification(config).eval(), tokenizer
+
+
+def test_decoder_benchmark_never_removes_the_explained_last_token(tiny_decoder, tiny, tmp_path):
+    from captum_prxai.capture import model_is_causal
+
+    model, tokenizer = tiny_decoder
+    assert model_is_causal(model) and not model_is_causal(tiny[0])
+    last_ids = {tokenizer(text)["input_ids"][-1] for text, _ in DATA}
+    seen = []
+
+    def forward(ids, mask):
+        seen.append((ids.clone(), mask.clone()))
+        return model(ids, attention_mask=mask).logits
+
+    data = [(t, y) for t, y in DATA if len(t.split()) > 1]
+    result = run_benchmark(model, tokenizer, data, ["pr-tag", "random"], n=3, out_dir=tmp_path / "on",
+                           forward_func=forward, progress=False, plot=False)
+    assert result.errors == [] and result.meta["protect_explained"] is True
+    assert "The explained (last) token is never removed" in result.files["markdown"].read_text()
+    rows = [(i, m) for batch_ids, batch_mask in seen for i, m in zip(batch_ids, batch_mask)]
+    assert rows
+    for ids, mask in rows:  # every forward (full or perturbed) ends with one of the texts' last tokens
+        real = ids[mask.bool()]
+        assert int(real[-1]) in last_ids
+
+    seen.clear()
+    off = run_benchmark(model, tokenizer, data, ["pr-tag", "random"], n=3, out_dir=tmp_path / "on",
+                        forward_func=forward, progress=False, plot=False, protect_explained=False)
+    assert off.n_computed == 6 and off.n_cached == 0  # another cache key: nothing reused
+    assert off.meta["protect_explained"] is False
+    assert any(int(i[m.bool()][-1]) not in last_ids for batch_ids, batch_mask in seen
+               for i, m in zip(batch_ids, batch_mask) if m.any())
+    with pytest.raises(PRXAIError, match="protect_explained must be True, False or None"):
+        run_benchmark(model, tokenizer, data, ["random"], n=1, out_dir=tmp_path / "bad", progress=False,
+                      protect_explained="yes")

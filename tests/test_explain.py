@@ -279,3 +279,20 @@ def test_explain_text_is_library_logic(tiny_model_dir):
     assert result.graph.scores[0].tolist() == pytest.approx(result.scores[first], abs=1e-6)
     torch.testing.assert_close(result.graph.rescore(), result.graph.scores, atol=1e-5, rtol=0)
     assert set(result.to_dict()) >= {"tokens", "scores", "target", "label_names"} and "graph" not in result.to_dict()
+
+
+def test_explain_text_names_the_explained_token(tiny_model_dir):
+    """The first token for an encoder, the last for a decoder; the renderers leave it out of their scales."""
+    from captum_prxai.models import load_model
+    from captum_prxai.viz.explanation import explain_text
+
+    model, tok = load_model(str(tiny_model_dir))
+    result = explain_text("a good film", model, tok, ["pr-tag"])
+    assert result.explained_position == 0 and result.to_dict()["explained_position"] == 0
+    torch.manual_seed(0)
+    config = transformers.LlamaConfig(vocab_size=len(tok), hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
+                                      num_key_value_heads=1, intermediate_size=32, max_position_embeddings=32,
+                                      num_labels=2, pad_token_id=0)
+    decoder = transformers.LlamaForSequenceClassification(config).eval()
+    result = explain_text("a good film", decoder, tok, ["pr-tag"])
+    assert len(result.tokens) == 5 and result.explained_position == 4

@@ -276,6 +276,8 @@ def test_explain_matches_the_library(client, tiny):
         probs = model(**enc).logits.softmax(-1)[0]
     assert info["probabilities"] == pytest.approx(probs.tolist(), abs=1e-6)
     assert info["predicted"] == int(probs.argmax()) == info["target"]
+    assert info["explained_position"] == 0  # an encoder explains [CLS]
+    assert all(r["html"].count("prx-explained") == 1 for r in job["results"])
 
     def forward(ids, mask):
         return model(input_ids=ids, attention_mask=mask).logits

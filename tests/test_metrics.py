@@ -21,6 +21,7 @@ from captum_prxai.metrics import (
     mean_sem,
     num_tokens_to_remove,
     probability_forward,
+    protect_positions,
     random_token_selection,
     remove_tokens,
     remove_top_k,
@@ -138,6 +139,44 @@ def test_select_never_picks_special_or_padding_and_breaks_ties_by_position():
     assert ties[0].nonzero().flatten().tolist() == [1, 2]
     least = select_tokens(scores, mask, special, 0.25, largest=False)
     assert least[0].nonzero().flatten().tolist() == [4]
+
+
+def test_protect_positions_adds_one_position_per_example_to_the_special_mask():
+    ids, mask, special = batch([[5, 6, 7], [8, 9]])
+    out = protect_positions(special, mask, torch.tensor([3, 1]))
+    assert out.dtype == torch.long and out.shape == special.shape
+    expected = special.clone()
+    expected[0, 3] = 1
+    expected[1, 1] = 1
+    assert torch.equal(out, expected)
+    assert torch.equal(protect_positions(None, mask, torch.tensor([0, 2])),
+                       torch.tensor([[1, 0, 0, 0, 0], [0, 0, 1, 0, 0]]))
+    with pytest.raises(PRXAIError, match="one index per example"):
+        protect_positions(special, mask, torch.tensor([1]))
+    with pytest.raises(PRXAIError, match="must lie in 0..4"):
+        protect_positions(special, mask, torch.tensor([1, 5]))
+
+
+def test_protected_explained_token_is_in_every_perturbed_input():
+    """A decoder reads its class at the last real token: with it protected, no perturbed input lacks it."""
+    last = 11
+    ids = torch.tensor([[4, 5, 6, 7, last], [8, 9, last, 0, 0]])
+    mask = (ids != 0).long()
+    special = torch.zeros_like(ids)
+    scores = torch.tensor([[0.1, 0.2, 0.3, 0.4, 9.0], [0.5, 0.6, 9.0, 0.0, 0.0]])  # the last token ranked first
+    seen = []
+
+    def forward(i, m):
+        seen.append((i.clone(), m.clone()))
+        return key_model(i, m)
+
+    protected = protect_positions(special, mask, torch.tensor([4, 2]))
+    evaluate_faithfulness(forward, ids, mask, protected, scores, mode="delete", steps=4)
+    rows = [row for batch_ids, _ in seen for row in batch_ids]
+    assert rows and all(bool((row == last).any()) for row in rows)
+    seen.clear()
+    evaluate_faithfulness(forward, ids, mask, special, scores, mode="delete", steps=4)
+    assert any(not bool((i == last).any()) for batch_ids, _ in seen for i in batch_ids)
 
 
 def test_select_rejects_nan_and_shape_mismatch():

@@ -440,3 +440,42 @@ def test_importing_viz_and_models_loads_no_matplotlib_torch_or_decoder():
             "*(name in sys.modules for name in ('matplotlib', 'torch', 'captum_prxai.models.decoder')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     assert out == ["True", "True", "False", "False", "False"]
+
+
+def test_explained_token_is_marked_and_left_out_of_every_scale():
+    """A decoder explains its last word, which PageRank methods rank first: it must not wash out the colours."""
+    from captum_prxai.viz.terminal import terminal_heatmap
+
+    tokens = ["dull", "great", "film"]
+    scores = [0.1, 0.2, 0.7]  # "film" is the explained (last) token
+    plain = _parse(token_heatmap_html(tokens, scores, method="PR-TAG")).spans
+    assert _saturation(_bg(plain[1])) < _saturation(_bg(plain[2]))  # without: "film" sets the scale
+    spans = _parse(token_heatmap_html(tokens, scores, method="PR-TAG", explained_position=-1)).spans
+    assert _bg(spans[1]) == _bg(spans[2])  # "great" now gets the full colour; "film" clips to it
+    assert "prx-explained" in spans[2]["class"].split() and "explained token" in spans[2]["title"]
+    assert not any("prx-explained" in s["class"] for s in spans[:2])
+    assert ".prx-tok.prx-explained" in STYLE
+    page = comparison_page(tokens, {"PR-TAG": scores}, title="t", explained_position=2)
+    assert _bg(_parse(page).spans[1]) == _bg(_parse(page).spans[2])
+    # merged words: the explained token's word is the one left out
+    merged = _parse(token_heatmap_html(["dul", "##l", "great", "fi", "##lm"], [0.05, 0.05, 0.2, 0.3, 0.4],
+                                       method="m", merge_subwords=True, explained_position=4)).spans
+    assert len(merged) == 3 and "prx-explained" in merged[2]["class"]
+    assert _bg(merged[1]) == _bg(merged[2])
+    assert terminal_heatmap(tokens, scores, color=False, explained_position=2) == "dull[0.50] great[1.00] film[3.50]"
+    with pytest.raises(PRXAIError, match=r"explained_position=3 is not a token index \(0..2\)"):
+        token_heatmap_html(tokens, scores, method="m", explained_position=3)
+
+
+def test_graph_node_scale_leaves_out_the_explained_token():
+    from captum_prxai.viz.graph import plot_attention_graph
+
+    adjacency = [[0.0, 0.5, 0.5], [0.5, 0.0, 0.5], [0.5, 0.5, 0.0]]
+    sizes = {}
+    for explained in (None, 2):
+        fig = plot_attention_graph(["dull", "great", "film"], adjacency, [0.1, 0.2, 0.7],
+                                   explained_position=explained)
+        collections = [c for c in fig.axes[0].collections if len(c.get_sizes()) == 3]
+        sizes[explained] = list(collections[0].get_sizes())
+    assert sizes[None][1] < sizes[None][2]
+    assert sizes[2][1] == pytest.approx(sizes[2][2])  # "great" is the largest node once "film" is left out

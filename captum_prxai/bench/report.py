@@ -128,6 +128,8 @@ def write_markdown(summary: Dict[str, Dict[str, Dict[str, float]]], methods: Seq
         f"{_pct(settings.log_odds_fraction)}% / {_pct(settings.accuracy_fraction)}%; "
         + (f"inputs truncated to {meta['max_length']} tokens; " if meta.get("max_length") else "")
         + f"seed {meta.get('seed')}."
+        + (" The explained (last) token is never removed: a decoder classifier reads its class there."
+           if meta.get("protect_explained") else "")
     )
     if meta.get("model_accuracy") is not None:
         lines += ["", f"Model accuracy on these examples before any removal: {meta['model_accuracy']:.3f}; "

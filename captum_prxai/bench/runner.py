@@ -249,7 +249,7 @@ def tokenizer_fingerprint(tokenizer: Any) -> Dict[str, Any]:
 
 def _method_keys(names: Sequence[str], options: Dict[str, Dict[str, Any]], config: BenchmarkConfig,
                  max_length: int, model: nn.Module, tokenizer: Any, data: _Data,
-                 device: torch.device) -> Dict[str, str]:
+                 device: torch.device, protect_explained: bool = False) -> Dict[str, str]:
     """The cache key of each method's records: every input that determines them (the device type too:
     records hold time and memory)."""
     import captum_prxai
@@ -264,6 +264,8 @@ def _method_keys(names: Sequence[str], options: Dict[str, Dict[str, Any]], confi
         "dataset": {"name": data.name, "split": data.split},
         "device": device.type,
     }
+    if protect_explained:  # only then: the records of runs without it keep their keys
+        shared["protect_explained"] = True
     return {name: record_key({**shared, "method": method_settings(name, options)}) for name in names}
 
 
@@ -383,13 +385,37 @@ class _Tally:
     n_cached: int = 0
 
 
+def resolve_protect_explained(protect_explained: Optional[bool], model: nn.Module) -> bool:
+    """``protect_explained``, or (``None``) whether the model is a decoder (:func:`~captum_prxai.capture.model_is_causal`)."""
+    if protect_explained is not None:
+        if not isinstance(protect_explained, bool):
+            raise PRXAIError(f"protect_explained must be True, False or None, got {protect_explained!r}.")
+        return protect_explained
+    from captum_prxai.capture import model_is_causal
+
+    return model_is_causal(model)
+
+
+def _metric_special(enc: _Encoded, protect_explained: bool) -> Tensor:
+    """The special-tokens mask the metrics see: plus the last real token when the explained token is protected."""
+    if not protect_explained:
+        return enc.special
+    from captum_prxai.capture import target_positions
+    from captum_prxai.metrics import protect_positions
+
+    return protect_positions(enc.special, enc.mask, target_positions(enc.mask.bool(), causal=True))
+
+
 def _explain_examples(indices: Sequence[int], data: _Data, keys: Dict[str, str], cached: Dict[tuple, Dict[str, Any]],
                       cache: RecordCache, tokenizer: Any, max_length: int, device: torch.device,
-                      forward: ForwardFunc, runner: _Methods, metric_kwargs: Dict[str, Any], bar: Any) -> _Tally:
+                      forward: ForwardFunc, runner: _Methods, metric_kwargs: Dict[str, Any], bar: Any,
+                      protect_explained: bool = False) -> _Tally:
     """The loop: per example, reuse the cached records, then explain, score and store the missing ones.
 
     A method that fails on an example is reported and skipped; the others
-    still run (Ctrl-C still stops the run).
+    still run (Ctrl-C still stops the run). With ``protect_explained`` the
+    metrics never remove the last real token (a decoder's explained token);
+    the methods still see the tokenizer's special-tokens mask.
     """
     tally = _Tally()
     for index in indices:
@@ -405,11 +431,12 @@ def _explain_examples(indices: Sequence[int], data: _Data, keys: Dict[str, str],
         with torch.no_grad():
             target = forward(enc.ids, enc.mask).argmax(dim=-1)
         gold = None if label is None else torch.tensor([label], device=device)
+        metric_special = _metric_special(enc, protect_explained)
         for name in todo:
             bar.set_postfix_str(f"{name} #{index}")
             try:
                 scores, elapsed, mem = runner.explain(name, index, enc, target)
-                res = evaluate_faithfulness(forward, enc.ids, enc.mask, enc.special, scores, target=target,
+                res = evaluate_faithfulness(forward, enc.ids, enc.mask, metric_special, scores, target=target,
                                             labels=gold, **metric_kwargs)
             except Exception as err:
                 message = f"{type(err).__name__}: {err}"
@@ -470,6 +497,7 @@ def run_benchmark(
     plot: bool = True,
     model_name: Optional[str] = None,
     warmup: bool = True,
+    protect_explained: Optional[bool] = None,
     **config_kwargs: Any,
 ) -> BenchmarkResult:
     """Benchmark attribution methods on a dataset with removal-based faithfulness metrics.
@@ -507,6 +535,13 @@ def run_benchmark(
         model_name: Name shown in the report (default: from the model config).
         warmup: Run each method once, untimed, before its first timed call, so
             one-off costs (kernel loading, hook set-up) don't count as time.
+        protect_explained: Never remove the last real token in the metrics,
+            for every method alike. A decoder classifier reads its class
+            there, so removing it moves the read-out rather than removing
+            evidence (see :func:`captum_prxai.metrics.protect_positions`).
+            ``None`` (default): on for models whose attention is causal
+            (:func:`captum_prxai.capture.model_is_causal`), off otherwise.
+            Part of the cache key when on.
 
     Returns:
         A :class:`BenchmarkResult`.
@@ -531,11 +566,12 @@ def run_benchmark(
     ctx = MethodContext.from_tokenizer(tokenizer, seed=config.seed, options=method_options)
     metric_kwargs = config.metric_kwargs(ctx.mask_token_id, ctx.pad_token_id, batch_size)
     max_length = resolve_max_length(config.max_length, model, tokenizer)
+    protect = resolve_protect_explained(protect_explained, model)
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     cache = RecordCache(out / CACHE_FILE)
-    keys = _method_keys(names, method_options, config, max_length, model, tokenizer, data, device)
+    keys = _method_keys(names, method_options, config, max_length, model, tokenizer, data, device, protect)
     if resume:
         cached = cache.read(set(keys.values()))
     else:
@@ -546,7 +582,7 @@ def run_benchmark(
     bar = tqdm(total=len(indices) * len(names), disable=not progress, desc="benchmark", unit="expl")
     try:
         tally = _explain_examples(indices, data, keys, cached, cache, tokenizer, max_length, device, forward,
-                                  runner, metric_kwargs, bar)
+                                  runner, metric_kwargs, bar, protect)
     finally:
         bar.close()
 
@@ -560,6 +596,7 @@ def run_benchmark(
         "max_length": max_length,
         "seed": config.seed,
         "batch_size": batch_size,
+        "protect_explained": protect,
         "errors": len(tally.errors),
         "cache_keys": keys,
     }

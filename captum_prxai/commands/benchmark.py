@@ -57,6 +57,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "from the cache")
     parser.add_argument("--no-resume", action="store_true",
                         help="ignore and overwrite the cache in --out instead of resuming")
+    parser.add_argument("--protect-explained", action=argparse.BooleanOptionalAction, default=None,
+                        help="never remove the explained (last) token in the metrics; default: on for decoders, "
+                             "whose classification head reads that token, off for encoders")
     parser.add_argument("--no-plot", action="store_true", help="do not draw deletion_curves.png")
     parser.add_argument("--quiet", "--no-progress", dest="quiet", action="store_true", help="no progress bar")
     parser.add_argument("--list-methods", action="store_true", help="list the available methods and exit")
@@ -132,7 +135,7 @@ def run(args: argparse.Namespace) -> int:
         result = run_benchmark(model, tokenizer, dataset, methods, n=args.n, out_dir=out, config=config,
                                method_options=options, device=device, batch_size=args.batch_size,
                                resume=not args.no_resume, progress=not args.quiet, plot=not args.no_plot,
-                               model_name=args.model)
+                               model_name=args.model, protect_explained=args.protect_explained)
     print(result.files["markdown"].read_text(encoding="utf-8"))
     print(f"{result.n_computed} explanations computed, {result.n_cached} read from {result.files['cache']}")
     for kind in ("csv", "markdown", "json", "plot"):

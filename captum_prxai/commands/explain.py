@@ -138,7 +138,8 @@ def run(args: argparse.Namespace) -> int:
     for label, scores in result.scores.items():
         ms = result.seconds[label] * 1000
         print(f"\n{label}  ({ms:.0f} ms)")
-        print(terminal_heatmap(result.tokens, scores, merge_subwords=args.merge_subwords, color=color))
+        print(terminal_heatmap(result.tokens, scores, merge_subwords=args.merge_subwords, color=color,
+                               explained_position=result.explained_position))
         print(f"  top: {_top_words(result.tokens, scores, args.merge_subwords, result.unknown)}")
 
     if paths:
@@ -150,17 +151,20 @@ def run(args: argparse.Namespace) -> int:
 
         adjacency, node_scores = result.graph.adjacency[0], result.graph.scores[0]
         title = graph_title(result.graph_label, result.graph)
-        figure = plot_attention_graph(result.tokens, adjacency, node_scores, title=title)
+        figure = plot_attention_graph(result.tokens, adjacency, node_scores, title=title,
+                                      explained_position=result.explained_position)
         fmt = paths["--graph"].suffix.lower().lstrip(".")
         write_output(paths["--graph"], "--graph", lambda path: figure.savefig(path, format=fmt))
         if args.html:
-            graph_svg = attention_graph_svg(result.tokens, adjacency, node_scores, title=title)
+            graph_svg = attention_graph_svg(result.tokens, adjacency, node_scores, title=title,
+                                            explained_position=result.explained_position)
     if args.html:
         page = comparison_page(
             result.tokens, result.scores,
             title=f"Why {labels[target]}? {args.text[:80]}{'...' if len(args.text) > 80 else ''}",
             predicted_label=labels[pred], probability=probs[pred],
             timings=result.seconds, merge_subwords=args.merge_subwords, extra_html=graph_svg,
+            explained_position=result.explained_position,
         )
         write_output(paths["--html"], "--html", lambda path: path.write_text(page, encoding="utf-8"))
     if args.json:

@@ -398,14 +398,16 @@ class _Explorer:
                 "truncated": enc.truncated, "full_length": enc.full_length, "chars": len(text),
                 "full_chars": enc.full_chars, "label_names": eng.label_names,
                 "probabilities": probs, "predicted": predicted, "predicted_name": eng.label_names[predicted],
-                "target": target, "target_name": eng.label_names[target]}
+                "target": target, "target_name": eng.label_names[target],
+                "explained_position": eng.explained_position(enc)}
 
     @staticmethod
-    def render(tokens: Sequence[str], result: Mapping[str, Any], merge: bool, palette: str) -> str:
+    def render(tokens: Sequence[str], result: Mapping[str, Any], merge: bool, palette: str,
+               explained_position: Optional[int] = None) -> str:
         from captum_prxai.viz.html import token_heatmap_html
 
         html = token_heatmap_html(tokens, result["scores"], method=result["label"], seconds=result["seconds"],
-                                  merge_subwords=merge)
+                                  merge_subwords=merge, explained_position=explained_position)
         return recolor_heatmap(html, palette)
 
     def job_json(self, job: Job, merge: Optional[bool] = None, palette: str = "default") -> Dict[str, Any]:
@@ -413,7 +415,7 @@ class _Explorer:
         info = job.payload["input"]
         merge = job.payload["merge"] if merge is None else merge
         for result in snap["results"]:
-            result["html"] = self.render(info["tokens"], result, merge, palette)
+            result["html"] = self.render(info["tokens"], result, merge, palette, info.get("explained_position"))
         snap["input"] = info
         snap["request"] = job.payload["request"]
         snap["merge_subwords"], snap["palette"] = merge, palette
@@ -732,6 +734,7 @@ def _register_graph_routes(app: Any, ex: _Explorer) -> None:
             enc.tokens, {r["label"]: r["scores"] for r in results}, title=title,
             predicted_label=labels[predicted], probability=probs[predicted],
             timings={r["label"]: r["seconds"] for r in results}, merge_subwords=merge,
+            explained_position=eng.explained_position(enc),
             extra_html="<style>.prx-graph svg{max-width:100%;height:auto;display:block}</style>" + extra
             + f'<p class="prx-meta">model: {_esc(shown_model)}; explained class: {_esc(labels[target])}; '
             f"methods: {_esc(described)}{note}"

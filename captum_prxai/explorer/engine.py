@@ -330,7 +330,11 @@ class Engine:
         self.confirm_seconds = float(confirm_seconds)
         from captum_prxai.models import label_names
 
+        from captum_prxai.capture import model_is_causal
+
         self.label_names = label_names(model)
+        #: whether the model is a decoder (explains its last token; see :meth:`explained_position`)
+        self.causal = model_is_causal(model)
         self._user_forward = forward_func
         self._local = threading.local()
         self._tokenizer_lock = threading.Lock()
@@ -858,11 +862,23 @@ class Engine:
             what += f"token graph ({layers} layers summed)"
         shown = (f"top {len(chosen)} of {len(real)} nodes" if len(chosen) < len(real) else f"{len(real)} nodes")
         title = f"{what}; {shown}, {len(edges)} strongest edges"
+        explained = self.explained_position(enc)
+        if layered:  # the explained token's node in the last layer
+            top_layer = max(layers_of)
+            explained = next((i for i, (p, l) in enumerate(zip(positions, layers_of))
+                              if p == explained and l == top_layer), None)
         svg = attention_graph_svg([labels[i] for i in chosen], sub, [float(ranks[i]) for i in chosen],
-                                  top_edges=top_edges, layout=layout, title=title)
+                                  top_edges=top_edges, layout=layout, title=title,
+                                  explained_position=chosen.index(explained) if explained in chosen else None)
         return {"method": spec.name, "label": spec.label, "svg": svg, "title": title,
                 "graph": "layered" if layered else "token", "nodes": chosen, "edges": edges,
                 "scores": [float(v) for v in scores.tolist()], "params": used}
+
+    def explained_position(self, enc: Encoded) -> int:
+        """Index of ``enc``'s explained token: the first for encoders, the last real one for decoders."""
+        from captum_prxai.capture import target_positions
+
+        return int(target_positions(enc.attention_mask.bool(), self.causal)[0])
 
     # ------------------------------------------------------------------ stats
     def stats(self) -> Dict[str, Any]:

@@ -26,6 +26,7 @@ from captum_prxai.metrics.faithfulness import (
 )
 from captum_prxai.metrics.masking import (
     num_tokens_to_remove,
+    protect_positions,
     real_token_mask,
     remove_tokens,
     remove_top_k,
@@ -57,6 +58,7 @@ __all__ = [
     "num_tokens_to_remove",
     "probability_forward",
     "random_token_selection",
+    "protect_positions",
     "real_token_mask",
     "remove_tokens",
     "remove_top_k",

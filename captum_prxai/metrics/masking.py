@@ -32,6 +32,7 @@ RemovalMode = Literal["delete", "replace"]
 __all__ = [
     "RemovalMode",
     "real_token_mask",
+    "protect_positions",
     "num_tokens_to_remove",
     "select_tokens",
     "remove_tokens",
@@ -52,6 +53,49 @@ def _check_2d(name: str, tensor: Tensor, shape: Optional[torch.Size] = None) -> 
             f"{name} has shape {tuple(tensor.shape)} but input_ids has shape {tuple(shape)}; "
             "all per-token tensors must have the same (batch, tokens) shape."
         )
+
+
+def protect_positions(special_tokens_mask: Optional[Tensor], attention_mask: Tensor, positions: Tensor) -> Tensor:
+    """A special-tokens mask that also protects one position per example.
+
+    A decoder classifier reads its class from the hidden state of the last
+    real token, so removing that token moves the position the head reads
+    instead of removing evidence: every method that ranks it first (PageRank
+    methods do, through the teleport to the explained token) gains
+    comprehensiveness for free. Pass the result as ``special_tokens_mask`` to
+    the metrics to keep the explained token in every perturbed input, for
+    every method alike.
+
+    Args:
+        special_tokens_mask: ``(B, T)`` special-token mask, or ``None``.
+        attention_mask: ``(B, T)`` attention mask (gives the shape).
+        positions: ``(B,)`` index of the position to protect in each example,
+            e.g. :func:`captum_prxai.capture.target_positions`.
+
+    Returns:
+        ``(B, T)`` long mask, 1 for special tokens and the protected positions.
+
+    Example::
+
+        >>> from captum_prxai.capture import target_positions
+        >>> explained = target_positions(mask.bool(), causal=True)  # last real token
+        >>> protected = protect_positions(special, mask, explained)
+        >>> evaluate_faithfulness(forward, ids, mask, protected, scores)
+    """
+    _check_2d("attention_mask", attention_mask)
+    if special_tokens_mask is not None:
+        _check_2d("special_tokens_mask", special_tokens_mask, attention_mask.shape)
+    batch, length = attention_mask.shape
+    positions = torch.as_tensor(positions, device=attention_mask.device).long().reshape(-1)
+    if positions.numel() != batch:
+        raise PRXAIError(f"positions must hold one index per example ({batch}), got {positions.numel()}.")
+    if bool(((positions < 0) | (positions >= length)).any()):
+        raise PRXAIError(f"positions must lie in 0..{length - 1}, got {positions.tolist()}.")
+    out = torch.zeros(batch, length, dtype=torch.long, device=attention_mask.device)
+    if special_tokens_mask is not None:
+        out |= special_tokens_mask.bool().long()
+    out[torch.arange(batch, device=out.device), positions] = 1
+    return out
 
 
 def real_token_mask(attention_mask: Tensor, special_tokens_mask: Optional[Tensor] = None) -> Tensor:

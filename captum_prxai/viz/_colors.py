@@ -68,19 +68,22 @@ def scale_max(scores: Sequence[float], signed: bool) -> float:
     return max(abs(s) for s in scores) if signed else max(max(scores), 0.0)
 
 
-def display_max(words: Sequence[str], scores: Sequence[float], signed: bool, include_special: bool = False) -> float:
+def display_max(words: Sequence[str], scores: Sequence[float], signed: bool, include_special: bool = False,
+                exclude: Sequence[int] = ()) -> float:
     """The score that gets the full colour when showing ``words``.
 
-    Special tokens (``[CLS]``, ``<s>`` ...) are left out of the maximum unless
-    ``include_special``: PageRank methods that teleport to the explained
-    ``[CLS]`` token give it most of the mass, which would wash out every
-    other colour. Special tokens above the maximum are shown at full colour
-    (clipped). If no ordinary token has a non-zero score, all tokens count.
+    Special tokens (``[CLS]``, ``<s>`` ...) and the positions in ``exclude``
+    (the explained token: a decoder's last word) are left out of the maximum
+    unless ``include_special``: PageRank methods that teleport to the
+    explained token give it most of the mass, which would wash out every
+    other colour. Tokens above the maximum are shown at full colour
+    (clipped). If no other token has a non-zero score, all tokens count.
     """
     from captum_prxai.viz.tokens import is_special_token
 
     if not include_special:
-        ordinary = [s for w, s in zip(words, scores) if not is_special_token(w)]
+        left_out = set(exclude)
+        ordinary = [s for i, (w, s) in enumerate(zip(words, scores)) if not is_special_token(w) and i not in left_out]
         top = scale_max(ordinary, signed)
         if top > 0:
             return top

@@ -116,6 +116,10 @@ class TextExplanation:
             of :attr:`graph_label` (``adjacency[0]``: the graph PageRank ran on).
         graph_label: Label of the method whose graph :attr:`graph` is.
         encoded: The tokenised input.
+        explained_position: Index of the token whose output is explained: the
+            first token (``[CLS]``) for encoders, the last for decoders
+            (:func:`captum_prxai.capture.target_positions`). The renderers
+            leave it out of their colour scales.
     """
 
     text: str
@@ -131,6 +135,7 @@ class TextExplanation:
     graph: Any = field(default=None, repr=False)
     graph_label: Optional[str] = None
     encoded: Optional[EncodedText] = field(default=None, repr=False)
+    explained_position: Optional[int] = None
 
     @property
     def all_unknown(self) -> bool:
@@ -145,7 +150,7 @@ class TextExplanation:
             "text": self.text, "tokens": self.tokens, "label_names": self.label_names,
             "probabilities": self.probabilities, "predicted": self.predicted, "target": self.target,
             "truncated": self.truncated, "scores": self.scores, "seconds": self.seconds,
-            "unknown": self.unknown,
+            "unknown": self.unknown, "explained_position": self.explained_position,
         }
 
 
@@ -226,12 +231,14 @@ def explain_text(
     if isinstance(target, bool) or not isinstance(target, int) or not 0 <= target < classes:
         raise PRXAIError(f"--target {target} is out of range: this model has {classes} classes (0..{classes - 1}).")
 
+    from captum_prxai.capture import model_is_causal, target_positions
     from captum_prxai.models import label_names
 
     result = TextExplanation(
         text=text, tokens=list(encoded.tokens), label_names=label_names(model, classes),
         probabilities=[float(p) for p in probs.tolist()], predicted=predicted, target=target,
         truncated=encoded.truncated, unknown=_unknown_positions(encoded, tokenizer), encoded=encoded,
+        explained_position=int(target_positions(attention_mask.bool(), model_is_causal(model))[0]),
     )
     forward_func = registry.make_forward_func(model)
     context = context or registry.MethodContext.from_tokenizer(tokenizer)

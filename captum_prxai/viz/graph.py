@@ -18,7 +18,7 @@ from typing import Any, Sequence
 
 from captum_prxai.exceptions import PRXAIError
 from captum_prxai.viz import _colors
-from captum_prxai.viz.tokens import display_token
+from captum_prxai.viz.tokens import display_token, explained_word
 
 __all__ = ["plot_attention_graph", "attention_graph_svg", "top_edges_of"]
 
@@ -68,6 +68,7 @@ def plot_attention_graph(
     fmt: str = "png",
     layout: str = "line",
     title: str | None = None,
+    explained_position: int | None = None,
 ):
     """Draw the token graph: nodes sized by PageRank score, the strongest edges as arrows.
 
@@ -89,6 +90,9 @@ def plot_attention_graph(
             arcs; forward edges above the line, backward below) or
             ``"circle"``. Default: ``"line"``.
         title: Axes title.
+        explained_position: Index of the explained token; like a special
+            token it does not set the node scale (a decoder's last word,
+            which the teleport makes the largest node).
 
     Returns:
         A ``matplotlib.figure.Figure`` (not attached to pyplot).
@@ -116,7 +120,9 @@ def plot_attention_graph(
     if n == 0:
         raise PRXAIError("cannot draw an empty graph (no tokens).")
     signed = _colors.is_signed(scores)
-    ts = _colors.intensities(scores, signed, _colors.display_max([str(t) for t in tokens], scores, signed))
+    explained = explained_word([[i] for i in range(n)], explained_position)
+    ts = _colors.intensities(scores, signed, _colors.display_max([str(t) for t in tokens], scores, signed,
+                                                                 exclude=() if explained is None else (explained,)))
     edges = top_edges_of(a, top_edges)
     wmax = max((abs(w) for _, _, w in edges), default=1.0) or 1.0
 
@@ -197,6 +203,7 @@ def attention_graph_svg(
     top_edges: int = 30,
     layout: str = "line",
     title: str | None = None,
+    explained_position: int | None = None,
 ) -> str:
     """The same drawing as :func:`plot_attention_graph`, as an inline ``<svg>`` element.
 
@@ -206,7 +213,8 @@ def attention_graph_svg(
     """
     import matplotlib
 
-    fig = plot_attention_graph(tokens, adjacency, node_scores, top_edges=top_edges, layout=layout, title=title)
+    fig = plot_attention_graph(tokens, adjacency, node_scores, top_edges=top_edges, layout=layout, title=title,
+                               explained_position=explained_position)
     buf = io.StringIO()
     with matplotlib.rc_context({"svg.fonttype": "path", "svg.hashsalt": "captum-prxai"}):
         fig.savefig(buf, format="svg", metadata={"Date": None})

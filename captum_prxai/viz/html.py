@@ -25,7 +25,7 @@ from typing import Any, Mapping, Sequence
 
 from captum_prxai.exceptions import PRXAIError
 from captum_prxai.viz import _colors
-from captum_prxai.viz.tokens import check_lengths, display_token, is_special_token, merge_subwords
+from captum_prxai.viz.tokens import check_lengths, display_token, explained_word, is_special_token, merge_subwords
 
 __all__ = ["STYLE", "token_heatmap_html", "comparison_page", "score_color", "escape"]
 
@@ -46,6 +46,7 @@ STYLE = """
   box-decoration-break: clone; -webkit-box-decoration-break: clone; }
 .prx-tok.prx-special { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; font-size: .8em;
   outline: 1px dashed #8c959f; outline-offset: -1px; }
+.prx-tok.prx-explained { outline: 2px solid #24292f; outline-offset: -1px; }
 .prx-legend { display: flex; align-items: center; gap: .4rem; font-size: .75rem; color: #57606a; margin-top: .45rem; }
 .prx-legend-bar { display: inline-block; width: 9rem; height: .6rem; border: 1px solid #d0d7de; border-radius: 2px; }
 .prx-top { border-collapse: collapse; font-size: .85rem; margin: .2rem 0 1.2rem 0; }
@@ -136,6 +137,7 @@ def token_heatmap_html(
     signed: bool | None = None,
     scale_special_tokens: bool = False,
     seconds: float | None = None,
+    explained_position: int | None = None,
 ) -> str:
     """Render one method's token scores as a coloured HTML fragment.
 
@@ -163,6 +165,11 @@ def token_heatmap_html(
             tokens above it are drawn at full colour, since PageRank often
             gives the explained ``[CLS]`` token most of the mass.
         seconds: Time the attribution took, shown in the title row.
+        explained_position: Index (in ``tokens``) of the token whose output
+            is explained, e.g. :attr:`~captum_prxai.viz.explanation.TextExplanation.explained_position`.
+            It is outlined (class ``prx-explained``) and, like a special
+            token, left out of the colour scale: for a decoder it is the last
+            word, which PageRank methods rank first through their teleport.
 
     Returns:
         An HTML fragment (a string). All text in it is escaped.
@@ -174,7 +181,9 @@ def token_heatmap_html(
     words, values, groups = _prepare(tokens, scores, merge_subwords)
     if signed is None:
         signed = _colors.is_signed(values)
-    top = _colors.display_max(words, values, signed, include_special=scale_special_tokens)
+    explained = explained_word(groups, explained_position)
+    top = _colors.display_max(words, values, signed, include_special=scale_special_tokens,
+                              exclude=() if explained is None else (explained,))
     ts = _colors.intensities(values, signed, top)
 
     title = [f'<span class="prx-method">{escape(method)}</span>']
@@ -186,15 +195,19 @@ def token_heatmap_html(
         title.append(f'<span class="prx-time">{float(seconds) * 1000:.1f} ms</span>')
 
     spans = []
-    for word, value, t, group in zip(words, values, ts, groups):
+    for k, (word, value, t, group) in enumerate(zip(words, values, ts, groups)):
         bg_rgb = _colors.intensity_rgb(t, signed)
         bg = _colors.css_rgb(bg_rgb)
         fg = _colors.css_rgb(_colors.text_on(bg_rgb))
         cls = "prx-tok prx-special" if is_special_token(word) else "prx-tok"
+        tip = _fmt_score(value)
+        if k == explained:
+            cls += " prx-explained"
+            tip += " (the explained token; left out of the colour scale)"
         shown = word if merge_subwords else display_token(word)
         spans.append(
             f'<span class="{cls}" data-score="{value!r}" data-index="{group[0]}" data-len="{len(group)}"'
-            f' title="{escape(_fmt_score(value))}" style="background-color:{bg};color:{fg}">{escape(shown)}</span>'
+            f' title="{escape(tip)}" style="background-color:{bg};color:{fg}">{escape(shown)}</span>'
         )
     return (
         f'<div class="prx-heatmap" data-method="{escape(method)}" data-signed="{str(bool(signed)).lower()}">'
@@ -241,6 +254,7 @@ def comparison_page(
     timings: Mapping[str, float] | None = None,
     merge_subwords: bool = False,
     extra_html: str | None = None,
+    explained_position: int | None = None,
 ) -> str:
     """A standalone HTML document comparing several attribution methods on one text.
 
@@ -260,6 +274,8 @@ def comparison_page(
         extra_html: Trusted HTML inserted after the table (e.g. an attention
             graph from :func:`captum_prxai.viz.graph.attention_graph_svg`).
             It is **not** escaped.
+        explained_position: Index of the explained token (outlined, and left
+            out of every colour scale; see :func:`token_heatmap_html`).
 
     Returns:
         The HTML document as a string.
@@ -278,7 +294,8 @@ def comparison_page(
         meta.append(f"p = {float(probability):.3f}")
     meta.append(f"{len(tokens)} tokens")
     blocks = [
-        token_heatmap_html(tokens, scores, method=name, merge_subwords=merge_subwords, seconds=timings.get(name))
+        token_heatmap_html(tokens, scores, method=name, merge_subwords=merge_subwords, seconds=timings.get(name),
+                           explained_position=explained_position)
         for name, scores in method_scores.items()
     ]
     body = (

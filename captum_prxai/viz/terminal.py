@@ -12,7 +12,7 @@ import os
 from typing import Any, Sequence
 
 from captum_prxai.viz import _colors
-from captum_prxai.viz.tokens import check_lengths, display_token, merge_subwords as _merge
+from captum_prxai.viz.tokens import check_lengths, display_token, explained_word, merge_subwords as _merge
 
 __all__ = ["terminal_heatmap", "color_enabled"]
 
@@ -33,6 +33,7 @@ def terminal_heatmap(
     signed: bool | None = None,
     merge_subwords: bool = False,
     color: bool | None = None,
+    explained_position: int | None = None,
 ) -> str:
     """One line of text with every token's background coloured by its score.
 
@@ -44,6 +45,9 @@ def terminal_heatmap(
             Special tokens (``[CLS]`` ...) do not set the colour scale (see
             :func:`captum_prxai.viz.html.token_heatmap_html`); they clip.
         color: Force colour on / off. Default: on unless ``NO_COLOR`` is set.
+        explained_position: Index of the explained token; like a special
+            token it does not set the colour scale (a decoder's last word,
+            which PageRank methods rank first through their teleport).
 
     Returns:
         The line (no trailing newline). With colour: ANSI escape sequences
@@ -52,15 +56,17 @@ def terminal_heatmap(
         that ratio is at least 0.005 in size (special tokens may exceed 1).
     """
     if merge_subwords:
-        words, values, _ = _merge(list(tokens), scores)
+        words, values, groups = _merge(list(tokens), scores)
     else:
         values = _colors.to_float_list(scores)
         words = [str(t) for t in tokens]
         check_lengths(words, values)
         words = [display_token(w) for w in words]
+        groups = [[i] for i in range(len(words))]
     if signed is None:
         signed = _colors.is_signed(values)
-    top = _colors.display_max(words, values, signed)
+    explained = explained_word(groups, explained_position)
+    top = _colors.display_max(words, values, signed, exclude=() if explained is None else (explained,))
     ts = _colors.intensities(values, signed, top)
     parts = []
     if color_enabled(color):

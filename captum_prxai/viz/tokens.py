@@ -123,3 +123,19 @@ def check_lengths(tokens: Sequence[str], scores: Sequence[float]) -> None:
             f"got {len(tokens)} tokens but {len(scores)} scores; pass exactly one score per token "
             "(drop padding from both, or from neither)."
         )
+
+
+def explained_word(groups: Sequence[Sequence[int]], position: int | None) -> int | None:
+    """Index of the shown word (a group of token positions) that holds token ``position``; ``None`` for none.
+
+    Raises:
+        PRXAIError: ``position`` is not an index of the tokens (negative
+            indices count from the end).
+    """
+    if position is None:
+        return None
+    n = sum(len(g) for g in groups)
+    if isinstance(position, bool) or not isinstance(position, int) or not -n <= position < n:
+        raise PRXAIError(f"explained_position={position!r} is not a token index (0..{n - 1}).")
+    position %= n
+    return next(k for k, group in enumerate(groups) if position in group)

@@ -465,16 +465,20 @@ function renderPrediction(input, box) {
   box.hidden = false;
 }
 
-function topTokens(tokens, scores, k) {
-  // the k tokens with the largest |score| (special tokens included), as a small bar chart
+function topTokens(tokens, scores, k, explained = null) {
+  // the k tokens with the largest |score| (special tokens included), as a small bar chart; the explained
+  // token (a decoder's last word, which PageRank methods rank first through their teleport) is marked
+  // and does not set the bar scale (its bar clips at full width)
   const order = scores.map((s, i) => i).sort((a, b) => Math.abs(scores[b]) - Math.abs(scores[a])).slice(0, k);
-  const top = Math.max(1e-12, ...order.map((i) => Math.abs(scores[i])));
+  const scaled = order.filter((i) => i !== explained);
+  const top = Math.max(1e-12, ...(scaled.length ? scaled : order).map((i) => Math.abs(scores[i])));
   const chart = el("div", { class: "bars", "data-top-tokens": String(order.length) });
   for (const i of order) {
     const row = el("div", { class: "bar-row" });
     const bar = el("div", { class: scores[i] < 0 ? "hbar neg" : "hbar pos" });
-    bar.style.width = `${(100 * Math.abs(scores[i]) / top).toFixed(1)}%`;
-    row.append(el("span", { class: "bar-tok" }, tokens[i]), el("div", { class: "bar-track" }), el("span", { class: "bar-val" }, scores[i].toPrecision(2)));
+    bar.style.width = `${Math.min(100, (100 * Math.abs(scores[i])) / top).toFixed(1)}%`;
+    const name = i === explained ? `${tokens[i]} (explained)` : tokens[i];
+    row.append(el("span", { class: "bar-tok", title: i === explained ? "the explained token" : "" }, name), el("div", { class: "bar-track" }), el("span", { class: "bar-val" }, scores[i].toPrecision(2)));
     row.children[1].append(bar);
     chart.append(row);
   }
@@ -504,7 +508,7 @@ function renderJob(job, predictionBox = $("prediction"), results = $("results"),
       frag.innerHTML = r.html;  // generated and escaped by captum_prxai.viz.html
       card.append(frag);
       const more = el("details", { class: "top" });
-      more.append(el("summary", {}, "top tokens"), topTokens(job.input.tokens, r.scores, 8));
+      more.append(el("summary", {}, "top tokens"), topTokens(job.input.tokens, r.scores, 8, job.input.explained_position ?? null));
       more.open = true;
       card.append(more);
       results.append(card);
