@@ -36,19 +36,24 @@ __all__ = [
 
 #: ``(layer index, A (B, H, T, T), dA or None) -> (B, T, T)``: one layer's head-reduced edge map.
 EdgeMap = Callable[[int, Tensor, Optional[Tensor]], Tensor]
+#: ``(edge map (B, T, T), mask (B, T), causal) -> (B, T, T)``: one layer's term of a graph summed over layers.
+LayerTerm = Callable[[Tensor, Tensor, bool], Tensor]
 
 
 @dataclass
 class CapturedGraph:
     """What one pass through the model yields for graph building."""
 
-    maps: list[Tensor]  #: per layer, ``(B, T, T)`` head-reduced edge weights, padding zeroed
+    #: per layer, ``(B, T, T)`` head-reduced edge weights, padding zeroed; with :attr:`summed`, one map:
+    #: the sum of the layers' terms (see ``layer_term`` of :func:`capture_graph`)
+    maps: list[Tensor]
     mask: Tensor  #: ``(B, T)`` bool, real (non-padding) tokens
     target_position: Tensor  #: ``(B,)`` index of the token whose output is explained
     causal: bool  #: whether the attention was causal (decoder)
     input_gradient: Optional[Tensor] = None  #: ``(B, T)`` gradient x input at the first layer, when asked for
     logits: Optional[Tensor] = None  #: ``(B, C)`` the model's detached output (``(B,)`` for one score)
     target: Optional[Tensor] = None  #: ``(B,)`` the explained output index (``None`` for one score)
+    summed: bool = False  #: whether :attr:`maps` holds the layers' summed terms instead of one map per layer
 
 
 def attention_memory_bytes(
@@ -59,6 +64,7 @@ def attention_memory_bytes(
     itemsize: int = 4,
     capture: str = "recompute",
     tile_bytes: Optional[int] = None,
+    summed: bool = False,
 ) -> int:
     """Rough peak memory of the attention maps of one attribution pass (bytes).
 
@@ -78,10 +84,14 @@ def attention_memory_bytes(
     * **Head-reduced maps.** The ``L`` ``(B, T, T)`` edge maps kept for the
       graph, plus about three more while the graph is built and PageRank runs
       (the summed adjacency, the masked copy and a temporary), in fp32:
-      ``(L + 3) * B * T * T * 4`` bytes. This part grows as ``T**2`` and
-      dominates at long lengths.
+      ``(L + 3) * B * T * T * 4`` bytes. With ``summed`` (the token graph:
+      :func:`capture_graph` with ``layer_term``) only the running sum and
+      the layer being written are kept, ``(2 + 3)`` maps whatever ``L``
+      (``min(L, 2) + 3``). This part grows as ``T**2`` and dominates at long
+      lengths.
     """
-    reduced = (layers + 3) * batch * length * length * 4
+    kept = min(layers, 2) if summed else layers
+    reduced = (kept + 3) * batch * length * length * 4
     if capture == "recompute":
         tile = _tile_bytes(batch, heads, length, length, itemsize,
                            current_tile_bytes() if tile_bytes is None else tile_bytes)
@@ -114,20 +124,21 @@ def _heads(layer: nn.Module) -> int:
 
 
 def check_memory(layers: Sequence[nn.Module], batch: int, length: int, device: torch.device, capture: str,
-                 attention_fn: Optional[AttentionExtractor]) -> None:
+                 attention_fn: Optional[AttentionExtractor], summed: bool = False) -> None:
     """Raise a clear :class:`PRXAIError` before a pass whose attention maps would not fit in memory.
 
     The capture mode is the one the recorder will use
     (:func:`~captum_prxai.hooks.resolve_capture_mode`), so layers that fall
     back to materialised weights (e.g. MPNet) are counted as such; recomputed
     layers are counted as tiles of the current budget
-    (:func:`~captum_prxai.hooks.tile_budget`), see :func:`attention_memory_bytes`.
+    (:func:`~captum_prxai.hooks.tile_budget`), see :func:`attention_memory_bytes`;
+    ``summed``: the capture keeps only the running sum over layers.
     """
     heads = max(_heads(layer) for layer in layers)
     if not heads:
         return
     mode = resolve_capture_mode(layers, capture, attention_fn)
-    need = attention_memory_bytes(batch, length, len(layers), heads, capture=mode)
+    need = attention_memory_bytes(batch, length, len(layers), heads, capture=mode, summed=summed)
     free = available_memory_bytes(device)
     if free is not None and need > free:
         raise PRXAIError(
@@ -274,6 +285,7 @@ def capture_graph(
     capture: str = "auto",
     target_position: Union[str, int] = "auto",
     tile_bytes: Optional[int] = None,
+    layer_term: Optional[LayerTerm] = None,
 ) -> CapturedGraph:
     """Run one forward (and backward) pass and return the per-layer edge maps.
 
@@ -297,6 +309,14 @@ def capture_graph(
             current budget, 16 MiB. ``edge_map`` is called once per tile of
             query rows, ``(layer, A (B, H, r, T), dA) -> (B, r, T)``, so it
             must be elementwise or row-wise (the built-in edge weights are).
+        layer_term (callable, optional): ``(map (B, T, T), mask, causal) -> (B, T, T)``,
+            one layer's term of a graph that is a sum over layers (the token graph:
+            :func:`~captum_prxai.graph.spec.token_layer`). Given, each layer's map is
+            turned into its term as soon as the layer is complete and added to a
+            running sum, so one layer's map is kept instead of ``L``; the result
+            holds the sum as its one map (:attr:`CapturedGraph.summed`). The causal
+            flag comes from the first layer to arrive, which is complete before the
+            first term is taken.
 
     Returns:
         CapturedGraph: maps in at least fp32, zero on padding rows and columns.
@@ -304,8 +324,29 @@ def capture_graph(
     _warn_if_training(layers)
     # the causal check runs on the first layer whose maps arrive, tile by tile: (layer, seen, causal)
     causal_state: list[Any] = []
+    length = inputs.shape[1]
+    keep_mask = None if bool(mask.all()) else mask[:, None, :] & mask[:, :, None]
+
+    def is_causal() -> bool:
+        return bool(causal_state) and int(mask.sum(-1).max()) >= 2 and bool((causal_state[1] & causal_state[2]).all())
+
+    # layer_term: the running sum, and the layer whose map is being written (folded once the next one starts)
+    running: dict[str, Any] = {"sum": None, "open": None}
+
+    def fold(index: int) -> None:
+        stored = recorder.maps[index]
+        recorder.maps[index] = _FOLDED
+        term = layer_term(_checked_map(stored, index, length, keep_mask), mask, is_causal())
+        if running["sum"] is None:  # the sum is added to in place: never let it be the stored map itself
+            same = term.untyped_storage().data_ptr() == stored.untyped_storage().data_ptr()
+            running["sum"] = term.clone() if same else term
+        else:
+            running["sum"].add_(term)
 
     def keep(layer: int, attention: Tensor, grad: Optional[Tensor], rows: Optional[slice] = None) -> Tensor:
+        if layer_term is not None and running["open"] is not None and running["open"] != layer:
+            fold(running["open"])  # that layer is complete: its last tile was stored before this call
+        running["open"] = layer
         if not causal_state:
             causal_state.extend([layer, torch.zeros(mask.shape[0], dtype=torch.bool, device=mask.device),
                                  torch.ones(mask.shape[0], dtype=torch.bool, device=mask.device)])
@@ -335,31 +376,19 @@ def capture_graph(
                         "gradient-based edges need them. Return the model's logits as they are."
                     )
                 recorder.backward(objective.sum())
-    maps = recorder.collected()
-    length = inputs.shape[1]
-    for index, m in enumerate(maps):
-        if m.shape[-1] != length or m.shape[-2] != length:
-            raise PRXAIError(
-                f"Layer {index} attends over {m.shape[-1]} positions but the input has {length} tokens; hook "
-                "self-attention layers over the input sequence only (not cross-attention)."
-            )
-    # one map at a time, so that at most one extra (B, T, T) map exists (the recorder lets go of its own)
-    recorder.maps = [None] * len(recorder.maps)
-    keep_mask = None if bool(mask.all()) else mask[:, None, :] & mask[:, :, None]
-    for index, m in enumerate(maps):
-        if m.dtype in (torch.float16, torch.bfloat16):
-            m = m.float()
-        if keep_mask is not None:
-            m = torch.where(keep_mask, m, torch.zeros((), dtype=m.dtype, device=m.device))
-        maps[index] = m
-    del m
-    if any(not bool(torch.isfinite(m).all()) for m in maps):
-        raise PRXAIError(
-            "The captured attention maps contain NaN or infinite values (check the inputs, e.g. NaN embeddings, "
-            "and the model's weights)."
-        )
-    causal = bool(causal_state) and int(mask.sum(-1).max()) >= 2 and bool(
-        (causal_state[1] & causal_state[2]).all())
+    recorder.collected()  # raises if a layer produced no map
+    if layer_term is not None:
+        for index, m in enumerate(recorder.maps):
+            if m is not _FOLDED:
+                fold(index)
+        maps = [running["sum"]]
+    else:
+        maps = list(recorder.maps)
+        # one map at a time, so that at most one extra (B, T, T) map exists (the recorder lets go of its own)
+        recorder.maps = [None] * len(recorder.maps)
+        for index in range(len(maps)):
+            maps[index] = _checked_map(maps[index], index, length, keep_mask)
+    causal = is_causal()
     return CapturedGraph(
         maps=maps,
         mask=mask,
@@ -368,4 +397,28 @@ def capture_graph(
         input_gradient=recorder.input_gradient,
         logits=logits.detach(),
         target=chosen,
+        summed=layer_term is not None,
     )
+
+
+#: what a layer's slot in the recorder holds once ``layer_term`` has taken its map
+_FOLDED = torch.empty(0)
+
+
+def _checked_map(m: Tensor, index: int, length: int, keep_mask: Optional[Tensor]) -> Tensor:
+    """Layer ``index``'s captured map, checked (square over the input, finite), in at least fp32, padding zeroed."""
+    if m.shape[-1] != length or m.shape[-2] != length:
+        raise PRXAIError(
+            f"Layer {index} attends over {m.shape[-1]} positions but the input has {length} tokens; hook "
+            "self-attention layers over the input sequence only (not cross-attention)."
+        )
+    if m.dtype in (torch.float16, torch.bfloat16):
+        m = m.float()
+    if keep_mask is not None:
+        m = torch.where(keep_mask, m, torch.zeros((), dtype=m.dtype, device=m.device))
+    if not bool(torch.isfinite(m).all()):
+        raise PRXAIError(
+            "The captured attention maps contain NaN or infinite values (check the inputs, e.g. NaN embeddings, "
+            "and the model's weights)."
+        )
+    return m

@@ -7,7 +7,7 @@ import torch
 
 import captum_prxai as cp
 from captum_prxai.capture import capture_graph
-from captum_prxai.graph.spec import GraphSpec, build_graph, layer_edge_map, score_graph, token_adjacency
+from captum_prxai.graph.spec import GraphSpec, build_graph, layer_edge_map, score_graph, token_adjacency, token_layer
 from conftest import VOCAB, forward_for
 
 PR_OPTIONS = [
@@ -60,6 +60,69 @@ def test_token_graph_is_the_sum_of_the_spec_edge_maps(tiny_model_factory, tiny_b
     pr = cp.PRAttentionGradient(forward_for(model), layers)
     assert torch.allclose(score_graph(spec.replace(damping=pr.damping), built) * mask,
                           pr.attribute(ids, target=1, attention_mask=mask, additional_forward_args=(mask,)), atol=1e-6)
+
+
+SUMMED_SPECS = [
+    dict(edge_weight="attention"),
+    dict(edge_weight="tempered_attention_gradient"),
+    dict(edge_weight="gradient", normalize_layers=True),
+    dict(edge_weight="attention_gradient", residual=0.3, sink="drop", self_loops="drop"),
+    dict(edge_weight=lambda a, g: a[:, 0]),  # a view of the attention: the running sum must not write into it
+]
+
+
+@pytest.mark.parametrize("kind", ["bert", "llama"])
+@pytest.mark.parametrize("tile_bytes", [None, 64])
+@pytest.mark.parametrize("options", SUMMED_SPECS, ids=lambda o: "-".join(f"{k}={v}" for k, v in o.items())[:60])
+def test_a_capture_that_sums_the_layers_as_they_arrive_gives_the_same_token_graph(kind, tile_bytes, options,
+                                                                                tiny_model_factory, tiny_batch):
+    """Only the running sum of the layers' terms is kept; the graph is the one of all L maps."""
+    model = tiny_model_factory(kind)
+    ids, mask = tiny_batch
+    layers = cp.attention_layers(model)
+    spec = GraphSpec(**options)
+    common = dict(targets=torch.tensor([1, 2]), additional_forward_args=(mask,), tile_bytes=tile_bytes,
+                  with_gradients=spec.needs_gradients)
+    every = capture_graph(forward_for(model), layers, ids, mask.bool(), lambda i, a, g: spec.edge_map(a, g), **common)
+    terms = []
+
+    def term(m, real, causal):
+        terms.append(causal)
+        return token_layer(spec, m, real, causal)
+
+    summed = capture_graph(forward_for(model), layers, ids, mask.bool(), lambda i, a, g: spec.edge_map(a, g),
+                           layer_term=term, **common)
+    assert not every.summed and len(every.maps) == 2
+    assert summed.summed and len(summed.maps) == 1 and terms == [every.causal] * 2
+    assert summed.causal is every.causal is (kind == "llama")
+    torch.testing.assert_close(token_adjacency(spec, summed), token_adjacency(spec, every), atol=1e-6, rtol=1e-6)
+    torch.testing.assert_close(score_graph(spec, build_graph(spec, summed)), score_graph(spec, build_graph(spec, every)),
+                               atol=1e-6, rtol=0)
+    with pytest.raises(cp.PRXAIError, match="the layered graph needs every layer's map"):
+        build_graph(spec.replace(graph="layered"), summed)
+    # the attribution sums for the token graph and keeps every map for the layered one
+    pr = cp.PageRankAttribution(forward_for(model), layers, **options)
+    assert pr._layer_term() is not None
+    assert cp.PageRankAttribution(forward_for(model), layers, graph="layered", **options)._layer_term() is None
+
+
+def test_the_running_sum_never_writes_into_a_map_the_edge_weight_returned(tiny_model_factory):
+    model = tiny_model_factory("bert")
+    ids = torch.randint(2, VOCAB, (1, 7), generator=torch.Generator().manual_seed(3))
+    mask = torch.ones_like(ids)
+    returned = []
+
+    def edge(a, g):  # an already head-reduced map the caller keeps
+        m = a.mean(1)
+        returned.append(m)
+        return m
+
+    spec = GraphSpec(edge_weight=edge)
+    captured = capture_graph(forward_for(model), cp.attention_layers(model), ids, mask.bool(),
+                             lambda i, a, g: spec.edge_map(a, g), with_gradients=False, additional_forward_args=(mask,),
+                             layer_term=lambda m, real, causal: token_layer(spec, m, real, causal))
+    assert len(returned) == 2 and all(r.data_ptr() != captured.maps[0].data_ptr() for r in returned)
+    torch.testing.assert_close(captured.maps[0], returned[0] + returned[1])
 
 
 def test_graph_spec_checks_every_option_before_any_pass():
@@ -222,9 +285,11 @@ def test_the_memory_estimate_counts_layers_that_fall_back_to_stored_weights(tiny
     mpnet = deep(tf.MPNetConfig, tf.MPNetForSequenceClassification, pad_token_id=1)
     assert resolve_capture_mode(cp.attention_layers(bert)) == "recompute"
     assert resolve_capture_mode(cp.attention_layers(mpnet), "recompute") == "weights"  # MPNet has its own attention
-    recompute = attention_memory_bytes(2, 9, 6, 2, capture="recompute")
-    weights = attention_memory_bytes(2, 9, 6, 2, capture="weights")
+    recompute = attention_memory_bytes(2, 9, 6, 2, capture="recompute", summed=True)  # PR-G's token graph
+    weights = attention_memory_bytes(2, 9, 6, 2, capture="weights", summed=True)
     assert weights > recompute
+    # the token graph keeps the running sum and one layer: 2 + 3 maps instead of L + 3
+    assert (attention_memory_bytes(2, 9, 6, 2, capture="recompute") - recompute) == 4 * 2 * 9 * 9 * 4
     monkeypatch.setattr(capture, "available_memory_bytes", lambda device: (recompute + weights) // 2)
     ids = torch.randint(2, VOCAB, (2, 9))
     cp.PRGradient(forward_for(bert), cp.attention_layers(bert)).attribute(ids, target=1)  # fits

@@ -23,6 +23,7 @@ from torch import Tensor, nn
 from captum_prxai._tokenize import max_input_length
 from captum_prxai.capture import (  # noqa: F401  (re-exported for existing imports)
     CapturedGraph,
+    LayerTerm,
     attention_memory_bytes,
     available_memory_bytes,
     capture_graph,
@@ -205,7 +206,8 @@ class AttentionGraphAttribution(GradientAttribution):
             self._warn_if_pad_ids(inputs)
         targets = _format_target(target, batch, inputs.device)
         step = min(batch, internal_batch_size or batch)
-        check_memory(self.layers, step, length, inputs.device, self.capture, self.attention_fn)
+        check_memory(self.layers, step, length, inputs.device, self.capture, self.attention_fn,
+                     summed=self._layer_term() is not None)
         return inputs, targets, extra, mask, step
 
     def _chunks(self, inputs: Tensor, targets: Optional[Tensor], extra: tuple, mask: Tensor, step: int):
@@ -241,7 +243,12 @@ class AttentionGraphAttribution(GradientAttribution):
             attention_fn=self.attention_fn,
             capture=self.capture,
             target_position=self.target_position,
+            layer_term=self._layer_term(),
         )
+
+    def _layer_term(self) -> Optional[LayerTerm]:
+        """One layer's term, when the method's graph is a sum over layers (then only the sum is kept)."""
+        return None
 
     def _pad_token_id(self) -> Optional[int]:
         return self.pad_token_id

@@ -27,7 +27,7 @@ from captum_prxai.attr._base import (
     _find_attention_mask,
     _format_target,
 )
-from captum_prxai.capture import CapturedGraph, check_memory, target_positions
+from captum_prxai.capture import CapturedGraph, LayerTerm, check_memory, target_positions
 from captum_prxai.exceptions import PRXAIError
 from captum_prxai.graph.edges import EdgeWeight
 from captum_prxai.graph.pagerank import pagerank
@@ -41,6 +41,7 @@ from captum_prxai.graph.spec import (
     score_graph,
     teleport_for,
     token_adjacency,
+    token_layer,
 )
 from captum_prxai.graph.windows import plan_windows, stitch_window_graphs
 from captum_prxai.hooks import AttentionExtractor
@@ -292,6 +293,13 @@ class PageRankAttribution(AttentionGraphAttribution):
     def _layer_map(self, layer: int, attention: Tensor, grad: Optional[Tensor]) -> Tensor:
         return self.spec.edge_map(attention, grad)
 
+    def _layer_term(self) -> Optional[LayerTerm]:
+        """The token graph is a sum over layers: the capture keeps the running sum, not ``L`` maps."""
+        if self.spec.graph != "token":
+            return None
+        spec = self.spec
+        return lambda edge_map, mask, causal: token_layer(spec, edge_map, mask, causal)
+
     def _token_scores(self, graph: CapturedGraph) -> Tensor:
         return score_graph(self.spec, build_graph(self.spec, graph))
 
@@ -454,7 +462,7 @@ class PageRankAttribution(AttentionGraphAttribution):
             window_args = (window_mask.long(),)
         step = internal_batch_size or windows
         check_memory(self.layers, min(step, windows), window_ids.shape[1], ids.device, self.capture,
-                     self.attention_fn)
+                     self.attention_fn, summed=self._layer_term() is not None)
         if target is None:
             with torch.no_grad():
                 logits = _logits(self.forward_func(window_ids, *window_args))

@@ -37,15 +37,18 @@ def token_graph(maps: list[Tensor], residual: float = 0.0, normalize_layers: boo
     identity (:func:`~captum_prxai.graph.edges.with_residual`) before summing.
     With ``normalize_layers`` each layer's map is scaled to unit total weight
     first, so every layer counts the same whatever the size of its gradients.
+    Of one map with neither, the map itself is returned (not a copy).
     """
+    if not maps:
+        raise PRXAIError("token_graph needs at least one layer's map.")
     if residual > 0:
         maps = [with_residual(m, residual) for m in maps]
-    total = torch.zeros_like(maps[0])
+    total: Optional[Tensor] = None
     for m in maps:
         if normalize_layers:
             mass = m.sum((-1, -2), keepdim=True)
             m = m / torch.where(mass == 0, torch.ones_like(mass), mass)
-        total = total + m
+        total = m if total is None else total + m  # never in place: one map may be the caller's own
     return total
 
 

@@ -51,6 +51,7 @@ __all__ = [
     "layer_edge_map",
     "score_graph",
     "token_adjacency",
+    "token_layer",
 ]
 
 #: Default PageRank damping, chosen by the ablation in docs/benchmarks.md (0.5-0.95 tried).
@@ -284,17 +285,33 @@ def _apply_policies(spec: GraphSpec, maps: list[Tensor], mask: Tensor, causal: b
     return maps
 
 
-def token_adjacency(spec: GraphSpec, captured: "CapturedGraph") -> Tensor:
-    """The ``(B, T, T)`` token graph of a captured pass (sink and self-loop policies applied).
+def token_layer(spec: GraphSpec, edge_map: Tensor, mask: Tensor, causal: bool) -> Tensor:
+    """One layer's term of the token graph: its ``(B, T, T)`` edge map with the sink and self-loop
+    policies, the residual and the layer normalisation applied. The token graph is the sum of the terms.
 
+    :func:`token_adjacency` sums them; :func:`~captum_prxai.capture.capture_graph` with
+    ``layer_term`` sums them as the layers arrive, so no more than one layer's map is kept.
+    """
+    return token_graph(_apply_policies(spec, [edge_map], mask, causal), spec.residual, spec.normalize_layers)
+
+
+def token_adjacency(spec: GraphSpec, captured: "CapturedGraph") -> Tensor:
+    """The ``(B, T, T)`` token graph of a captured pass: the sum of its layers' :func:`token_layer` terms.
+
+    A capture that summed the terms already (``captured.summed``) holds the sum as its one map.
     :func:`build_graph` uses it; ``attribute_long`` builds one per window
     and stitches them before a single PageRank.
     """
     if spec.graph != "token":
         raise PRXAIError("token_adjacency is for graph='token'.")
-    maps = _apply_policies(spec, captured.maps, captured.mask, captured.causal)
-    valid = captured.mask.to(maps[0].dtype)
-    return token_graph(maps, spec.residual, spec.normalize_layers) * valid[:, :, None] * valid[:, None, :]
+    if captured.summed:
+        total = captured.maps[0]
+    else:
+        total = token_layer(spec, captured.maps[0], captured.mask, captured.causal)
+        for m in captured.maps[1:]:
+            total = total + token_layer(spec, m, captured.mask, captured.causal)
+    valid = captured.mask.to(total.dtype)
+    return total * valid[:, :, None] * valid[:, None, :]
 
 
 def teleport_for(spec: GraphSpec, mask: Tensor, target_position: Tensor, dtype: torch.dtype,
@@ -320,6 +337,8 @@ def build_graph(spec: GraphSpec, captured: "CapturedGraph") -> BuiltGraph:
     if spec.graph == "token":
         return BuiltGraph("token", captured.mask, teleport, adjacency=token_adjacency(spec, captured),
                           input_gradient=captured.input_gradient)
+    if captured.summed:
+        raise PRXAIError("the layered graph needs every layer's map; this capture kept only their sum.")
     maps = _apply_policies(spec, captured.maps, captured.mask, captured.causal)
     return BuiltGraph("layered", captured.mask, teleport, transitions=layered_transitions(maps, spec.residual,
                       captured.mask), input_gradient=captured.input_gradient)
