@@ -310,6 +310,8 @@ def token_adjacency(spec: GraphSpec, captured: "CapturedGraph") -> Tensor:
         total = token_layer(spec, captured.maps[0], captured.mask, captured.causal)
         for m in captured.maps[1:]:
             total = total + token_layer(spec, m, captured.mask, captured.causal)
+    if bool(captured.mask.all()):  # no padding to zero: no (B, T, T) copies (the result may be a captured map)
+        return total
     valid = captured.mask.to(total.dtype)
     return total * valid[:, :, None] * valid[:, None, :]
 
