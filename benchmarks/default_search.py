@@ -83,6 +83,37 @@ class PowerGradient:
         return f"PowerGradient({self.gamma:g})"
 
 
+class NegativePowerGradient(PowerGradient):
+    r"""``A^γ ⊙ (−dA)⁺``: the edges whose attention, if raised, would lower the target (the negative walk)."""
+
+    def __call__(self, attention: Tensor, grad: Optional[Tensor]) -> Tensor:
+        assert grad is not None
+        return super().__call__(attention, -grad)
+
+    def __repr__(self) -> str:
+        return f"NegativePowerGradient({self.gamma:g})"
+
+
+def _gradient_norm_weighted(attr: Any) -> Any:
+    r"""Layer weights from gradient norms: each layer's term scaled to unit mass, then by its map's Frobenius norm.
+
+    The token graph sums the layers' terms. Unweighted, a layer counts by the L1 mass of its edges;
+    with ``normalize_layers`` every layer counts the same. Here layer ``l`` counts by ``‖E_l‖_F``,
+    which favours layers whose gradient is concentrated on a few edges. Implemented on the
+    attribution's per-layer term (``_layer_term``, the running sum of the capture), so it is one pass.
+    """
+    from captum_prxai.graph.spec import token_layer
+
+    spec = attr.spec.replace(normalize_layers=True)
+
+    def term(edge_map: Tensor, mask: Tensor, causal: bool) -> Tensor:
+        norm = edge_map.flatten(1).norm(dim=1).reshape(-1, 1, 1)
+        return token_layer(spec, edge_map, mask, causal) * norm
+
+    attr._layer_term = lambda: term
+    return attr
+
+
 def _edge(name: str) -> Any:
     if name == "softmax_gradient":
         return softmax_gradient
@@ -115,7 +146,14 @@ CANDIDATES: Dict[str, Dict[str, Any]] = {
     # product fusion with gradient x input (see FUSED): PageRank score x |g . x|
     "ds:g*absixg": {"edge_weight": "gradient"},
     "ds:ag*absixg": {"edge_weight": "attention_gradient"},
+    # signed walks, walked separately: PageRank on A^0.5 ⊙ dA⁺ minus PageRank on A^0.5 ⊙ (−dA)⁺ (two passes)
+    "ds:pow0.5:pm": {"edge_weight": "pow0.5"},
+    # layer weights from gradient norms (see _gradient_norm_weighted)
+    "ds:pow0.5:l2w": {"edge_weight": "pow0.5"},
 }
+#: candidates with a negative walk subtracted (see SIGNED_WALKS) and with gradient-norm layer weights
+SIGNED_WALKS = {"ds:pow0.5:pm"}
+NORM_WEIGHTED = {"ds:pow0.5:l2w"}
 #: candidates whose score is the PageRank score times |gradient x input| at the word embeddings
 #: (Captum LayerGradientXActivation, summed over the hidden size; here a second backward pass,
 #: in the core it would come from the same pass)
@@ -126,7 +164,9 @@ CANDIDATES = {k: {**_BASE, **v} for k, v in CANDIDATES.items()}
 #: 'extra': the signed and fused candidates, clear losers on the first examples, run on the short cells only
 EXTRA = ["ds:g:signed", "ds:ag:signed", "ds:g*absixg", "ds:ag*absixg"]
 REFERENCES = ["gae", "random"]
-TUNE_METHODS = [m for m in CANDIDATES if m not in EXTRA] + REFERENCES
+#: 'later': the constructions added after the choice (signed walks, gradient-norm layer weights), run with --methods
+LATER = ["ds:pow0.5:pm", "ds:pow0.5:l2w"]
+TUNE_METHODS = [m for m in CANDIDATES if m not in EXTRA and m not in LATER] + REFERENCES
 #: 'long': the candidates run on the 256-token cells (a long explanation costs ~10x a short one on this
 #: shared CPU): each edge family, the interpolation, the best damping of the earlier BBC ablation (0.5)
 LONG_METHODS = ["ds:g", "ds:ag", "ds:sg", "ds:pow0.25", "ds:pow0.5", "ds:pow0.75", "ds:ag:d0.5", "ds:pow0.5:d0.5",
@@ -146,7 +186,15 @@ def register_candidates() -> None:
 
             kwargs = dict(settings)
             kwargs["edge_weight"] = _edge(kwargs["edge_weight"])
-            attr = captum_prxai.PageRankAttribution(forward_func, captum_prxai.attention_layers(model), **kwargs)
+            layers = captum_prxai.attention_layers(model)
+            attr = captum_prxai.PageRankAttribution(forward_func, layers, **kwargs)
+            if name in NORM_WEIGHTED:
+                attr = _gradient_norm_weighted(attr)
+            negative = None
+            if name in SIGNED_WALKS:
+                gamma = kwargs["edge_weight"].gamma
+                negative = captum_prxai.PageRankAttribution(forward_func, layers,
+                                                            **{**kwargs, "edge_weight": NegativePowerGradient(gamma)})
 
             ixg = build_method("ixg", model, forward_func, ctx) if name in FUSED else None
 
@@ -154,11 +202,15 @@ def register_candidates() -> None:
                 scores = attr.attribute(ids, target=target, additional_forward_args=(mask,))
                 if ixg is not None:
                     scores = scores * ixg(ids, mask, special, target).abs()
+                if negative is not None:
+                    scores = scores - negative.attribute(ids, target=target, additional_forward_args=(mask,))
                 return scores
 
             return Explainer(name, name, explain, attr)
 
-        what = f"PageRankAttribution({settings})" + (" x gradient x input" if name in FUSED else "")
+        what = f"PageRankAttribution({settings})" + (" x gradient x input" if name in FUSED else "") + (
+            " minus the PageRank of the negative walk" if name in SIGNED_WALKS else "") + (
+            " with gradient-norm layer weights" if name in NORM_WEIGHTED else "")
         register_method(name, name, "pr-xai", what, factory)
 
 
@@ -482,7 +534,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         torch.set_num_threads(args.threads)
     methods: List[str] = []
     for item in (m.strip() for m in args.methods.split(",")):
-        groups = {"tune": TUNE_METHODS, "extra": EXTRA, "long": LONG_METHODS}
+        groups = {"tune": TUNE_METHODS, "extra": EXTRA, "long": LONG_METHODS, "later": LATER}
         methods += groups[item] if item in groups else [item] if item else []
     if args.half == "holdout" and "tune" in args.methods.split(","):
         parser.error("the held-out half only confirms: pass --methods with the chosen candidate and references")
