@@ -28,10 +28,10 @@ RESULTS = Path(__file__).resolve().parent / "results"
 MATRIX_DIR = RESULTS / "matrix"
 
 #: Methods of short-text cells, and of long-text cells (attention flow and occlusion are too slow at 512 tokens).
-SHORT_METHODS = "pr-tag,pr-g,pr-ag,pr-a,gae,rollout,raw-attention,attention-flow,ig,ixg,saliency,occlusion,random"
-LONG_METHODS = "pr-tag,pr-g,pr-ag,gae,rollout,ig,random"
+SHORT_METHODS = "pr-tag,pr-tag-pm,pr-g,pr-ag,pr-a,gae,rollout,raw-attention,attention-flow,ig,ixg,saliency,occlusion,random"
+LONG_METHODS = "pr-tag,pr-tag-pm,pr-g,pr-ag,gae,rollout,ig,random"
 #: Methods of the MPNet and SmolLM2 long cells (fewer, for CPU time).
-FEW_LONG_METHODS = "pr-tag,pr-g,pr-ag,gae,ig,random"
+FEW_LONG_METHODS = "pr-tag,pr-tag-pm,pr-g,pr-ag,gae,ig,random"
 
 
 @dataclass(frozen=True)
@@ -127,7 +127,9 @@ def write_summary(path: Path = RESULTS / "matrix.md") -> Path:
              "Each cell's folder under [`matrix/`](matrix/) has its full table, deletion curves, per-example CSV "
              "and the exact command (`COMMAND`).")
     # the default (PR-TAG) against each strong rival, then the former default and PR-AG
-    pairs = [("pr-tag", "gae"), ("pr-tag", "ig"), ("pr-tag", "attnlrp"), ("pr-tag", "lime"),
+    pairs = [("pr-tag-pm", "gae"), ("pr-tag-pm", "ig"), ("pr-tag-pm", "attnlrp"), ("pr-tag-pm", "lime"),
+             ("pr-tag-pm", "kernel-shap"), ("pr-tag-pm", "pr-tag"), ("pr-tag-pm", "pr-g"),
+             ("pr-tag", "gae"), ("pr-tag", "ig"), ("pr-tag", "attnlrp"), ("pr-tag", "lime"),
              ("pr-tag", "kernel-shap"), ("pr-tag", "pr-g"), ("pr-tag", "pr-ag"), ("pr-g", "gae"), ("pr-ag", "gae"),
              ("pr-g", "ig"), ("pr-ag", "ig"), ("pr-g", "attnlrp"), ("pr-ag", "attnlrp")]
     return write_matrix(cells, path, intro=intro, pairs=pairs)

@@ -406,7 +406,8 @@ class LLMGraphAttribution(LLMGradientAttribution):
                             per_row.append(recorder.collected())
                             saliency.append(recorder.input_gradient)
                             self._check_causal(causal_flags)
-                        row_maps = [torch.cat(layer_maps) for layer_maps in zip(*per_row)]
+                        # rows on the batch axis, (R, T, T); with a negative walk (2, R, T, T)
+                        row_maps = [torch.cat(layer_maps, dim=-3) for layer_maps in zip(*per_row)]
                         input_gradient = None if saliency[0] is None else torch.cat(saliency)
                     else:
                         row_maps = [m.expand(len(part), -1, -1) for m in maps]

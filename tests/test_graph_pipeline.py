@@ -1,5 +1,6 @@
 """The one graph pipeline: capture -> GraphSpec/build_graph -> score_graph, and every consumer of it."""
 
+import contextlib
 import itertools
 
 import pytest
@@ -123,6 +124,59 @@ def test_the_running_sum_never_writes_into_a_map_the_edge_weight_returned(tiny_m
                              layer_term=lambda m, real, causal: token_layer(spec, m, real, causal))
     assert len(returned) == 2 and all(r.data_ptr() != captured.maps[0].data_ptr() for r in returned)
     torch.testing.assert_close(captured.maps[0], returned[0] + returned[1])
+
+
+def _negative_tempered(attention, grad):
+    return attention.clamp(min=0).sqrt() * (-grad).clamp(min=0)
+
+
+@pytest.mark.parametrize("kind", ["bert", "llama"])
+@pytest.mark.parametrize("tile_bytes", [None, 64])
+def test_both_walks_are_the_positive_minus_the_negative_walk_from_one_pass(kind, tile_bytes, tiny_model_factory,
+                                                                           tiny_batch):
+    from captum_prxai.hooks import tile_budget
+
+    model = tiny_model_factory(kind)
+    ids, mask = tiny_batch
+    layers = cp.attention_layers(model)
+    kw = dict(target=1, additional_forward_args=(mask,), attention_mask=mask)
+    both = cp.PRTemperedAttentionGradient(forward_for(model), layers, walks="both")
+    positive = cp.PRTemperedAttentionGradient(forward_for(model), layers)
+    negative = cp.PageRankAttribution(forward_for(model), layers, edge_weight=_negative_tempered)
+    passes = []
+    handle = model.register_forward_hook(lambda *a: passes.append(1))
+    try:
+        with tile_budget(tile_bytes) if tile_bytes else contextlib.nullcontext():
+            scores = both.attribute(ids, **kw)
+    finally:
+        handle.remove()
+    assert len(passes) == 1  # one forward (and one backward) for both walks
+    expected = positive.attribute(ids, **kw) - negative.attribute(ids, **kw)
+    torch.testing.assert_close(scores, expected, atol=1e-6, rtol=0)
+    assert torch.allclose(scores.sum(-1), torch.zeros(2), atol=1e-5) and (scores < 0).any()
+    assert torch.equal(scores[1, 6:], torch.zeros(3))
+    graph = both.attribute_graph(ids, **kw)
+    assert graph.negative_adjacency is not None and graph.negative_adjacency.shape == graph.adjacency.shape
+    torch.testing.assert_close(graph.scores, scores, atol=1e-6, rtol=0)
+    torch.testing.assert_close(graph.rescore(), scores, atol=1e-4, rtol=0)
+    # windows: one stitched graph per walk
+    long = both.attribute_long(ids[:1], target=1, window=6, stride=3)
+    reference = (positive.attribute_long(ids[:1], target=1, window=6, stride=3)
+                 - negative.attribute_long(ids[:1], target=1, window=6, stride=3))
+    torch.testing.assert_close(long, reference, atol=1e-6, rtol=0)
+
+
+def test_both_walks_are_refused_where_there_is_no_negative_walk(tiny_model_factory):
+    layers = cp.attention_layers(tiny_model_factory("bert"))
+    forward = forward_for(tiny_model_factory("bert"))
+    with pytest.raises(cp.PRXAIError, match="edge_weight='attention' does not have"):
+        cp.PageRankAttribution(forward, layers, edge_weight="attention", walks="both")
+    with pytest.raises(cp.PRXAIError, match="walks='both' is for the token graph"):
+        cp.PRGradient(forward, layers, graph="layered", walks="both")
+    with pytest.raises(cp.PRXAIError, match="already gives signed scores"):
+        cp.PRGradient(forward, layers, signed=True, walks="both")
+    with pytest.raises(cp.PRXAIError, match="walks must be one of"):
+        cp.PRGradient(forward, layers, walks="negative")
 
 
 def test_graph_spec_checks_every_option_before_any_pass():

@@ -44,6 +44,7 @@ VARIANTS = {
     "pr-a-uniform": functools.partial(cp.PageRankAttribution, edge_weight="attention", teleport="uniform"),
     "attention-flow": cp.AttentionFlow,
     "pr-ag-materialised-weights": functools.partial(cp.PRAttentionGradient, capture="weights"),
+    "pr-tag-both-walks": functools.partial(cp.PRTemperedAttentionGradient, walks="both"),
 }
 PROMPT = "w1 w2 w3 w4 w5 w6"
 TARGET = "w7 w8 w9 w10"

@@ -63,8 +63,9 @@ class GraphExplanation:
 
     ``pagerank(adjacency, damping, personalization=teleport, node_mask=...)``
     reproduces ``scores`` (for the layered graph: its layer-0 nodes,
-    renormalised; with ``signed``, up to the sign), so a drawing of
-    ``adjacency`` always shows the graph the scores came from.
+    renormalised; with ``signed``, up to the sign; with ``walks="both"``, minus
+    the PageRank of :attr:`negative_adjacency`), so a drawing of ``adjacency``
+    always shows the graph the scores came from.
     """
 
     scores: Tensor  #: ``(B, T)`` token scores, as :meth:`~PageRankAttribution.attribute` returns them
@@ -86,6 +87,11 @@ class GraphExplanation:
             assert self.built.adjacency is not None
             return self.built.adjacency
         return self.built.layered_adjacency()[0]
+
+    @property
+    def negative_adjacency(self) -> Optional[Tensor]:
+        """``(B, T, T)``: the negative walk's token graph (``walks="both"``), else ``None``."""
+        return self.built.negative
 
     @property
     def teleport(self) -> Tensor:
@@ -128,6 +134,11 @@ class GraphExplanation:
         tokens = self.mask.shape[1]
         ranks = self.node_ranks()[:, :tokens]
         ranks = ranks / ranks.sum(-1, keepdim=True)
+        if self.built.negative is not None:
+            spec = self.spec
+            negative = pagerank(self.built.negative.double(), spec.damping, personalization=self.teleport.double(),
+                                node_mask=self.mask, tol=spec.tol * 1e-3, max_iter=max(spec.max_iter, 1000))
+            return (ranks - negative).to(self.scores.dtype)
         return apply_sign(self.spec, ranks.to(self.scores.dtype), self.built.input_gradient)
 
 
@@ -157,11 +168,13 @@ class PageRankAttribution(AttentionGraphAttribution):
             first layer first (:func:`captum_prxai.attention_layers`).
         edge_weight (str or callable): ``"attention"`` (``A``),
             ``"gradient"`` (``dA⁺``), ``"attention_gradient"`` (``(A ⊙ dA)⁺``),
-            or a callable ``(A, dA) -> W`` on ``(B, H, T, T)`` tensors returning
-            non-negative weights; also ``"gradient_abs"`` and
-            ``"attention_gradient_abs"`` (absolute values). Default:
-            ``"gradient"``, the most faithful in our ablation (README); the
-            presets fix it.
+            ``"tempered_attention_gradient"`` (``(A^γ ⊙ dA)⁺``, ``γ =
+            attention_power``), or a callable ``(A, dA) -> W`` on
+            ``(B, H, T, T)`` tensors returning non-negative weights; also
+            ``"gradient_abs"`` and ``"attention_gradient_abs"`` (absolute
+            values). Default: ``"tempered_attention_gradient"``
+            (:data:`~captum_prxai.graph.spec.DEFAULT_EDGE_WEIGHT`, chosen by
+            measurement; docs/default_search.md). The presets fix it.
         graph (str): ``"token"`` (one node per token, layer maps summed) or
             ``"layered"`` (one node per token and layer, residual stream as
             self-edges, solved exactly in one sweep). Default: ``"token"``.
@@ -204,6 +217,10 @@ class PageRankAttribution(AttentionGraphAttribution):
         pad_token_id (int, optional): Padding id, used as the mask when no
             attention mask reaches :meth:`attribute` (see
             :class:`~captum_prxai.attr._base.AttentionGraphAttribution`).
+        walks (str): ``"positive"`` (default) or ``"both"``: also walk the
+            negative edges ``W(A, −dA)`` and return the positive walk's
+            PageRank minus the negative walk's, signed scores from the same
+            pass (see :class:`~captum_prxai.graph.spec.GraphSpec`).
 
     All graph options live in :attr:`spec`, a
     :class:`~captum_prxai.graph.spec.GraphSpec`, checked when the attribution
@@ -236,13 +253,14 @@ class PageRankAttribution(AttentionGraphAttribution):
         self_loops: str = "auto",
         pad_token_id: Optional[int] = None,
         attention_power: float = 0.5,
+        walks: str = "positive",
     ) -> None:
         super().__init__(forward_func, layers, attention_fn, head_reduction, target_position, capture, pad_token_id)
         #: every graph option, checked once; the attributes below mirror it
         self.spec = GraphSpec(
             edge_weight=edge_weight, head_reduction=head_reduction, graph=graph, residual=residual,
             normalize_layers=normalize_layers, sink=sink, self_loops=self_loops, teleport=teleport, damping=damping,
-            tol=tol, max_iter=max_iter, signed=signed, attention_power=attention_power,
+            tol=tol, max_iter=max_iter, signed=signed, attention_power=attention_power, walks=walks,
         )
 
     # The options, read from the spec (one source of truth); setting one rebuilds the spec, checked again.
@@ -267,6 +285,7 @@ class PageRankAttribution(AttentionGraphAttribution):
     signed = _option("signed")
     self_loops = _option("self_loops")
     attention_power = _option("attention_power")
+    walks = _option("walks")
     del _option
 
     @property
@@ -483,7 +502,11 @@ class PageRankAttribution(AttentionGraphAttribution):
             logits_parts.append(captured.logits)
             if captured.input_gradient is not None:
                 saliency.append(captured.input_gradient)
-        adjacency = stitch_window_graphs(torch.cat(graphs), plan, length)
+        graphs = torch.cat(graphs, dim=-3)  # (W, T, T), or (2, W, T, T) with the negative walk
+        if spec.walks == "both":
+            adjacency, negative = (stitch_window_graphs(g, plan, length) for g in graphs)
+        else:
+            adjacency, negative = stitch_window_graphs(graphs, plan, length), None
         input_gradient = None
         if saliency:  # each token's gradient x input, summed over the windows that contain it
             values = torch.cat(saliency) * window_mask
@@ -492,7 +515,8 @@ class PageRankAttribution(AttentionGraphAttribution):
         full = torch.ones(1, length, dtype=torch.bool, device=ids.device)
         teleport = teleport_for(spec, full, target_positions(full, causal, self.target_position), adjacency.dtype,
                                 input_gradient)
-        built = BuiltGraph("token", full, teleport, adjacency=adjacency.unsqueeze(0), input_gradient=input_gradient)
+        built = BuiltGraph("token", full, teleport, adjacency=adjacency.unsqueeze(0), input_gradient=input_gradient,
+                           negative=None if negative is None else negative.unsqueeze(0))
         return score_graph(spec, built)[0], torch.cat(logits_parts).mean(0)
 
 class PRAttention(PageRankAttribution):
@@ -553,7 +577,8 @@ def _cat_built(parts: list[BuiltGraph]) -> BuiltGraph:
         transitions = [torch.cat(layer) for layer in zip(*(p.transitions for p in parts))]  # type: ignore[misc]
     return BuiltGraph(first.kind, torch.cat([p.mask for p in parts]), torch.cat([p.teleport for p in parts]),
                       adjacency=cat([p.adjacency for p in parts]), transitions=transitions,
-                      input_gradient=cat([p.input_gradient for p in parts]))
+                      input_gradient=cat([p.input_gradient for p in parts]),
+                      negative=cat([p.negative for p in parts]))
 
 
 def _format_long_targets(target: TargetType, batch: int, device: torch.device) -> Optional[Tensor]:

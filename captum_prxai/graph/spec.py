@@ -56,11 +56,15 @@ __all__ = [
 
 #: Default PageRank damping, chosen by the ablation in docs/benchmarks.md (0.5-0.95 tried).
 DEFAULT_DAMPING = 0.7
-#: Default edge weight of :class:`~captum_prxai.PageRankAttribution`: PR-TAG, ``(A^0.5 ⊙ dA)⁺``, chosen by the
-#: worst-case rule over six tune cells, two encoders and a decoder (docs/default_search.md).
+#: Default edge weight of :class:`~captum_prxai.PageRankAttribution`: ``(A^0.5 ⊙ dA)⁺``, the edges of PR-TAG,
+#: chosen by the worst-case rule over the tune cells (docs/default_search.md).
 DEFAULT_EDGE_WEIGHT = "tempered_attention_gradient"
 
 _POLICIES = ("auto", "keep", "drop")
+#: the walks of a PR-XAI graph: the positive edges only, or both signs (scores = positive - negative PageRank)
+WALKS = ("positive", "both")
+#: edge weights with a negative walk (``W(A, -dA)``: the part of the gradient that argues against the target)
+_SIGNED_EDGES = ("gradient", "attention_gradient", "tempered_attention_gradient")
 
 
 def layer_edge_map(edge_weight: Union[str, EdgeWeight], head_reduction: str = "mean",
@@ -130,6 +134,14 @@ class GraphSpec:
         signed (bool): Give each score the sign of the token's gradient x input.
         attention_power (float): ``γ`` in ``[0, 2]`` of
             ``"tempered_attention_gradient"``. Default: 0.5.
+        walks (str): ``"positive"`` (one walk on the edges ``W(A, dA)``) or
+            ``"both"``: a second walk on the negative edges ``W(A, −dA)``
+            (for PR-TAG, ``(A^γ ⊙ (−dA))⁺``: where more attention would lower
+            the target), and the scores are the positive walk's PageRank minus
+            the negative walk's. Signed scores (tokens that argue against the
+            target rank last), summing to 0, from the same pass: the capture
+            keeps both maps. Token graph and gradient edges only. Default:
+            ``"positive"``.
 
     All values are checked here, so a bad option fails when the attribution
     is constructed, before any pass through the model.
@@ -152,6 +164,7 @@ class GraphSpec:
     max_iter: int = 100
     signed: bool = False
     attention_power: float = 0.5
+    walks: str = "positive"
     _edge: EdgeWeight = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -194,6 +207,17 @@ class GraphSpec:
             raise PRXAIError(f"max_iter must be an integer of at least 1, got {self.max_iter!r}.")
         if not isinstance(self.normalize_layers, bool) or not isinstance(self.signed, bool):
             raise PRXAIError("normalize_layers and signed must be True or False.")
+        if self.walks not in WALKS:
+            raise PRXAIError(f"walks must be one of {list(WALKS)}, got {self.walks!r}.")
+        if self.walks == "both":
+            if isinstance(self.edge_weight, str) and self.edge_weight not in _SIGNED_EDGES:
+                raise PRXAIError(
+                    f"walks='both' walks the negative edges W(A, -dA) too, which edge_weight={self.edge_weight!r} "
+                    f"does not have; use one of {list(_SIGNED_EDGES)} or a callable.")
+            if self.graph != "token":
+                raise PRXAIError("walks='both' is for the token graph (graph='token').")
+            if self.signed:
+                raise PRXAIError("walks='both' already gives signed scores; leave signed=False.")
 
     # -- what the capture needs -----------------------------------------------------------------
     @property
@@ -215,10 +239,16 @@ class GraphSpec:
     def edge_map(self, attention: Tensor, grad: Optional[Tensor]) -> Tensor:
         """One layer's head-reduced ``(B, T, T)`` edge map from per-head ``A`` and ``dA`` ``(B, H, T, T)``.
 
-        The capture hooks call this as each layer's maps arrive, so per-head
-        tensors never outlive their layer; see :func:`layer_edge_map`.
+        With ``walks="both"``, ``(2, B, T, T)``: the positive edges ``W(A, dA)``
+        and the negative ones ``W(A, -dA)``. The capture hooks call this as
+        each layer's maps arrive, so per-head tensors never outlive their
+        layer; see :func:`layer_edge_map`.
         """
-        return _edge_map(self._edge, self.head_reduction, attention, grad)
+        positive = _edge_map(self._edge, self.head_reduction, attention, grad)
+        if self.walks == "positive":
+            return positive
+        assert grad is not None  # needs_gradients
+        return torch.stack([positive, _edge_map(self._edge, self.head_reduction, attention, -grad)])
 
 
 @dataclass
@@ -235,7 +265,8 @@ class BuiltGraph:
     kind: str  #: ``"token"`` or ``"layered"``
     mask: Tensor  #: ``(B, T)`` real tokens
     teleport: Tensor  #: ``(B, T)`` teleport weights over tokens (layered: on the top layer)
-    adjacency: Optional[Tensor] = None  #: token graph ``(B, T, T)``
+    adjacency: Optional[Tensor] = None  #: token graph ``(B, T, T)`` (with ``walks="both"``: the positive walk's)
+    negative: Optional[Tensor] = None  #: ``walks="both"``: the negative walk's token graph ``(B, T, T)``
     transitions: Optional[list[Tensor]] = None  #: layered graph, ``L`` maps ``(B, T, T)``
     input_gradient: Optional[Tensor] = None  #: ``(B, T)`` gradient x input, for the sign
 
@@ -299,6 +330,7 @@ def token_adjacency(spec: GraphSpec, captured: "CapturedGraph") -> Tensor:
     """The ``(B, T, T)`` token graph of a captured pass: the sum of its layers' :func:`token_layer` terms.
 
     A capture that summed the terms already (``captured.summed``) holds the sum as its one map.
+    With ``walks="both"`` the maps, and so the result, are ``(2, B, T, T)``: positive, negative.
     :func:`build_graph` uses it; ``attribute_long`` builds one per window
     and stitches them before a single PageRank.
     """
@@ -337,7 +369,11 @@ def build_graph(spec: GraphSpec, captured: "CapturedGraph") -> BuiltGraph:
     dtype = captured.maps[0].dtype
     teleport = teleport_for(spec, captured.mask, captured.target_position, dtype, captured.input_gradient)
     if spec.graph == "token":
-        return BuiltGraph("token", captured.mask, teleport, adjacency=token_adjacency(spec, captured),
+        adjacency = token_adjacency(spec, captured)
+        negative = None
+        if spec.walks == "both":
+            adjacency, negative = adjacency[0], adjacency[1]
+        return BuiltGraph("token", captured.mask, teleport, adjacency=adjacency, negative=negative,
                           input_gradient=captured.input_gradient)
     if captured.summed:
         raise PRXAIError("the layered graph needs every layer's map; this capture kept only their sum.")
@@ -349,10 +385,18 @@ def build_graph(spec: GraphSpec, captured: "CapturedGraph") -> BuiltGraph:
 def score_graph(spec: GraphSpec, built: BuiltGraph) -> Tensor:
     """PageRank token scores ``(B, T)`` of a built graph: non-negative, summing to one, zero on padding.
 
-    With ``spec.signed`` each score takes the sign of the token's gradient x input.
+    With ``spec.signed`` each score takes the sign of the token's gradient x input. With a negative
+    walk (``walks="both"``) the scores are the positive walk's PageRank minus the negative walk's
+    (both solved in one batched call): signed, summing to zero.
     """
     if built.kind == "token":
         assert built.adjacency is not None
+        if built.negative is not None:
+            both = pagerank(torch.cat([built.adjacency, built.negative]), spec.damping,
+                            personalization=built.teleport.repeat(2, 1), node_mask=built.mask.repeat(2, 1),
+                            tol=spec.tol, max_iter=spec.max_iter)
+            batch = built.adjacency.shape[0]
+            return both[:batch] - both[batch:]
         scores = pagerank(built.adjacency, spec.damping, personalization=built.teleport, node_mask=built.mask,
                           tol=spec.tol, max_iter=spec.max_iter)
     else:

@@ -326,6 +326,10 @@ def register_defaults() -> None:
     ]
     for name, label, cls, desc, aliases in pr:
         register_method(name, label, "pr-xai", desc, pr_factory(name, label, cls), aliases, defaults=pr_defaults(cls))
+    register_method("pr-tag-pm", "PR-TAG±", "pr-xai",
+                    "PR-TAG's PageRank minus that of the negative walk, (A^0.5 (-dA))+: signed scores, one pass "
+                    "(PR-XAI)", pr_factory("pr-tag-pm", "PR-TAG±", "PRTemperedAttentionGradient", walks="both"),
+                    defaults=pr_defaults("PRTemperedAttentionGradient", walks="both"))
     att = [
         ("raw-attention", "Raw attention", "RawAttention", "last-layer attention of the explained token",
          ("attention",)),

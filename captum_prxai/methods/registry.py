@@ -351,6 +351,11 @@ def parse_options(items: Sequence[str]) -> MethodOptions:
     return validate_options(options)
 
 
+#: Options added after benchmark records were cached, with the value that gives the scores of before the
+#: option existed: at that value they stay out of :func:`method_settings`, so those records remain valid.
+KEY_NEUTRAL_OPTIONS: Dict[str, Any] = {"walks": "positive"}
+
+
 def method_settings(name: str, options: Optional[Mapping[str, Mapping[str, Any]]] = None) -> Dict[str, Any]:
     """Everything the registry knows that determines a method's scores (the benchmark caches by it).
 
@@ -363,6 +368,7 @@ def method_settings(name: str, options: Optional[Mapping[str, Mapping[str, Any]]
     given = dict((options or {}).get(spec.name, {}))
     effective = dict(spec.defaults()) if spec.defaults is not None else {}
     effective.update(given)
+    effective = {k: v for k, v in effective.items() if k not in KEY_NEUTRAL_OPTIONS or KEY_NEUTRAL_OPTIONS[k] != v}
     return {"method": spec.name, "family": spec.family, "options": effective, "fingerprint": spec.fingerprint}
 
 
