@@ -123,7 +123,8 @@ def _edge(name: str) -> Any:
 
 
 #: name -> PageRankAttribution settings (all explicit); edge weights named as in _edge
-_BASE = {"graph": "token", "teleport": "target", "damping": 0.7, "normalize_layers": False, "signed": False}
+_BASE = {"graph": "token", "teleport": "target", "damping": 0.7, "normalize_layers": False, "signed": False,
+         "walks": "positive"}  # pm: the negative walk is a second attribution (see SIGNED_WALKS)
 CANDIDATES: Dict[str, Dict[str, Any]] = {
     "ds:g": {"edge_weight": "gradient"},
     "ds:ag": {"edge_weight": "attention_gradient"},
@@ -277,6 +278,33 @@ def _read_csv(path: Path) -> Dict[str, Dict[str, Dict[int, float]]]:
             for metric, _ in METRICS:
                 values[metric].setdefault(row["method"], {})[int(row["example"])] = float(row[metric])
     return values
+
+
+def write_later_table(half: str = "tune", reference: str = "ds:pow0.5",
+                      path: Optional[Path] = None) -> Path:
+    """``results/default-search/later.md``: each 'later' construction minus ``reference``, paired, per cell."""
+    rows = ["# The later constructions against PR-TAG, paired on the same examples", "",
+            f"`python benchmarks/default_search.py --later-table` (the {half} halves; mean ± s.e. of the per-example "
+            f"difference construction − `{reference}`; comprehensiveness: > 0 is better, sufficiency: < 0 is better).",
+            "", "| cell | n | " + " | ".join(f"{m} − {reference} (comp. / suff.)" for m in LATER) + " |",
+            "|---|---|" + "---|" * len(LATER)]
+    for cell, csv_path in _finished(half):
+        values = _read_csv(csv_path)
+        if not all(m in values["comprehensiveness"] for m in (*LATER, reference)):
+            continue
+        parts, n = [], 0
+        for method in LATER:
+            both = []
+            for metric, _ in METRICS:
+                table = values[metric]
+                common = sorted(set(table[method]) & set(table[reference]))
+                n = len(common)
+                both.append(_fmt(*_mean_sem([table[method][e] - table[reference][e] for e in common])))
+            parts.append(" / ".join(both))
+        rows.append(f"| {cell.name} | {n} | " + " | ".join(parts) + " |")
+    path = path or RESULTS / "later.md"
+    path.write_text("\n".join(rows) + "\n", encoding="utf-8")
+    return path
 
 
 def _mean_sem(xs: Sequence[float]) -> Tuple[float, float]:
@@ -527,6 +555,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                              "a subset of examples; seed it with the cell's cache.jsonl to reuse its explanations)")
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--summary", action="store_true", help="write results/default-search/summary.md")
+    parser.add_argument("--later-table", action="store_true",
+                        help="write results/default-search/later.md: the later constructions against PR-TAG")
     parser.add_argument("--tables", default=None, metavar="DIR",
                         help="write DIR/losses.md: the tables of --summary for one side run (with --cell, --half)")
     args = parser.parse_args(argv)
@@ -549,6 +579,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(Path(args.tables) / "losses.md")
     if args.summary:
         print(write_summary())
+    if args.later_table:
+        print(write_later_table())
     return 0
 
 
