@@ -30,6 +30,7 @@ __all__ = [
     "available_memory_bytes",
     "capture_graph",
     "check_memory",
+    "layers_are_causal",
     "model_is_causal",
     "target_positions",
 ]
@@ -190,6 +191,11 @@ def model_is_causal(model: nn.Module) -> bool:
         layers = attention_layers(model)
     except PRXAIError:
         return False
+    return layers_are_causal(layers)
+
+
+def layers_are_causal(layers: Sequence[nn.Module]) -> bool:
+    """Whether any of these attention modules declares causal attention (``is_causal``); see :func:`model_is_causal`."""
     return any(bool(getattr(layer, "is_causal", False)) for layer in layers)
 
 

@@ -275,7 +275,9 @@ def test_explain_text_is_library_logic(tiny_model_dir):
         handle.remove()
     result = explain_text("a good film", model, tok, graph=True)
     first = next(iter(result.scores))
-    assert result.graph_label == first and first.lower() == default_method()
+    from captum_prxai.methods import resolve_method
+
+    assert result.graph_label == first and first == resolve_method(default_method()).label
     assert result.graph.scores[0].tolist() == pytest.approx(result.scores[first], abs=1e-6)
     torch.testing.assert_close(result.graph.rescore(), result.graph.scores, atol=1e-5, rtol=0)
     assert set(result.to_dict()) >= {"tokens", "scores", "target", "label_names"} and "graph" not in result.to_dict()
@@ -296,3 +298,41 @@ def test_explain_text_names_the_explained_token(tiny_model_dir):
     decoder = transformers.LlamaForSequenceClassification(config).eval()
     result = explain_text("a good film", decoder, tok, ["pr-tag"])
     assert len(result.tokens) == 5 and result.explained_position == 4
+
+
+def test_the_default_follows_the_architecture_in_every_entry_point(tiny_model_dir):
+    """PR-TAG for encoders, PR-TAG± (both walks) for decoders: the class, the registry, explain_text, the explorer,
+    the corpus worker."""
+    import captum_prxai
+    from captum_prxai.corpus.worker import Worker
+    from captum_prxai.explorer.engine import DatasetStore, Engine
+    from captum_prxai.methods import default_method
+    from captum_prxai.models import load_model
+    from captum_prxai.viz.explanation import explain_text
+
+    encoder, tok = load_model(str(tiny_model_dir))
+    torch.manual_seed(0)
+    config = transformers.LlamaConfig(vocab_size=len(tok), hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
+                                      num_key_value_heads=1, intermediate_size=32, max_position_embeddings=32,
+                                      num_labels=2, pad_token_id=0)
+    decoder = transformers.LlamaForSequenceClassification(config).eval()
+    expected = {id(encoder): ("positive", "pr-tag", "PR-TAG"), id(decoder): ("both", "pr-tag-pm", "PR-TAG±")}
+    for model in (encoder, decoder):
+        walks, name, label = expected[id(model)]
+        forward = lambda ids, mask, model=model: model(input_ids=ids, attention_mask=mask).logits  # noqa: E731
+        layers = captum_prxai.attention_layers(model)
+        default = captum_prxai.PageRankAttribution(forward, layers)
+        assert default.walks == walks and default.edge_weight == "tempered_attention_gradient"
+        assert captum_prxai.PageRankAttribution(forward, layers, edge_weight="attention").walks == "positive"
+        assert captum_prxai.PageRankAttribution(forward, layers, walks="positive").walks == "positive"
+        assert captum_prxai.PRTemperedAttentionGradient(forward, layers).walks == "positive"
+        assert default_method(model) == name
+        result = explain_text("a good film", model, tok)
+        assert next(iter(result.scores)) == label
+        enc = tok("a good film", return_tensors="pt")
+        scores = default.attribute(enc["input_ids"], target=result.target, attention_mask=enc["attention_mask"],
+                                   additional_forward_args=(enc["attention_mask"],))
+        assert result.scores[label] == pytest.approx(scores[0].tolist(), abs=1e-6)
+        assert Engine(model, tok, DatasetStore({})).default_pr_method() == name
+        assert Worker((model, tok), None, threads=1).methods == [name]
+    assert default_method() == "pr-tag"  # no model: the encoder default

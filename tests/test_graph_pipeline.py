@@ -142,7 +142,7 @@ def test_both_walks_are_the_positive_minus_the_negative_walk_from_one_pass(kind,
     kw = dict(target=1, additional_forward_args=(mask,), attention_mask=mask)
     both = cp.PRTemperedAttentionGradient(forward_for(model), layers, walks="both")
     positive = cp.PRTemperedAttentionGradient(forward_for(model), layers)
-    negative = cp.PageRankAttribution(forward_for(model), layers, edge_weight=_negative_tempered)
+    negative = cp.PageRankAttribution(forward_for(model), layers, edge_weight=_negative_tempered, walks="positive")
     passes = []
     handle = model.register_forward_hook(lambda *a: passes.append(1))
     try:

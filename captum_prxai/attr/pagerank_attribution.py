@@ -27,7 +27,7 @@ from captum_prxai.attr._base import (
     _find_attention_mask,
     _format_target,
 )
-from captum_prxai.capture import CapturedGraph, LayerTerm, check_memory, target_positions
+from captum_prxai.capture import CapturedGraph, LayerTerm, check_memory, layers_are_causal, target_positions
 from captum_prxai.exceptions import PRXAIError
 from captum_prxai.graph.edges import EdgeWeight
 from captum_prxai.graph.pagerank import pagerank
@@ -38,6 +38,7 @@ from captum_prxai.graph.spec import (
     GraphSpec,
     apply_sign,
     build_graph,
+    has_negative_walk,
     score_graph,
     teleport_for,
     token_adjacency,
@@ -151,9 +152,14 @@ class PageRankAttribution(AttentionGraphAttribution):
     per-head edge weights from the attending token to the attended token,
     which are averaged over heads. The layers form a graph (see ``graph``),
     and personalised PageRank with teleport to the explained token (``[CLS]``
-    for encoders, the last token for decoders) scores every input token. The
-    scores of an example are non-negative and sum to one over its tokens;
-    padding gets exactly zero and is never part of the graph.
+    for encoders, the last token for decoders) scores every input token.
+    With one walk (``walks="positive"``, the default for encoders) the scores
+    of an example are non-negative and sum to one over its tokens. For
+    decoders the default walks the negative edges too (``walks="auto"``,
+    PR-TAG±): the scores are the positive walk's PageRank minus the negative
+    walk's, signed and summing to zero, so tokens that argue against the
+    target rank last. Padding gets exactly zero and is never part of the
+    graph.
 
     The paper describes the method at the level of its abstract: attention
     as a directed graph, edge weights from attention weights and gradients,
@@ -217,10 +223,18 @@ class PageRankAttribution(AttentionGraphAttribution):
         pad_token_id (int, optional): Padding id, used as the mask when no
             attention mask reaches :meth:`attribute` (see
             :class:`~captum_prxai.attr._base.AttentionGraphAttribution`).
-        walks (str): ``"positive"`` (default) or ``"both"``: also walk the
-            negative edges ``W(A, −dA)`` and return the positive walk's
-            PageRank minus the negative walk's, signed scores from the same
-            pass (see :class:`~captum_prxai.graph.spec.GraphSpec`).
+        walks (str): ``"positive"``, ``"both"`` (also walk the negative edges
+            ``W(A, −dA)`` and return the positive walk's PageRank minus the
+            negative walk's: signed scores, summing to zero, from the same
+            pass; see :class:`~captum_prxai.graph.spec.GraphSpec`) or
+            ``"auto"`` (default): the rule by architecture chosen on the tune
+            halves (docs/default_search.md), ``"both"`` when the layers declare
+            causal attention (decoders, :func:`~captum_prxai.capture.layers_are_causal`:
+            PR-TAG±) and the edges have a negative walk, ``"positive"``
+            otherwise (encoders: PR-TAG). :attr:`walks` holds the resolved
+            choice. The presets :class:`PRGradient`, :class:`PRAttentionGradient`
+            and :class:`PRTemperedAttentionGradient` walk the positive edges
+            only unless given ``walks``.
 
     All graph options live in :attr:`spec`, a
     :class:`~captum_prxai.graph.spec.GraphSpec`, checked when the attribution
@@ -253,9 +267,12 @@ class PageRankAttribution(AttentionGraphAttribution):
         self_loops: str = "auto",
         pad_token_id: Optional[int] = None,
         attention_power: float = 0.5,
-        walks: str = "positive",
+        walks: str = "auto",
     ) -> None:
         super().__init__(forward_func, layers, attention_fn, head_reduction, target_position, capture, pad_token_id)
+        if isinstance(walks, str) and walks == "auto":
+            walks = "both" if layers_are_causal(self.layers) and has_negative_walk(edge_weight, graph, signed) \
+                else "positive"
         #: every graph option, checked once; the attributes below mirror it
         self.spec = GraphSpec(
             edge_weight=edge_weight, head_reduction=head_reduction, graph=graph, residual=residual,
@@ -503,7 +520,7 @@ class PageRankAttribution(AttentionGraphAttribution):
             if captured.input_gradient is not None:
                 saliency.append(captured.input_gradient)
         graphs = torch.cat(graphs, dim=-3)  # (W, T, T), or (2, W, T, T) with the negative walk
-        if spec.walks == "both":
+        if spec.both_walks:
             adjacency, negative = (stitch_window_graphs(g, plan, length) for g in graphs)
         else:
             adjacency, negative = stitch_window_graphs(graphs, plan, length), None
@@ -531,21 +548,27 @@ class PRAttention(PageRankAttribution):
 
 
 class PRGradient(PageRankAttribution):
-    r"""PR-G: :class:`PageRankAttribution` with edges from the positive attention gradients ``dA⁺``."""
+    r"""PR-G: :class:`PageRankAttribution` with edges from the positive attention gradients ``dA⁺``.
 
-    def __init__(self, forward_func: Callable, layers: Union[nn.Module, Sequence[nn.Module]], **kwargs: Any) -> None:
-        super().__init__(forward_func, layers, edge_weight="gradient", **kwargs)
+    One walk, on the positive edges (``walks="positive"``), unless given ``walks``.
+    """
+
+    def __init__(self, forward_func: Callable, layers: Union[nn.Module, Sequence[nn.Module]],
+                 walks: str = "positive", **kwargs: Any) -> None:
+        super().__init__(forward_func, layers, edge_weight="gradient", walks=walks, **kwargs)
 
 
 class PRAttentionGradient(PageRankAttribution):
     r"""PR-AG: :class:`PageRankAttribution` with edges ``(A ⊙ dA)⁺``, attention times its gradient.
 
-    The variant the PR-XAI paper reports as most faithful. Other keyword
-    arguments as in :class:`PageRankAttribution`.
+    The variant the PR-XAI paper reports as most faithful. One walk, on the
+    positive edges, unless given ``walks``. Other keyword arguments as in
+    :class:`PageRankAttribution`.
     """
 
-    def __init__(self, forward_func: Callable, layers: Union[nn.Module, Sequence[nn.Module]], **kwargs: Any) -> None:
-        super().__init__(forward_func, layers, edge_weight="attention_gradient", **kwargs)
+    def __init__(self, forward_func: Callable, layers: Union[nn.Module, Sequence[nn.Module]],
+                 walks: str = "positive", **kwargs: Any) -> None:
+        super().__init__(forward_func, layers, edge_weight="attention_gradient", walks=walks, **kwargs)
 
 
 class PRTemperedAttentionGradient(PageRankAttribution):
@@ -553,11 +576,14 @@ class PRTemperedAttentionGradient(PageRankAttribution):
 
     Between PR-G (``γ = 0``) and PR-AG (``γ = 1``); ``attention_power=γ``
     (default 0.5, chosen by the worst-case rule of docs/default_search.md).
+    One walk, on the positive edges, unless given ``walks``:
+    ``walks="both"`` is PR-TAG±, :class:`PageRankAttribution`'s default.
     Other keyword arguments as in :class:`PageRankAttribution`.
     """
 
-    def __init__(self, forward_func: Callable, layers: Union[nn.Module, Sequence[nn.Module]], **kwargs: Any) -> None:
-        super().__init__(forward_func, layers, edge_weight="tempered_attention_gradient", **kwargs)
+    def __init__(self, forward_func: Callable, layers: Union[nn.Module, Sequence[nn.Module]],
+                 walks: str = "positive", **kwargs: Any) -> None:
+        super().__init__(forward_func, layers, edge_weight="tempered_attention_gradient", walks=walks, **kwargs)
 
 
 # -- helpers of attribute_graph / attribute_long ------------------------------------------------------

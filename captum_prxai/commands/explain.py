@@ -94,7 +94,8 @@ def run(args: argparse.Namespace) -> int:
     from captum_prxai.viz.explanation import default_methods, explain_text, graph_method
 
     # everything that can be refused is refused before the model loads
-    methods = parse_methods(args.methods) if args.methods is not None else default_methods()
+    # without --methods: the model's default first (PR-TAG for encoders, PR-TAG± for decoders), once it is loaded
+    methods = parse_methods(args.methods) if args.methods is not None else None
     if not args.text or not args.text.strip():
         raise PRXAIError('the text is empty; give the sentence to explain, e.g. captum-prxai explain "a moving film".')
     outputs = {"--html": args.html, "--json": args.json, "--graph": args.graph}
@@ -103,7 +104,7 @@ def run(args: argparse.Namespace) -> int:
     if len({p.resolve() for p in paths.values()}) < len(paths):
         raise PRXAIError(f"{' and '.join(paths)} name the same file; give each its own.")
     if args.graph:
-        graph_method(methods)
+        graph_method(methods if methods is not None else default_methods())
         if importlib.util.find_spec("matplotlib") is None:
             raise PRXAIError("--graph draws with matplotlib, which is not installed; install it with: "
                              "pip install 'captum-prxai[viz]' (or pip install matplotlib).")

@@ -173,7 +173,8 @@ def attribute_dataset(
         model: ``"default"``, a checkpoint folder, a trained model's name, or a
             ``(model, tokenizer)`` pair.
         methods: Registry names, comma-separated or a list (e.g. ``"pr-g,pr-a"``); default: the
-            default method (:func:`captum_prxai.methods.default_method`).
+            model's default method (:func:`captum_prxai.methods.default_method`: PR-TAG for
+            encoders, PR-TAG± for decoders).
         method_options: Per-method overrides, e.g. ``{"pr-g": {"damping": 0.5}}``.
         target: ``"predicted"``, ``"label"`` or a class index.
         long: ``"truncate"``, ``"windows"`` or ``"skip"`` for texts over the limit.
@@ -210,8 +211,9 @@ def attribute_dataset(
     if token_budget < 1 or shard_size < 1 or actors < 1 or cpus_per_actor < 1:
         raise PRXAIError("token_budget, shard_size, actors and cpus_per_actor must be positive.")
     registry = method_registry()
-    names = registry.parse_methods(registry.default_method() if methods is None else methods)
-    ShardStore(output, format, names, {"run_key": ""}).check_writable()  # format, pyarrow, permissions: early
+    names = None if methods is None else registry.parse_methods(methods)  # None: the model's default, below
+    # format, pyarrow, permissions: early (the columns do not matter for this check)
+    ShardStore(output, format, names or [registry.default_method()], {"run_key": ""}).check_writable()
     corpus = read_corpus(input, dataset=dataset, split=split, text_column=text_column, id_column=id_column,
                          label_column=label_column, encoding=encoding, limit=limit)
     if target == "label" and corpus.labels is None:
@@ -225,6 +227,7 @@ def attribute_dataset(
                          long=long, max_length=max_length, window_stride=window_stride,
                          token_budget=token_budget, bucketing=bucketing)
     worker = Worker(**worker_kwargs, device=device, threads=threads)
+    names = worker_kwargs["methods"] = list(worker.methods)  # resolved for the model (Ray actors get the same)
     notes: List[str] = []
     labels = _labels(corpus, worker.label_names, target, notes)
 

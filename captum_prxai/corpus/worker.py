@@ -133,8 +133,10 @@ class Worker:
         if not (target in ("predicted", "label") or (isinstance(target, int) and not isinstance(target, bool))):
             raise PRXAIError(f"target must be 'predicted', 'label' or a class index, got {target!r}.")
         registry = method_registry()
-        self.methods = registry.parse_methods(registry.default_method() if methods is None else list(methods))
+        if methods is not None:
+            methods = registry.parse_methods(list(methods))  # refused before the model loads
         self.model, self.tokenizer = load_model_spec(model)
+        self.methods = methods if methods is not None else registry.parse_methods(registry.default_method(self.model))
         if device == "auto":
             device = "cuda" if torch.cuda.is_available() else "cpu"
         self.device = torch.device(device)

@@ -397,12 +397,13 @@ class Engine:
     def default_pr_method(self) -> str:
         """The registered PR-XAI method :class:`~captum_prxai.PageRankAttribution` runs with its defaults.
 
-        Read from :func:`captum_prxai.methods.default_method`, so the page and
-        the library cannot disagree on the default.
+        Read from :func:`captum_prxai.methods.default_method` for this model
+        (PR-TAG for encoders, PR-TAG± for decoders), so the page and the
+        library cannot disagree on the default.
         """
         from captum_prxai.methods import default_method
 
-        return default_method()
+        return default_method(self.model)
 
     @staticmethod
     def lane_of(name: str, family: str) -> str:

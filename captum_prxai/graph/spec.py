@@ -48,6 +48,7 @@ __all__ = [
     "BuiltGraph",
     "GraphSpec",
     "build_graph",
+    "has_negative_walk",
     "layer_edge_map",
     "score_graph",
     "token_adjacency",
@@ -65,6 +66,14 @@ _POLICIES = ("auto", "keep", "drop")
 WALKS = ("positive", "both")
 #: edge weights with a negative walk (``W(A, -dA)``: the part of the gradient that argues against the target)
 _SIGNED_EDGES = ("gradient", "attention_gradient", "tempered_attention_gradient")
+
+
+def has_negative_walk(edge_weight: Union[str, EdgeWeight], graph: str = "token", signed: bool = False) -> bool:
+    """Whether a ``walks="auto"`` rule may walk both signs: a built-in gradient edge weight, the token graph, unsigned.
+
+    (A callable edge weight gets the negative walk ``W(A, -dA)`` only when asked for, ``walks="both"``.)
+    """
+    return isinstance(edge_weight, str) and edge_weight in _SIGNED_EDGES and graph == "token" and not signed
 
 
 def layer_edge_map(edge_weight: Union[str, EdgeWeight], head_reduction: str = "mean",
@@ -140,8 +149,10 @@ class GraphSpec:
             the target), and the scores are the positive walk's PageRank minus
             the negative walk's. Signed scores (tokens that argue against the
             target rank last), summing to 0, from the same pass: the capture
-            keeps both maps. Token graph and gradient edges only. Default:
-            ``"positive"``.
+            keeps both maps. Token graph and gradient edges only (see
+            :func:`has_negative_walk`). Default: ``"positive"``
+            (:class:`~captum_prxai.PageRankAttribution` resolves its own
+            ``"auto"`` to ``"both"`` for decoders).
 
     All values are checked here, so a bad option fails when the attribution
     is constructed, before any pass through the model.
@@ -209,7 +220,7 @@ class GraphSpec:
             raise PRXAIError("normalize_layers and signed must be True or False.")
         if self.walks not in WALKS:
             raise PRXAIError(f"walks must be one of {list(WALKS)}, got {self.walks!r}.")
-        if self.walks == "both":
+        if self.walks == "both":  # asked for explicitly: refuse what has no negative walk
             if isinstance(self.edge_weight, str) and self.edge_weight not in _SIGNED_EDGES:
                 raise PRXAIError(
                     f"walks='both' walks the negative edges W(A, -dA) too, which edge_weight={self.edge_weight!r} "
@@ -218,6 +229,11 @@ class GraphSpec:
                 raise PRXAIError("walks='both' is for the token graph (graph='token').")
             if self.signed:
                 raise PRXAIError("walks='both' already gives signed scores; leave signed=False.")
+
+    @property
+    def both_walks(self) -> bool:
+        """Whether the negative walk is walked too (``walks="both"``)."""
+        return self.walks == "both"
 
     # -- what the capture needs -----------------------------------------------------------------
     @property
@@ -245,7 +261,7 @@ class GraphSpec:
         layer; see :func:`layer_edge_map`.
         """
         positive = _edge_map(self._edge, self.head_reduction, attention, grad)
-        if self.walks == "positive":
+        if not self.both_walks:
             return positive
         assert grad is not None  # needs_gradients
         return torch.stack([positive, _edge_map(self._edge, self.head_reduction, attention, -grad)])
@@ -371,7 +387,7 @@ def build_graph(spec: GraphSpec, captured: "CapturedGraph") -> BuiltGraph:
     if spec.graph == "token":
         adjacency = token_adjacency(spec, captured)
         negative = None
-        if spec.walks == "both":
+        if spec.both_walks:
             adjacency, negative = adjacency[0], adjacency[1]
         return BuiltGraph("token", captured.mask, teleport, adjacency=adjacency, negative=negative,
                           input_gradient=captured.input_gradient)

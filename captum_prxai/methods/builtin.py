@@ -102,17 +102,25 @@ def pr_factory(name: str, label: str, class_name: str = "PageRankAttribution", *
 #: Registry name of the PR-XAI preset for each built-in edge weight (PRAttention, PRGradient, PRAttentionGradient).
 PR_PRESETS: Dict[str, str] = {"attention": "pr-a", "gradient": "pr-g", "attention_gradient": "pr-ag",
                               "tempered_attention_gradient": "pr-tag"}
+#: Registry name of the preset that walks both signs of an edge weight (PR-TAG±).
+BOTH_WALKS_PRESETS: Dict[str, str] = {"tempered_attention_gradient": "pr-tag-pm"}
 
 
-def default_method() -> str:
-    """Registry name of the method :class:`~captum_prxai.PageRankAttribution` runs with all its defaults.
+def default_method(model: Optional[nn.Module] = None) -> str:
+    """Registry name of the method :class:`~captum_prxai.PageRankAttribution` runs with all its defaults on ``model``.
 
-    The one place the apps (``explain``, the explorer, the benchmark) read the
-    default from: the preset whose edges are
-    :data:`captum_prxai.graph.spec.DEFAULT_EDGE_WEIGHT`, the class's default.
+    The one place the apps (``explain``, the explorer, the dataset runner) read
+    the default from: the preset whose edges are
+    :data:`captum_prxai.graph.spec.DEFAULT_EDGE_WEIGHT`, walked as the class's
+    ``walks="auto"`` walks them: PR-TAG (``"pr-tag"``) for encoders and without
+    a model, PR-TAG± (``"pr-tag-pm"``, both walks) for decoders
+    (:func:`captum_prxai.capture.model_is_causal`).
     """
+    from captum_prxai.capture import model_is_causal
     from captum_prxai.graph.spec import DEFAULT_EDGE_WEIGHT
 
+    if model is not None and model_is_causal(model):
+        return BOTH_WALKS_PRESETS[DEFAULT_EDGE_WEIGHT]
     return PR_PRESETS[DEFAULT_EDGE_WEIGHT]
 
 

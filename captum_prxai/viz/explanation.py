@@ -53,17 +53,17 @@ def _registry():
     return methods
 
 
-def default_method() -> str:
-    """Registry name of the method :class:`~captum_prxai.PageRankAttribution` runs with its defaults.
+def default_method(model: Any = None) -> str:
+    """Registry name of the method :class:`~captum_prxai.PageRankAttribution` runs with its defaults on ``model``.
 
     See :func:`captum_prxai.methods.default_method`, the one place it is read from.
     """
-    return _registry().default_method()
+    return _registry().default_method(model)
 
 
-def default_methods() -> List[str]:
-    """The default method first, then the other registered PR-XAI methods in registry order."""
-    first = default_method()
+def default_methods(model: Any = None) -> List[str]:
+    """The default method for ``model`` first, then the other registered PR-XAI methods in registry order."""
+    first = default_method(model)
     others = [spec.name for spec in _registry().METHODS.values() if spec.family == "pr-xai" and spec.name != first]
     return [first, *others]
 
@@ -197,7 +197,7 @@ def explain_text(
         text: The text to explain.
         model: A sequence classifier (``model(input_ids=..., attention_mask=...).logits``).
         tokenizer: Its tokenizer.
-        methods: Registry names or aliases (default: :func:`default_methods`).
+        methods: Registry names or aliases (default: :func:`default_methods` of the model).
         target: Class to explain (default: the predicted class).
         truncate: Cut a text longer than the model's limit instead of refusing it.
         graph: Also return the graph the first PR-XAI method of ``methods``
@@ -216,7 +216,7 @@ def explain_text(
     import torch
 
     registry = _registry()
-    methods = registry.parse_methods(list(methods) if methods is not None else default_methods())
+    methods = registry.parse_methods(list(methods) if methods is not None else default_methods(model))
     drawn = graph_method(methods) if graph else None
     encoded = _encode(text, model, tokenizer, truncate)
     input_ids, attention_mask, special = encoded.input_ids, encoded.attention_mask, encoded.special_tokens_mask
