@@ -16,12 +16,17 @@ METHODS = [cp.PRAttention, cp.PRGradient, cp.PRAttentionGradient, cp.RawAttentio
            cp.GradientWeightedRollout, cp.AttentionFlow]
 
 
+def _model_and_batch(kind, tiny_model_factory, tiny_batch):
+    """The tiny model of ``kind`` and the two-example batch, padded with the model's pad id."""
+    ids, mask = tiny_batch
+    if kind in ("roberta", "mpnet"):  # their pad id is 1
+        ids = ids.masked_fill(mask == 0, 1)
+    return tiny_model_factory(kind), ids, mask
+
+
 @pytest.mark.parametrize("kind", ARCHITECTURES)
 def test_every_architecture_gives_token_scores(kind, tiny_model_factory, tiny_batch):
-    model = tiny_model_factory(kind)
-    ids, mask = tiny_batch
-    if kind in ("roberta", "mpnet"):
-        ids = ids.masked_fill(mask == 0, 1)
+    model, ids, mask = _model_and_batch(kind, tiny_model_factory, tiny_batch)
     layers = cp.attention_layers(model)
     assert len(layers) == 2
     before = model.config._attn_implementation
@@ -40,10 +45,7 @@ def test_every_architecture_gives_token_scores(kind, tiny_model_factory, tiny_ba
 def test_model_is_causal_agrees_with_the_captured_graph(kind, tiny_model_factory, tiny_batch):
     from captum_prxai.capture import capture_graph, model_is_causal
 
-    model = tiny_model_factory(kind)
-    ids, mask = tiny_batch
-    if kind in ("roberta", "mpnet"):
-        ids = ids.masked_fill(mask == 0, 1)
+    model, ids, mask = _model_and_batch(kind, tiny_model_factory, tiny_batch)
     assert model_is_causal(model) is (kind in DECODERS)
     captured = capture_graph(forward_for(model), cp.attention_layers(model), ids, mask.bool(),
                              lambda layer, a, g: a.mean(1), with_gradients=False,
