@@ -223,12 +223,43 @@ def main(argv: Optional[list[str]] = None) -> int:
     t.add_argument("--note", default="")
     t.add_argument("--speed-out", default=None)
     t.add_argument("--memory-out", default=None)
+    o = sub.add_parser("ratios", help="runs of one code version -> one Markdown table of ratios")
+    o.add_argument("--json", nargs="+", required=True)
+    o.add_argument("--note", default="")
+    o.add_argument("--out", default=None)
     args = parser.parse_args(argv)
     if args.command == "run":
         run(args)
+    elif args.command == "ratios":
+        ratios(args)
     else:
         table(args)
     return 0
+
+
+def ratios(args: argparse.Namespace) -> None:
+    """One table of one code version: median CPU time and peak memory of each method over forward+backward's."""
+    runs = [json.loads(Path(p).read_text()) for p in args.json]
+    lines = ["# PR-XAI capture: one code version, ratios to one forward+backward (cpu)", "", "Runs:", ""]
+    lines += [f"    {run['command']}" for run in runs]
+    lines += ["", f"Table: `benchmarks/capture_speed.py ratios --json {' '.join(args.json)}`", "",
+              f"Hardware: {runs[0]['machine']}, {runs[0]['threads']} torch thread(s); torch {runs[0]['torch']}. "
+              f"{args.note}", "", "| model | T | B | method | CPU time (s) | time ratio | peak (MiB) | memory ratio |",
+              "|---|---|---|---|---|---|---|---|"]
+    for run in runs:
+        for cell in run["cells"]:
+            base_t = statistics.median(cell["cpu"][BASELINE]) if cell.get("cpu", {}).get(BASELINE) else None
+            base_m = cell.get("peak_mib", {}).get(BASELINE)
+            for method in dict.fromkeys([*cell.get("cpu", {}), *cell.get("peak_mib", {})]):
+                t = statistics.median(cell["cpu"][method]) if cell.get("cpu", {}).get(method) else None
+                m = cell.get("peak_mib", {}).get(method)
+                lines.append(f"| {cell['model']} | {cell['length']} | {cell['batch']} | {method} | "
+                             f"{'' if t is None else f'{t:.3f}'} | {'' if t is None else _ratio(t, base_t)} | "
+                             f"{'' if m is None else f'{m:.0f}'} | {'' if m is None else _ratio(m, base_m)} |")
+    text = "\n".join(lines) + "\n"
+    if args.out:
+        Path(args.out).write_text(text)
+    print(text)
 
 
 if __name__ == "__main__":
