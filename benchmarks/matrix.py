@@ -77,7 +77,8 @@ CELLS: Dict[str, Cell] = {c.name: c for c in [
     # decoder-only: SmolLM2-135M fine-tuned with a classification head on the last token (see models.md);
     # its long cells run at 256 tokens and 30 examples, for CPU time
     Cell("smollm2", "movie-sentences", "smollm2-movie-sentences", methods=LONG_METHODS, n=100),
-    Cell("smollm2", "uncertainty", "smollm2-uncertainty", methods=LONG_METHODS, n=100),
+    Cell("smollm2", "uncertainty", "smollm2-uncertainty", methods=LONG_METHODS, n=100,
+         precomputed=(("attnlrp", "AttnLRP (lxt)", "attnlrp-smollm2-uncertainty/scores.jsonl"),)),
     Cell("smollm2", "tweets", "smollm2-tweets", methods=LONG_METHODS, n=100,
          precomputed=(("attnlrp", "AttnLRP (lxt)", "attnlrp-smollm2-tweets/scores.jsonl"),)),
     Cell("smollm2", "movie-reviews", "smollm2-movie-reviews", long=True, methods=FEW_LONG_METHODS, n=30,
