@@ -333,11 +333,15 @@ def capture_graph(
     length = inputs.shape[1]
     keep_mask = None if bool(mask.all()) else mask[:, None, :] & mask[:, :, None]
 
-    def is_causal() -> bool:
-        return bool(causal_state) and int(mask.sum(-1).max()) >= 2 and bool((causal_state[1] & causal_state[2]).all())
+    # layer_term: the running sum, the layer whose map is being written (folded once the next one starts), and
+    # the causal flag, final once the first layer to arrive is complete (taken once: it costs host syncs)
+    running: dict[str, Any] = {"sum": None, "open": None, "causal": None}
 
-    # layer_term: the running sum, and the layer whose map is being written (folded once the next one starts)
-    running: dict[str, Any] = {"sum": None, "open": None}
+    def is_causal() -> bool:
+        if running["causal"] is None:
+            running["causal"] = bool(causal_state) and int(mask.sum(-1).max()) >= 2 and bool(
+                (causal_state[1] & causal_state[2]).all())
+        return running["causal"]
 
     def fold(index: int) -> None:
         stored = recorder.maps[index]

@@ -69,10 +69,10 @@ def scale_max(scores: Sequence[float], signed: bool) -> float:
 
 
 def display_max(words: Sequence[str], scores: Sequence[float], signed: bool, include_special: bool = False,
-                exclude: Sequence[int] = ()) -> float:
+                explained: int | None = None) -> float:
     """The score that gets the full colour when showing ``words``.
 
-    Special tokens (``[CLS]``, ``<s>`` ...) and the positions in ``exclude``
+    Special tokens (``[CLS]``, ``<s>`` ...) and the word at index ``explained``
     (the explained token: a decoder's last word) are left out of the maximum
     unless ``include_special``: PageRank methods that teleport to the
     explained token give it most of the mass, which would wash out every
@@ -82,8 +82,7 @@ def display_max(words: Sequence[str], scores: Sequence[float], signed: bool, inc
     from captum_prxai.viz.tokens import is_special_token
 
     if not include_special:
-        left_out = set(exclude)
-        ordinary = [s for i, (w, s) in enumerate(zip(words, scores)) if not is_special_token(w) and i not in left_out]
+        ordinary = [s for i, (w, s) in enumerate(zip(words, scores)) if not is_special_token(w) and i != explained]
         top = scale_max(ordinary, signed)
         if top > 0:
             return top

@@ -122,7 +122,7 @@ def plot_attention_graph(
     signed = _colors.is_signed(scores)
     explained = explained_word([[i] for i in range(n)], explained_position)
     ts = _colors.intensities(scores, signed, _colors.display_max([str(t) for t in tokens], scores, signed,
-                                                                 exclude=() if explained is None else (explained,)))
+                                                                 explained=explained))
     edges = top_edges_of(a, top_edges)
     wmax = max((abs(w) for _, _, w in edges), default=1.0) or 1.0
 

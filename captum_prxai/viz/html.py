@@ -182,8 +182,7 @@ def token_heatmap_html(
     if signed is None:
         signed = _colors.is_signed(values)
     explained = explained_word(groups, explained_position)
-    top = _colors.display_max(words, values, signed, include_special=scale_special_tokens,
-                              exclude=() if explained is None else (explained,))
+    top = _colors.display_max(words, values, signed, include_special=scale_special_tokens, explained=explained)
     ts = _colors.intensities(values, signed, top)
 
     title = [f'<span class="prx-method">{escape(method)}</span>']

@@ -66,7 +66,7 @@ def terminal_heatmap(
     if signed is None:
         signed = _colors.is_signed(values)
     explained = explained_word(groups, explained_position)
-    top = _colors.display_max(words, values, signed, exclude=() if explained is None else (explained,))
+    top = _colors.display_max(words, values, signed, explained=explained)
     ts = _colors.intensities(values, signed, top)
     parts = []
     if color_enabled(color):
