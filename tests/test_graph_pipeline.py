@@ -179,6 +179,23 @@ def test_both_walks_are_refused_where_there_is_no_negative_walk(tiny_model_facto
         cp.PRGradient(forward, layers, walks="negative")
 
 
+def test_auto_walks_is_the_one_rule_the_class_and_the_apps_read(tiny_model_factory):
+    from captum_prxai.graph.spec import auto_walks
+    from captum_prxai.methods import default_method
+
+    # the rule: both walks for causal attention with signed edges, one walk otherwise
+    assert auto_walks(True) == "both" and auto_walks(False) == "positive"
+    assert auto_walks(True, "attention") == "positive"  # attention edges have no negative walk
+    assert auto_walks(True, graph="layered") == "positive" and auto_walks(True, signed=True) == "positive"
+    assert auto_walks(True, lambda a, g: a) == "positive"  # a callable walks both only when asked
+    for kind, expected in [("bert", "positive"), ("llama", "both")]:
+        model = tiny_model_factory(kind)
+        pr = cp.PageRankAttribution(forward_for(model), cp.attention_layers(model))
+        assert pr.walks == expected
+        # the apps' registry name runs the same walks as the class's default
+        assert default_method(model) == ("pr-tag-pm" if expected == "both" else "pr-tag")
+
+
 def test_graph_spec_checks_every_option_before_any_pass():
     for bad, phrase in [
         (dict(edge_weight="bogus"), "Unknown edge_weight"),

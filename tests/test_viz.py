@@ -467,6 +467,27 @@ def test_explained_token_is_marked_and_left_out_of_every_scale():
         token_heatmap_html(tokens, scores, method="m", explained_position=3)
 
 
+def test_top_tokens_leave_out_the_explained_token():
+    """The top-token lists (explain's ``top:`` line, the page's table) agree with the colour scales."""
+    from captum_prxai.commands.explain import _top_words
+    from captum_prxai.viz.tokens import top_words
+
+    tokens = ["[CLS]", "dull", "great", "fi", "##lm"]
+    scores = [0.5, 0.1, 0.2, 0.3, 0.4]
+    assert [w for w, _ in top_words(tokens, scores)] == ["##lm", "fi", "great", "dull"]  # [CLS] is special
+    assert [w for w, _ in top_words(tokens, scores, explained_position=-1)] == ["fi", "great", "dull"]
+    assert top_words(tokens, scores, merge=True, explained_position=4) == [("great", 0.2), ("dull", 0.1)]
+    assert top_words(tokens, scores, k=1) == [("##lm", 0.4)]
+    assert _top_words(tokens, scores, False, explained_position=4) == "fi 0.3, great 0.2, dull 0.1"
+    assert _top_words(["[CLS]", "[SEP]"], [0.5, 0.5], False) == "none: the text has only special tokens"
+    page = comparison_page(tokens, {"PR-TAG": scores}, title="t", explained_position=4)
+    table = page[page.index('<table class="prx-top"'):]
+    assert "special tokens and the explained token left out" in table
+    assert "##lm" not in table and table.index("fi") < table.index("great") < table.index("dull")
+    plain = comparison_page(tokens, {"PR-TAG": scores}, title="t")
+    assert "##lm" in plain[plain.index('<table class="prx-top"'):]
+
+
 def test_graph_node_scale_leaves_out_the_explained_token():
     from captum_prxai.viz.graph import plot_attention_graph
 

@@ -37,8 +37,8 @@ from captum_prxai.graph.spec import (
     BuiltGraph,
     GraphSpec,
     apply_sign,
+    auto_walks,
     build_graph,
-    has_negative_walk,
     score_graph,
     teleport_for,
     token_adjacency,
@@ -271,8 +271,7 @@ class PageRankAttribution(AttentionGraphAttribution):
     ) -> None:
         super().__init__(forward_func, layers, attention_fn, head_reduction, target_position, capture, pad_token_id)
         if isinstance(walks, str) and walks == "auto":
-            walks = "both" if layers_are_causal(self.layers) and has_negative_walk(edge_weight, graph, signed) \
-                else "positive"
+            walks = auto_walks(layers_are_causal(self.layers), edge_weight, graph, signed)
         #: every graph option, checked once; the attributes below mirror it
         self.spec = GraphSpec(
             edge_weight=edge_weight, head_reduction=head_reduction, graph=graph, residual=residual,

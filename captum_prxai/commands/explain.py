@@ -18,7 +18,7 @@ import argparse
 import importlib.util
 import os
 import sys
-from typing import Sequence
+from typing import Optional, Sequence
 
 from captum_prxai.commands._output import check_output_file, write_output
 from captum_prxai.exceptions import PRXAIError
@@ -73,19 +73,16 @@ def parse_methods(spec: str) -> list[str]:
     return _parse(spec)
 
 
-def _top_words(tokens: list[str], scores: list[float], merge: bool, unknown: Sequence[int] = (), k: int = 5) -> str:
-    from captum_prxai.viz.tokens import display_token, is_special_token, merge_subwords
+def _top_words(tokens: list[str], scores: list[float], merge: bool, unknown: Sequence[int] = (), k: int = 5,
+               explained_position: Optional[int] = None) -> str:
+    from captum_prxai.viz.tokens import top_words
 
-    if merge:
-        words, values, _ = merge_subwords(tokens, scores)
-    else:
-        words, values = [display_token(t) for t in tokens], scores
-    order = [i for i in sorted(range(len(values)), key=lambda i: -abs(values[i])) if not is_special_token(words[i])]
-    if not order:
+    top = top_words(tokens, scores, merge, k, explained_position)
+    if not top:
         if unknown:
             return f"none: the text's {len(unknown)} token{'s are' if len(unknown) > 1 else ' is'} unknown to the tokenizer ([UNK])"
         return "none: the text has only special tokens"
-    return ", ".join(f"{words[i]} {values[i]:.3g}" for i in order[:k])
+    return ", ".join(f"{word} {value:.3g}" for word, value in top)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -141,7 +138,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"\n{label}  ({ms:.0f} ms)")
         print(terminal_heatmap(result.tokens, scores, merge_subwords=args.merge_subwords, color=color,
                                explained_position=result.explained_position))
-        print(f"  top: {_top_words(result.tokens, scores, args.merge_subwords, result.unknown)}")
+        print(f"  top: {_top_words(result.tokens, scores, args.merge_subwords, result.unknown, 5, result.explained_position)}")
 
     if paths:
         print()

@@ -47,6 +47,7 @@ __all__ = [
     "DEFAULT_EDGE_WEIGHT",
     "BuiltGraph",
     "GraphSpec",
+    "auto_walks",
     "build_graph",
     "has_negative_walk",
     "layer_edge_map",
@@ -74,6 +75,19 @@ def has_negative_walk(edge_weight: Union[str, EdgeWeight], graph: str = "token",
     (A callable edge weight gets the negative walk ``W(A, -dA)`` only when asked for, ``walks="both"``.)
     """
     return isinstance(edge_weight, str) and edge_weight in _SIGNED_EDGES and graph == "token" and not signed
+
+
+def auto_walks(causal: bool, edge_weight: Union[str, EdgeWeight] = DEFAULT_EDGE_WEIGHT, graph: str = "token",
+               signed: bool = False) -> str:
+    """The walks ``walks="auto"`` resolves to: the rule by architecture chosen on the tune halves.
+
+    ``"both"`` for causal attention (decoders) whose edges have a negative walk
+    (:func:`has_negative_walk`), ``"positive"`` otherwise (encoders). The one
+    home of the rule: :class:`~captum_prxai.PageRankAttribution` applies it to
+    its layers, :func:`captum_prxai.methods.default_method` to a model
+    (docs/default_search.md gives the measurements that chose it).
+    """
+    return "both" if causal and has_negative_walk(edge_weight, graph, signed) else "positive"
 
 
 def layer_edge_map(edge_weight: Union[str, EdgeWeight], head_reduction: str = "mean",

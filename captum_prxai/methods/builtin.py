@@ -117,11 +117,11 @@ def default_method(model: Optional[nn.Module] = None) -> str:
     (:func:`captum_prxai.capture.model_is_causal`).
     """
     from captum_prxai.capture import model_is_causal
-    from captum_prxai.graph.spec import DEFAULT_EDGE_WEIGHT
+    from captum_prxai.graph.spec import DEFAULT_EDGE_WEIGHT, auto_walks
 
-    if model is not None and model_is_causal(model):
-        return BOTH_WALKS_PRESETS[DEFAULT_EDGE_WEIGHT]
-    return PR_PRESETS[DEFAULT_EDGE_WEIGHT]
+    causal = model is not None and model_is_causal(model)
+    presets = BOTH_WALKS_PRESETS if auto_walks(causal, DEFAULT_EDGE_WEIGHT) == "both" else PR_PRESETS
+    return presets[DEFAULT_EDGE_WEIGHT]
 
 
 def register_pr_method(name: str, settings: Dict[str, Any], label: Optional[str] = None,

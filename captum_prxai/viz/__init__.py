@@ -25,6 +25,7 @@ _EXPORTS = {
     "plot_deletion_curves": ".curves",
     "terminal_heatmap": ".terminal",
     "merge_subwords": ".tokens",
+    "top_words": ".tokens",
 }
 
 __all__ = list(_EXPORTS)

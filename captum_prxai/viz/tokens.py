@@ -139,3 +139,25 @@ def explained_word(groups: Sequence[Sequence[int]], position: int | None) -> int
         raise PRXAIError(f"explained_position={position!r} is not a token index (0..{n - 1}).")
     position %= n
     return next(k for k, group in enumerate(groups) if position in group)
+
+
+def top_words(tokens: Sequence[str], scores: Any, merge: bool = False, k: int = 5,
+              explained_position: int | None = None) -> list[tuple[str, float]]:
+    """The ``k`` words with the largest ``|score|``, as ``(shown word, score)``, largest first.
+
+    Special tokens are left out, and so is the explained token (a decoder's
+    last token, which every PR-XAI walk returns to; see
+    :attr:`~captum_prxai.viz.explanation.TextExplanation.explained_position`),
+    as the colour scales leave them out. With ``merge`` the sub-word pieces
+    are merged first (:func:`merge_subwords`). Empty when no word is left.
+    """
+    if merge:
+        words, values, groups = merge_subwords(tokens, scores)
+    else:
+        values = to_float_list(scores)
+        check_lengths(tokens, values)
+        words, groups = [str(t) for t in tokens], [[i] for i in range(len(tokens))]
+    explained = explained_word(groups, explained_position)
+    ordinary = [i for i in range(len(values)) if i != explained and not is_special_token(words[i])]
+    order = sorted(ordinary, key=lambda i: -abs(values[i]))[:k]
+    return [(display_token(words[i]), values[i]) for i in order]
