@@ -225,13 +225,29 @@ def test_explain_graph_is_the_graph_the_method_scored(tiny_model_dir, tmp_path, 
     printed = torch.tensor(result["scores"][label], dtype=torch.float64)
     [(tokens, adjacency, node_scores, title)] = drawn
     assert tokens == result["tokens"] and adjacency.shape == (len(tokens), len(tokens))
-    assert title.startswith(f"{label}: the graph PageRank ran on")
+    assert title.startswith(f"{label}: the graph PageRank ran on") and "negative walk" not in title
     torch.testing.assert_close(node_scores, printed, atol=1e-6, rtol=0)
     damping = inspect.signature(PageRankAttribution).parameters["damping"].default
     teleport = torch.zeros(1, len(tokens), dtype=torch.float64)
     teleport[0, 0] = 1.0  # the encoder's explained token, [CLS]
     ranks = pagerank(adjacency[None], damping, personalization=teleport, tol=1e-12, max_iter=10_000)[0]
     torch.testing.assert_close(ranks, printed, atol=1e-5, rtol=0)
+
+
+def test_explain_graph_of_both_walks_says_it_draws_the_positive_walk(tiny_model_dir, tmp_path, capsys, monkeypatch):
+    """PR-TAG±'s picture is its positive walk; the title says the scores subtract the negative walk's PageRank."""
+    drawn = _drawn_graphs(monkeypatch)
+    data = tmp_path / "r.json"
+    code, out, err = _run(capsys, "the plot was dull", "--model", tiny_model_dir, "--methods", "pr-tag-pm,pr-tag",
+                          "--graph", tmp_path / "g.svg", "--json", data)
+    assert code == 0, err
+    result = json.loads(data.read_text())
+    [(tokens, adjacency, node_scores, title)] = drawn
+    assert result["graph_method"] == "PR-TAG±"
+    assert "positive walk drawn; the scores subtract the negative walk's PageRank" in title
+    torch.testing.assert_close(node_scores, torch.tensor(result["scores"]["PR-TAG±"], dtype=torch.float64),
+                               atol=1e-6, rtol=0)
+    assert abs(float(node_scores.sum())) < 1e-4  # a difference of two distributions
 
 
 def test_explain_leads_with_the_class_default(tiny_model_dir, tmp_path, capsys):

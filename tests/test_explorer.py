@@ -426,6 +426,45 @@ def test_graph_view_of_the_layered_graph(client):
     assert max(out["nodes"]) >= 5 and len(out["nodes"]) == 15
 
 
+def test_graph_view_of_both_walks_draws_each_walk_and_says_which(client, tiny):
+    """PR-TAG± has two graphs: each is drawn on request, sized by its own PageRank, and the difference is the score."""
+    from captum_prxai.graph.pagerank import pagerank
+    from captum_prxai.methods import MethodContext
+    from captum_prxai.viz.graph import top_edges_of
+
+    model, tokenizer, _ = tiny
+    text = "the story was not good"
+    drawn = {}
+    for walk in ("positive", "negative"):
+        out = client.post("/api/graph", json={"text": text, "method": "pr-tag-pm", "top_edges": 4, "nodes": 200,
+                                              "walk": walk}).json
+        assert out["walk"] == walk and out["walks"] == ["positive", "negative"]
+        assert f"{walk} walk (the scores are the positive walk's PageRank minus the negative walk's" in out["title"]
+        drawn[walk] = out
+    assert drawn["positive"]["scores"] == drawn["negative"]["scores"]
+    enc = tokenizer(text, return_tensors="pt")
+    attribution = build_method("pr-tag-pm", model, make_forward_func(model), MethodContext()).attribution
+    target = explain(client, text=text, methods=["pr-tag-pm"])["input"]["target"]
+    graph = attribution.attribute_graph(enc["input_ids"], target=target,
+                                        additional_forward_args=(enc["attention_mask"],))
+    walks = {"positive": graph.adjacency, "negative": graph.negative_adjacency}
+    ranks = {w: pagerank(a.double(), graph.damping, personalization=graph.teleport.double(),
+                         node_mask=graph.node_mask, tol=1e-10, max_iter=2000)[0] for w, a in walks.items()}
+    difference = ranks["positive"] / ranks["positive"].sum() - ranks["negative"] / ranks["negative"].sum()
+    assert difference.tolist() == pytest.approx(drawn["positive"]["scores"], abs=1e-5)
+    for walk, adjacency in walks.items():
+        nodes = drawn[walk]["nodes"]
+        sub = adjacency[0][nodes][:, nodes]
+        assert [e[:2] for e in drawn[walk]["edges"]] == [[nodes[i], nodes[j]] for i, j, _ in top_edges_of(sub, 4)]
+    assert drawn["positive"]["edges"] != drawn["negative"]["edges"]
+    one = client.post("/api/graph", json={"text": text, "method": "pr-ag"}).json
+    assert one["walks"] == ["positive"] and "walk" not in one["title"]
+    resp = client.post("/api/graph", json={"text": text, "method": "pr-ag", "walk": "negative"})
+    assert resp.status_code == 400 and "has no negative walk to draw" in resp.json["error"]
+    resp = client.post("/api/graph", json={"text": text, "method": "pr-tag-pm", "walk": "both"})
+    assert resp.status_code == 400 and "walk must be 'positive' or 'negative'" in resp.json["error"]
+
+
 def test_graph_view_refuses_other_methods_and_settings(client):
     resp = client.post("/api/graph", json={"text": "a good film", "method": "ig"})
     assert resp.status_code == 400 and "needs a PR-XAI method" in resp.json["error"]

@@ -21,9 +21,10 @@ Endpoints (all JSON unless noted; errors are ``{"error": "..."}`` with a 4xx sta
 * ``GET /api/jobs/<id>?merge_subwords=&palette=`` polls a job;
   ``POST /api/jobs/<id>/cancel`` cancels it.
 * ``POST /api/graph`` -- the same input plus ``"method"`` (a PR-XAI method),
-  ``"top_edges"``, ``"nodes"``, ``"layout"``: the graph PageRank ran on, as SVG.
+  ``"top_edges"``, ``"nodes"``, ``"layout"``, ``"walk"`` (``"positive"`` or, for a method that walks
+  both signs, ``"negative"``): the graph PageRank ran on, as SVG.
 * ``POST /api/export`` -- ``{"job": id, "merge_subwords", "palette", "graph":
-  {"method", "top_edges", "nodes", "layout"} | null}``: the job's results as
+  {"method", "top_edges", "nodes", "layout", "walk"} | null}``: the job's results as
   shown, as a standalone HTML download (also accepts the explain body, and
   then computes it). Built in memory.
 * ``GET /api/stats`` -- cache and memory counters.
@@ -458,7 +459,10 @@ class _Explorer:
         layout = spec.get("layout") or "line"
         if not isinstance(layout, str):
             raise PRXAIError("'layout' must be 'line' or 'circle'.")
-        return eng.graph_svg(enc, target, method, params, layout=layout, **kwargs)
+        walk = spec.get("walk") or "positive"
+        if not isinstance(walk, str):
+            raise PRXAIError("'walk' must be 'positive' or 'negative'.")
+        return eng.graph_svg(enc, target, method, params, layout=layout, walk=walk, **kwargs)
 
 
 def _configure_app(app: Any, explorer: _Explorer) -> None:
@@ -716,7 +720,7 @@ def _register_graph_routes(app: Any, ex: _Explorer) -> None:
         if isinstance(graph_spec, str):
             graph_spec = {"method": graph_spec}
         if graph_spec is not None and not isinstance(graph_spec, dict):
-            raise PRXAIError("'graph' must be null or {\"method\", \"top_edges\", \"nodes\", \"layout\"}.")
+            raise PRXAIError("'graph' must be null or {\"method\", \"top_edges\", \"nodes\", \"layout\", \"walk\"}.")
         extra = ""
         if graph_spec:
             drawn = ex.graph_of(eng, enc, target, params, graph_spec)

@@ -811,17 +811,22 @@ class Engine:
         return spec, used, graph
 
     def graph_svg(self, enc: Encoded, target: int, name: str, params: Mapping[str, Any], top_edges: int = 30,
-                  layout: str = "line", nodes: int = 40) -> Dict[str, Any]:
+                  layout: str = "line", nodes: int = 40, walk: str = "positive") -> Dict[str, Any]:
         """The graph PageRank ran on for this method and these options, drawn as SVG.
 
         Only the ``nodes`` highest-ranked nodes are drawn (in text order), with
         the ``top_edges`` strongest edges among them; nodes are sized by their
-        PageRank. For the token graph the ranks are the method's token
-        scores; for the layered graph (one node per token and layer) they are
-        the PageRank of each node of the same graph.
+        PageRank. For the token graph of a one-walk method the ranks are the
+        method's token scores; for the layered graph (one node per token and
+        layer) they are the PageRank of each node of the same graph. A method
+        that walks both signs (``walks="both"``, PR-TAG±) has two graphs, and
+        its scores are the positive walk's PageRank minus the negative walk's:
+        ``walk`` picks the one drawn (``"positive"`` or ``"negative"``), sized
+        by its own PageRank, and the title says which.
 
         Returns:
-            ``{"method", "label", "svg", "title", "graph", "nodes", "edges", "scores"}``:
+            ``{"method", "label", "svg", "title", "graph", "walk", "walks", "nodes", "edges", "scores"}``:
+            ``walk`` the drawn walk, ``walks`` the walks the method has,
             ``nodes`` the drawn nodes' indices into the graph's adjacency,
             ``edges`` the drawn ``[i, j, weight]`` (same indices), ``scores``
             the method's token scores.
@@ -838,18 +843,26 @@ class Engine:
         nodes = int(nodes)
         if not 2 <= nodes <= 200:
             raise PRXAIError(f"nodes must be between 2 and 200, got {nodes}.")
+        if walk not in ("positive", "negative"):
+            raise PRXAIError(f"walk must be 'positive' or 'negative', got {str(walk)[:20]!r}.")
         spec, used, graph = self.scored_graph(enc, target, name, params)
-        adjacency = graph.adjacency[0].detach().double()
+        two_walks = graph.negative_adjacency is not None
+        if walk == "negative" and not two_walks:
+            raise PRXAIError(f"{spec.label} walks the positive edges only, so it has no negative walk to draw; "
+                             "pick a method that walks both signs (PR-TAG±) or walk 'positive'.")
+        drawn = graph.negative_adjacency if walk == "negative" else graph.adjacency
+        adjacency = drawn[0].detach().double()
         scores = graph.scores[0].detach().double()
         node_mask = graph.node_mask[0]
         layered = adjacency.shape[0] != scores.shape[0]
-        if layered:
+        if layered or two_walks:  # size the nodes by the drawn graph's own PageRank
             ranks = pagerank(adjacency.unsqueeze(0), graph.damping, personalization=graph.teleport.double(),
                              node_mask=graph.node_mask, tol=1e-9, max_iter=1000)[0]
+        if layered:
             positions, layers_of = graph.node_position.tolist(), graph.node_layer.tolist()
             labels = [f"{enc.tokens[p]}@{l}" for p, l in zip(positions, layers_of)]
         else:
-            ranks = scores.abs()
+            ranks = ranks if two_walks else scores.abs()
             labels = list(enc.tokens)
         real = [i for i in range(adjacency.shape[0]) if bool(node_mask[i])]
         chosen = sorted(sorted(real, key=lambda i: -float(ranks[i]))[:nodes])
@@ -861,6 +874,9 @@ class Engine:
             what += f"layered graph ({layers + 1} x {len(enc.tokens)} nodes)"
         else:
             what += f"token graph ({layers} layers summed)"
+        if two_walks:
+            what += (f", {walk} walk (the scores are the positive walk's PageRank minus the negative walk's; "
+                     "nodes sized by this walk's)")
         shown = (f"top {len(chosen)} of {len(real)} nodes" if len(chosen) < len(real) else f"{len(real)} nodes")
         title = f"{what}; {shown}, {len(edges)} strongest edges"
         explained = self.explained_position(enc)
@@ -872,7 +888,8 @@ class Engine:
                                   top_edges=top_edges, layout=layout, title=title,
                                   explained_position=chosen.index(explained) if explained in chosen else None)
         return {"method": spec.name, "label": spec.label, "svg": svg, "title": title,
-                "graph": "layered" if layered else "token", "nodes": chosen, "edges": edges,
+                "graph": "layered" if layered else "token", "walk": walk,
+                "walks": ["positive", "negative"] if two_walks else ["positive"], "nodes": chosen, "edges": edges,
                 "scores": [float(v) for v in scores.tolist()], "params": used}
 
     def explained_position(self, enc: Encoded) -> int:

@@ -94,7 +94,10 @@ def graph_title(label: str, graph: Any) -> str:
     words = _EDGE_WORDS.get(edge, "custom edge weights") if edge is not None else "edge weights"
     damping = getattr(graph, "damping", None)
     damping = f" (damping {float(damping):g})" if isinstance(damping, (int, float)) else ""
-    return f"{label}: the graph PageRank ran on{damping}\nedges: {words} (i -> j: token i attends to j)"
+    title = f"{label}: the graph PageRank ran on{damping}\nedges: {words} (i -> j: token i attends to j)"
+    if getattr(graph, "negative_adjacency", None) is not None:
+        title += "\npositive walk drawn; the scores subtract the negative walk's PageRank"
+    return title
 
 
 @dataclass

@@ -184,7 +184,7 @@ function bindEvents() {
   $("merge").addEventListener("change", rerender);
   $("palette").addEventListener("change", rerender);
   $("graph-btn").addEventListener("click", drawGraph);
-  for (const id of ["graph-method", "graph-edges", "graph-nodes", "graph-layout"]) $(id).addEventListener("change", markGraphStale);
+  for (const id of ["graph-method", "graph-edges", "graph-nodes", "graph-layout", "graph-walk"]) $(id).addEventListener("change", markGraphStale);
   $("export").addEventListener("click", exportPage);
 }
 
@@ -541,7 +541,8 @@ function renderJob(job, predictionBox = $("prediction"), results = $("results"),
 // ------------------------------------------------------------------ graph and export
 function graphSpec() {
   return { method: $("graph-method").value, top_edges: Number.parseInt($("graph-edges").value, 10) || 30,
-           nodes: Number.parseInt($("graph-nodes").value, 10) || 40, layout: $("graph-layout").value };
+           nodes: Number.parseInt($("graph-nodes").value, 10) || 40, layout: $("graph-layout").value,
+           walk: $("graph-walk").value };
 }
 
 async function drawGraph() {
