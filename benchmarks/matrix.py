@@ -68,7 +68,7 @@ CELLS: Dict[str, Cell] = {c.name: c for c in [
     # MPNet is ~8x MiniLM's cost per pass: fewer methods and examples on this CPU
     Cell("mpnet", "movie-sentences", "mpnet-movie-sentences", methods=LONG_METHODS, n=100),
     Cell("mpnet", "uncertainty", "mpnet-uncertainty", methods=LONG_METHODS),
-    Cell("mpnet", "tweets", "mpnet-tweets", methods=LONG_METHODS),
+    Cell("mpnet", "tweets", "mpnet-tweets", methods=LONG_METHODS + ",kernel-shap,lime"),
     # trained and benchmarked at 256 wordpieces (a 512-token MPNet pass is ~8x MiniLM's on this CPU)
     Cell("mpnet", "movie-reviews", "mpnet-movie-reviews", long=True, methods=FEW_LONG_METHODS, n=50,
          max_length=256),
@@ -76,10 +76,11 @@ CELLS: Dict[str, Cell] = {c.name: c for c in [
          max_length=256),
     # decoder-only: SmolLM2-135M fine-tuned with a classification head on the last token (see models.md);
     # its long cells run at 256 tokens and 30 examples, for CPU time
-    Cell("smollm2", "movie-sentences", "smollm2-movie-sentences", methods=LONG_METHODS, n=100),
+    Cell("smollm2", "movie-sentences", "smollm2-movie-sentences", methods=LONG_METHODS, n=100,
+         precomputed=(("attnlrp", "AttnLRP (lxt)", "attnlrp-smollm2-movie-sentences/scores.jsonl"),)),
     Cell("smollm2", "uncertainty", "smollm2-uncertainty", methods=LONG_METHODS, n=100,
          precomputed=(("attnlrp", "AttnLRP (lxt)", "attnlrp-smollm2-uncertainty/scores.jsonl"),)),
-    Cell("smollm2", "tweets", "smollm2-tweets", methods=LONG_METHODS, n=100,
+    Cell("smollm2", "tweets", "smollm2-tweets", methods=LONG_METHODS + ",kernel-shap,lime", n=100,
          precomputed=(("attnlrp", "AttnLRP (lxt)", "attnlrp-smollm2-tweets/scores.jsonl"),)),
     Cell("smollm2", "movie-reviews", "smollm2-movie-reviews", long=True, methods=FEW_LONG_METHODS, n=30,
          max_length=256),
