@@ -47,7 +47,9 @@ from torch import Tensor
 DEFAULT_TILE_BYTES = 16 * 2**20
 
 #: ``(A (B, H, r, S), dA (B, H, r, S) or None, rows) -> None``: one tile of query rows ``rows`` (a slice).
-TileSink = Callable[[Tensor, Optional[Tensor], slice], None]
+#: With per-example tiles (``per_example=True``) it is called as ``sink(A, dA, rows, batch)``, ``A`` then
+#: ``(1, H, r, S)`` and ``batch`` the slice of the one example.
+TileSink = Callable[..., None]
 #: Old name of :data:`TileSink`.
 GradientSink = TileSink
 
@@ -142,6 +144,20 @@ def _tiles(length: int, rows: int):
         yield slice(start, min(length, start + rows))
 
 
+def _batch_tiles(batch: int, length: int, rows: int, per_example: bool):
+    """``(examples, rows)`` slices of the tiles: all examples at once, or (``per_example``) one at a time."""
+    for examples in ([slice(b, b + 1) for b in range(batch)] if per_example else [slice(0, batch)]):
+        for part in _tiles(length, rows):
+            yield examples, part
+
+
+def _examples(tensor: Optional[Tensor], examples: slice, batch: int) -> Optional[Tensor]:
+    """The rows ``examples`` of a batched tensor; a mask that broadcasts over the batch is returned as it is."""
+    if tensor is None or tensor.dim() == 0 or tensor.shape[0] != batch or examples == slice(0, batch):
+        return tensor
+    return tensor[examples]
+
+
 def tiled_attention(
     query: Tensor,
     key: Tensor,
@@ -152,25 +168,32 @@ def tiled_attention(
     groups: int,
     sink: TileSink,
     rows: int,
+    per_example: bool = False,
 ) -> Tensor:
     """Eager attention ``A v`` computed ``rows`` query rows at a time; each tile's ``A`` goes to ``sink``.
 
     For capture without gradients (attention-only edges): the per-head
-    probabilities of one tile, ``(B, H, rows, S)``, are the largest tensor
-    alive. Returns ``(B, H, T, D)``, as ``softmax(q k^T) v`` of the whole layer.
+    probabilities of one tile, ``(B, H, rows, S)`` (``(1, H, rows, S)`` with
+    ``per_example``), are the largest tensor alive. Returns ``(B, H, T, D)``,
+    as ``softmax(q k^T) v`` of the whole layer.
     """
     key_full, value_full = repeat_heads(key, groups), repeat_heads(value, groups)
-    length = query.shape[-2]
-    if rows >= length:
+    batch, length = query.shape[0], query.shape[-2]
+    per_example = per_example and batch > 1
+    if rows >= length and not per_example:
         probs = attention_probs(query, key_full, mask, scale, causal)
         sink(probs, None, slice(0, length))
         return torch.matmul(probs, value_full)
     out = query.new_empty(query.shape[:-1] + (value_full.shape[-1],))
-    for part in _tiles(length, rows):
-        probs = attention_probs(query[:, :, part], key_full, mask_rows(mask, part, length), scale, causal,
+    for examples, part in _batch_tiles(batch, length, rows, per_example):
+        tile_mask = mask_rows(_examples(mask, examples, batch), part, length)
+        probs = attention_probs(query[examples, :, part], key_full[examples], tile_mask, scale, causal,
                                 part.start, length)
-        sink(probs, None, part)
-        out[:, :, part] = torch.matmul(probs, value_full)
+        if per_example:
+            sink(probs, None, part, examples)
+        else:
+            sink(probs, None, part)
+        out[examples, :, part] = torch.matmul(probs, value_full[examples])
         del probs
     return out
 
@@ -192,6 +215,12 @@ class RecomputedAttention(torch.autograd.Function):
 
     With ``capture_only`` (the earliest hooked layer, when nothing below it
     needs a gradient) the backward only reports the tiles.
+
+    ``example_rows`` asks for per-example tiles of that many rows, ``(1, H, r,
+    S)``, reported as ``sink(A, dA, rows, examples)``, where the tiles only
+    report (the fused backward, or ``capture_only``): on CPU a batch's tile
+    leaves the cache at sizes where one example's stays in it. The
+    hand-written backward keeps whole-batch tiles of ``rows`` rows.
     """
 
     @staticmethod
@@ -207,6 +236,7 @@ class RecomputedAttention(torch.autograd.Function):
         sink: TileSink,
         capture_only: bool = False,
         rows: Optional[int] = None,
+        example_rows: Optional[int] = None,
     ) -> Tensor:
         needs = (False, False, False) if capture_only else tuple(ctx.needs_input_grad[:3])
         ctx.inner = None
@@ -230,6 +260,12 @@ class RecomputedAttention(torch.autograd.Function):
         ctx.has_mask, ctx.scale, ctx.causal, ctx.groups, ctx.sink = mask is not None, scale, causal, groups, sink
         ctx.capture_only = capture_only
         ctx.rows = query.shape[-2] if rows is None else max(1, int(rows))
+        # per-example tiles of example_rows rows where the tiles only report (A, dA): the fused backward, or
+        # nothing to differentiate; the hand-written backward accumulates dk and dv over whole-batch tiles
+        ctx.per_example = example_rows is not None and query.shape[0] > 1 and (ctx.inner is not None
+                                                                               or not any(needs))
+        if ctx.per_example:
+            ctx.rows = max(1, int(example_rows))
         return out
 
     @staticmethod
@@ -241,6 +277,10 @@ class RecomputedAttention(torch.autograd.Function):
         if ctx.inner is not None:
             return _fused_backward(ctx, query, key_full, value_full, mask, grad_out)
         need_q, need_k, need_v = (False, False, False) if ctx.capture_only else ctx.needs_input_grad[:3]
+        if ctx.per_example:  # capture only: report the tiles
+            for _ in _reported_tiles(ctx, query, key_full, value_full, mask, grad_out):
+                pass
+            return None, None, None, None, None, None, None, None, None, None, None
         single = ctx.rows >= length
         grad_q = grad_k = grad_v = None
         if need_q and not single:
@@ -270,7 +310,7 @@ class RecomputedAttention(torch.autograd.Function):
             grad_k = _sum_groups(grad_k.transpose(-1, -2), groups)
         if grad_v is not None:
             grad_v = _sum_groups(grad_v.transpose(-1, -2), groups)
-        return grad_q, grad_k, grad_v, None, None, None, None, None, None, None
+        return grad_q, grad_k, grad_v, None, None, None, None, None, None, None, None
 
 
 def _fused_backward_available(query: Tensor, key: Tensor, value: Tensor, mask: Optional[Tensor], causal: bool,
@@ -289,17 +329,23 @@ def _fused_backward_available(query: Tensor, key: Tensor, value: Tensor, mask: O
 def _reported_tiles(ctx: torch.autograd.function.FunctionCtx, query: Tensor, key_full: Tensor, value_full: Tensor,
                     mask: Optional[Tensor], grad_out: Tensor):
     """Per tile of query rows: recompute ``A`` and ``dA = dO v^T``, hand them to the sink, yield ``(rows, dO, A, dA)``."""
-    length = query.shape[-2]
-    single = ctx.rows >= length
+    batch, length = query.shape[0], query.shape[-2]
+    per_example = getattr(ctx, "per_example", False)
+    single = ctx.rows >= length and not per_example
     value_t = value_full.transpose(-1, -2)
-    for part in _tiles(length, ctx.rows):
+    for examples, part in _batch_tiles(batch, length, ctx.rows, per_example):
         if single:
-            q, g_out, tile_mask = query, grad_out, mask
+            q, g_out, keys, values_t, tile_mask = query, grad_out, key_full, value_t, mask
         else:
-            q, g_out, tile_mask = query[:, :, part], grad_out[:, :, part], mask_rows(mask, part, length)
-        probs = attention_probs(q, key_full, tile_mask, ctx.scale, ctx.causal, part.start, length)
-        grad_probs = torch.matmul(g_out, value_t)
-        ctx.sink(probs, grad_probs, part)
+            q, g_out = query[examples, :, part], grad_out[examples, :, part]
+            keys, values_t = key_full[examples], value_t[examples]
+            tile_mask = mask_rows(_examples(mask, examples, batch), part, length)
+        probs = attention_probs(q, keys, tile_mask, ctx.scale, ctx.causal, part.start, length)
+        grad_probs = torch.matmul(g_out, values_t)
+        if per_example:
+            ctx.sink(probs, grad_probs, part, examples)
+        else:
+            ctx.sink(probs, grad_probs, part)
         yield part, g_out, probs, grad_probs
         del probs, grad_probs  # so that one tile's maps are alive at a time, not two
 
@@ -313,7 +359,7 @@ def _fused_backward(ctx: torch.autograd.function.FunctionCtx, query: Tensor, key
     ctx.inner = None
     grads = iter(torch.autograd.grad(inner, inputs, grad_out))
     grad_q, grad_k, grad_v = (next(grads) if need else None for need in needs)
-    return grad_q, grad_k, grad_v, None, None, None, None, None, None, None
+    return grad_q, grad_k, grad_v, None, None, None, None, None, None, None, None
 
 
 def _accumulate(total: Optional[Tensor], left: Tensor, right: Tensor) -> Tensor:

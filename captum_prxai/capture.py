@@ -315,6 +315,9 @@ def capture_graph(
             current budget, 16 MiB. ``edge_map`` is called once per tile of
             query rows, ``(layer, A (B, H, r, T), dA) -> (B, r, T)``, so it
             must be elementwise or row-wise (the built-in edge weights are).
+            On CPU a batch whose whole tile would leave the cache is tiled
+            one example at a time (``B = 1`` per call; see
+            :class:`~captum_prxai.hooks.AttentionRecorder`'s ``batch_tiles``).
         layer_term (callable, optional): ``(map (B, T, T), mask, causal) -> (B, T, T)``,
             one layer's term of a graph that is a sum over layers (the token graph:
             :func:`~captum_prxai.graph.spec.token_layer`). Given, each layer's map is
@@ -353,7 +356,8 @@ def capture_graph(
         else:
             running["sum"].add_(term)
 
-    def keep(layer: int, attention: Tensor, grad: Optional[Tensor], rows: Optional[slice] = None) -> Tensor:
+    def keep(layer: int, attention: Tensor, grad: Optional[Tensor], rows: Optional[slice] = None,
+             examples: slice = slice(None)) -> Tensor:
         if layer_term is not None and running["open"] is not None and running["open"] != layer:
             fold(running["open"])  # that layer is complete: its last tile was stored before this call
         running["open"] = layer
@@ -361,14 +365,16 @@ def capture_graph(
             causal_state.extend([layer, torch.zeros(mask.shape[0], dtype=torch.bool, device=mask.device),
                                  torch.ones(mask.shape[0], dtype=torch.bool, device=mask.device)])
         if causal_state[0] == layer:
-            seen, causal = _causal_rows(attention, mask, slice(0, attention.shape[-2]) if rows is None else rows)
-            causal_state[1] |= seen
-            causal_state[2] &= causal
+            seen, causal = _causal_rows(attention, mask[examples],
+                                        slice(0, attention.shape[-2]) if rows is None else rows)
+            causal_state[1][examples] |= seen
+            causal_state[2][examples] &= causal
         return edge_map(layer, attention, grad)
 
     recorder = AttentionRecorder(layers, keep, with_gradients=with_gradients, attention_fn=attention_fn,
                                  capture=capture, input_gradient=input_gradient,
-                                 tile_bytes=current_tile_bytes() if tile_bytes is None else tile_bytes)
+                                 tile_bytes=current_tile_bytes() if tile_bytes is None else tile_bytes,
+                                 batch_tiles=True)
     if with_gradients and torch.is_inference_mode_enabled():
         raise PRXAIError(
             "attribute() was called under torch.inference_mode(), which forbids the backward pass gradient-based "

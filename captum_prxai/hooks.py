@@ -371,19 +371,24 @@ def _capture_attention(
             probs = F.dropout(probs, p=dropout, training=True)
         out = torch.matmul(probs, repeat_heads(value, groups))
         return out.transpose(1, 2).contiguous(), probs
-    length = query.shape[2]
+    batch, length = query.shape[0], query.shape[2]
     rows = recorder.rows_per_tile(query, key)
+    # per-example tiles (CPU batches past the cache): their rows are those of one example
+    example_rows = recorder.rows_per_tile(query, key, per_example=True) \
+        if recorder.tiles_per_example(query, key) else None
 
-    def sink(probs: Tensor, grad: Optional[Tensor], part: slice, index: int = index) -> None:
-        recorder._store(index, probs, grad, part, length)
+    def sink(probs: Tensor, grad: Optional[Tensor], part: slice, examples: Optional[slice] = None,
+             index: int = index) -> None:
+        recorder._store(index, probs, grad, part, length, examples, batch)
 
     if recorder.with_gradients and torch.is_grad_enabled():
         recorder._anchor(index, query)
         capture_only = index == 0 and not recorder.input_gradient_wanted
         out = RecomputedAttention.apply(query, key, value, attention_mask, scale, causal, groups, sink, capture_only,
-                                        rows)
+                                        rows, example_rows)
     else:
-        out = tiled_attention(query, key, value, attention_mask, scale, causal, groups, sink, rows)
+        out = tiled_attention(query, key, value, attention_mask, scale, causal, groups, sink,
+                              rows if example_rows is None else example_rows, example_rows is not None)
     return out.transpose(1, 2).contiguous(), None
 
 
@@ -575,6 +580,17 @@ class AttentionRecorder:
             are). Layers that hand over their own weights (``"weights"``, MPNet)
             are reduced whole, with ``rows`` covering every row. Default:
             ``None``, whole layers and ``reduce(layer_index, A, dA)``.
+        batch_tiles (bool): With ``tile_bytes``, on CPU, also split a batch
+            into per-example tiles ``(1, H, r, T)`` once the whole batch's tile
+            would leave the cache (more than
+            :data:`~captum_prxai._attention_math.CPU_WHOLE_TILE_BYTES`); the
+            rows per tile are then those of one example. ``reduce`` is then
+            called as ``reduce(layer_index, A, dA, rows, examples)``,
+            ``examples`` being the slice of the batch the tile covers, and
+            returns ``(..., 1, r, T)`` for it. Default: ``False``, tiles span
+            the batch (the contract above). Only where ``dq, dk, dv`` come from
+            the fused kernel (or are not needed): the hand-written backward
+            keeps whole-batch tiles.
 
     Example::
 
@@ -594,6 +610,7 @@ class AttentionRecorder:
         capture: str = "auto",
         input_gradient: bool = False,
         tile_bytes: Optional[int] = None,
+        batch_tiles: bool = False,
     ) -> None:
         layers = list(layers)
         if not layers:
@@ -617,6 +634,7 @@ class AttentionRecorder:
             raise PRXAIError(f"tile_bytes must be a positive int or None, got {tile_bytes!r}.")
         #: per-head tile budget in bytes, or ``None`` for whole layers
         self.tile_bytes = tile_bytes
+        self.batch_tiles = bool(batch_tiles)
         #: ``(B, T)`` gradient x input at the first layer's input, after :meth:`backward` (``input_gradient=True``)
         self.input_gradient: Optional[Tensor] = None
         self._first_input: Optional[Tensor] = None
@@ -724,26 +742,43 @@ class AttentionRecorder:
         """Remember a tensor whose gradient needs layer ``index``'s attention backward."""
         self._anchors[index] = tensor
 
-    def rows_per_tile(self, query: Tensor, key: Tensor) -> int:
-        """Query rows per tile for one layer's ``query (B, H, T, D)`` and ``key (B, Hkv, S, D)``."""
+    def tiles_per_example(self, query: Tensor, key: Tensor) -> bool:
+        """Whether one layer's tiles hold one example each (``batch_tiles``, on CPU, a batch past the cache)."""
+        if self.tile_bytes is None or not self.batch_tiles or query.shape[0] < 2 or query.device.type != "cpu":
+            return False
+        whole = query.shape[0] * query.shape[1] * query.shape[-2] * key.shape[-2] * query.element_size()
+        return whole > CPU_WHOLE_TILE_BYTES
+
+    def rows_per_tile(self, query: Tensor, key: Tensor, per_example: bool = False) -> int:
+        """Query rows per tile for one layer's ``query (B, H, T, D)`` and ``key (B, Hkv, S, D)``.
+
+        ``per_example``: the rows of a tile that holds one example (see :meth:`tiles_per_example`).
+        """
         length = query.shape[-2]
         if self.tile_bytes is None:
             return length
-        batch, heads, keys = query.shape[0], query.shape[1], key.shape[-2]
+        batch = 1 if per_example else query.shape[0]
+        heads, keys = query.shape[1], key.shape[-2]
         whole = batch * heads * length * keys * query.element_size()
         max_rows = CPU_TILE_ROWS if query.device.type == "cpu" and whole > CPU_WHOLE_TILE_BYTES else None
         return tile_rows(batch, heads, length, keys, query.element_size(), self.tile_bytes, max_rows)
 
     def _store(self, index: int, attention: Tensor, grad: Optional[Tensor], rows: Optional[slice] = None,
-               length: Optional[int] = None) -> None:
-        """Reduce one layer's maps, or one tile of ``rows`` of its ``length`` query rows, into :attr:`maps`."""
+               length: Optional[int] = None, examples: Optional[slice] = None, batch: Optional[int] = None) -> None:
+        """Reduce one layer's maps, or one tile of ``rows`` of its ``length`` query rows, into :attr:`maps`.
+
+        ``examples`` (per-example tiles) is the slice of the ``batch`` examples the tile covers.
+        """
         with torch.no_grad():
             if self.tile_bytes is None:
                 self.maps[index] = self.reduce(index, attention.detach(), grad)
                 return
             length = attention.shape[-2] if length is None else length
             rows = slice(0, length) if rows is None else rows
-            out = self.reduce(index, attention.detach(), grad, rows)
+            if examples is None:
+                out = self.reduce(index, attention.detach(), grad, rows)
+            else:
+                out = self.reduce(index, attention.detach(), grad, rows, examples)
             count = rows.stop - rows.start
             if not isinstance(out, Tensor) or out.dim() < 2 or out.shape[-2] != count:
                 shape = tuple(out.shape) if isinstance(out, Tensor) else type(out).__name__
@@ -751,13 +786,19 @@ class AttentionRecorder:
                     f"The reduction of layer {index} returned {shape} for a tile of {count} query rows; with "
                     "tiles it must return a map whose second-last axis holds the tile's rows, e.g. (B, rows, T)."
                 )
-            if count == length:
-                self.maps[index] = out
+            if examples is None:
+                if count == length:
+                    self.maps[index] = out
+                    return
+                full = self.maps[index]
+                if full is None or rows.start == 0:
+                    full = self.maps[index] = out.new_empty(out.shape[:-2] + (length,) + out.shape[-1:])
+                full[..., rows, :] = out
                 return
             full = self.maps[index]
-            if full is None or rows.start == 0:
-                full = self.maps[index] = out.new_empty(out.shape[:-2] + (length,) + out.shape[-1:])
-            full[..., rows, :] = out
+            if full is None or (rows.start == 0 and examples.start == 0):
+                full = self.maps[index] = out.new_empty(out.shape[:-3] + (batch, length) + out.shape[-1:])
+            full[..., examples, rows, :] = out
 
     # -- backward ---------------------------------------------------------------------------
     def backward(self, objective: Tensor) -> None:

@@ -83,10 +83,102 @@ def test_scores_are_the_same_with_any_tile_size(kind, method, tiny_model_factory
     assert current_tile_bytes() != ROW_BYTES  # the budget is restored on exit
 
 
+@pytest.mark.parametrize("kind", ["bert", "llama", "gpt2"])
+@pytest.mark.parametrize("edge_weight", ["attention", "attention_gradient"])
+def test_per_example_tiles_equal_whole_layer_capture(kind, edge_weight, tiny_model_factory, tiny_batch,
+                                                     monkeypatch):
+    """CPU batches past the cache are tiled one example at a time: the same maps, causal flag and scores."""
+    import captum_prxai.hooks as hooks
+
+    model = tiny_model_factory(kind)
+    ids, mask = _left_padded_batch() if kind in ("llama", "gpt2") else tiny_batch
+    spec = GraphSpec(edge_weight=edge_weight, signed=True)
+    whole = _capture(model, ids, mask, spec, WHOLE)
+    batches = []
+    monkeypatch.setattr(hooks, "CPU_WHOLE_TILE_BYTES", 0)  # every batch is past the "cache"
+    layers = cp.attention_layers(model)
+
+    def edge_map(layer, attention, grad):
+        batches.append(attention.shape[0])
+        return spec.edge_map(attention, grad)
+
+    tiled = capture_graph(forward_for(model), layers, ids, mask.bool(), edge_map, targets=torch.tensor([1, 2]),
+                          additional_forward_args=(mask,), with_gradients=spec.needs_gradients,
+                          input_gradient=spec.needs_input_gradient, tile_bytes=4 * ROW_BYTES)
+    assert 1 in batches  # tiles of one example were taken
+    for a, b in zip(tiled.maps, whole.maps):
+        assert a.shape == b.shape == (2, 9, 9)
+        torch.testing.assert_close(a, b, atol=1e-6, rtol=1e-5)
+    torch.testing.assert_close(tiled.input_gradient, whole.input_gradient, atol=1e-6, rtol=1e-5)
+    assert tiled.causal == whole.causal == (kind in ("llama", "gpt2"))
+    # the attributions, with the running sum and both walks
+    for pr in (cp.PageRankAttribution(forward_for(model), layers),
+               cp.PageRankAttribution(forward_for(model), layers, walks="both"),
+               cp.PRAttention(forward_for(model), layers)):
+        with tile_budget(WHOLE):
+            expected = pr.attribute(ids, target=1, additional_forward_args=(mask,), attention_mask=mask)
+        with tile_budget(4 * ROW_BYTES):
+            scores = pr.attribute(ids, target=1, additional_forward_args=(mask,), attention_mask=mask)
+        torch.testing.assert_close(scores, expected, atol=1e-6, rtol=0)
+
+
+@pytest.mark.parametrize("fused_backward", [True, False], ids=["fused-dqkv", "hand-dqkv"])
+def test_recomputed_attention_per_example_tiles(fused_backward, monkeypatch):
+    """With example_rows the fused backward reports (1, H, r, S) tiles of every example; the hand-written one
+    keeps whole-batch tiles. Either way the gradients and tiles are exact."""
+    import captum_prxai._attention_math as am
+
+    monkeypatch.setattr(am, "_fused_backward_available",
+                        (lambda *args: True) if fused_backward else (lambda *args: False))
+    torch.manual_seed(1)
+    batch, heads, length, dim = 3, 2, 7, 4
+    query, key, value = (torch.randn(batch, heads, length, dim, dtype=torch.float64, requires_grad=True)
+                         for _ in range(3))
+    mask = torch.ones(batch, 1, length, length, dtype=torch.bool)
+    mask[2, :, :, 5:] = False
+    weight = torch.randn(batch, heads, length, dim, dtype=torch.float64)
+    out_ref, probs_ref, grad_ref, expected = _reference(query, key, value, mask, False, 1, weight)
+    tiles = []
+
+    def sink(a, g, part, examples=slice(0, batch)):
+        tiles.append((examples, part, a.clone(), g.clone()))
+
+    out = RecomputedAttention.apply(query, key, value, mask, 0.4, False, 1, sink, False, 3, 2)
+    (out * weight).sum().backward()
+    for got, want in zip((query.grad, key.grad, value.grad), expected):
+        torch.testing.assert_close(got, want, atol=1e-10, rtol=0)
+    if fused_backward:
+        assert [(e.start, p.start) for e, p, _, _ in tiles] == [(b, r) for b in range(3) for r in (0, 2, 4, 6)]
+    else:
+        assert [(e, p.start) for e, p, _, _ in tiles] == [(slice(0, batch), r) for r in (0, 3, 6)]
+    for examples, part, a, g in tiles:
+        torch.testing.assert_close(a, probs_ref[examples, :, part], atol=1e-12, rtol=0)
+        torch.testing.assert_close(g, grad_ref[examples, :, part], atol=1e-10, rtol=0)
+    # attention-only capture: per-example tiles, and A v of the whole layer
+    seen = []
+    with torch.no_grad():
+        out_tiled = tiled_attention(query, key, value, mask, 0.4, False, 1,
+                                    lambda a, g, part, examples: seen.append((examples, part, a.clone())), 2, True)
+    torch.testing.assert_close(out_tiled, out_ref.detach())
+    assert len(seen) == 3 * 4 and all(a.shape[0] == 1 for _, _, a in seen)
+    assert all(torch.allclose(a, probs_ref[e, :, p]) for e, p, a in seen)
+
+
 def _eager(query, key, value, mask, scale, causal, groups):
     key, value = key.repeat_interleave(groups, 1), value.repeat_interleave(groups, 1)
     probs = attention_probs(query, key, mask, scale, causal)
     return torch.matmul(probs, value), probs
+
+
+def _reference(query, key, value, mask, causal, groups, weight):
+    """Autograd through eager attention: ``(out, A, dA, [dq, dk, dv])`` of ``(out * weight).sum()``; grads reset."""
+    out_ref, probs_ref = _eager(query, key, value, mask, 0.4, causal, groups)
+    probs_ref.retain_grad()
+    (out_ref * weight).sum().backward()
+    expected = [t.grad.clone() for t in (query, key, value)]
+    for t in (query, key, value):
+        t.grad = None
+    return out_ref, probs_ref.detach(), probs_ref.grad, expected
 
 
 @pytest.mark.parametrize("rows", [1, 3, 7, 16])
@@ -118,12 +210,7 @@ def test_recomputed_attention_gradients_and_tiles_are_exact(rows, causal, groups
     if mask is not None:
         mask[1, :, :, 5:] = False  # padded keys of example 1
     weight = torch.randn(batch, heads, length, dim, dtype=torch.float64)
-    out_ref, probs_ref = _eager(query, key, value, mask, 0.4, causal, groups)
-    probs_ref.retain_grad()
-    (out_ref * weight).sum().backward()
-    expected = [t.grad.clone() for t in (query, key, value)]
-    for t in (query, key, value):
-        t.grad = None
+    out_ref, probs_ref, grad_ref, expected = _reference(query, key, value, mask, causal, groups, weight)
     tiles = []
     out = RecomputedAttention.apply(query, key, value, mask, 0.4, causal, groups,
                                     lambda a, g, part: tiles.append((part, a.clone(), g.clone())), False, rows)
@@ -134,15 +221,15 @@ def test_recomputed_attention_gradients_and_tiles_are_exact(rows, causal, groups
         assert torch.allclose(got, want, atol=1e-10)
     assert [p.start for p, _, _ in tiles] == list(range(0, length, rows))
     for part, a, g in tiles:
-        assert torch.allclose(a, probs_ref[:, :, part].detach(), atol=1e-12)
-        assert torch.allclose(g, probs_ref.grad[:, :, part], atol=1e-10)
+        assert torch.allclose(a, probs_ref[:, :, part], atol=1e-12)
+        assert torch.allclose(g, grad_ref[:, :, part], atol=1e-10)
     # attention-only capture: the same tiles, and A v of the whole layer
     seen = []
     with torch.no_grad():
         out_tiled = tiled_attention(query, key, value, mask, 0.4, causal, groups,
                                     lambda a, g, part: seen.append((part, a.clone(), g)), rows)
     assert torch.allclose(out_tiled, out_ref.detach())
-    assert all(g is None and torch.allclose(a, probs_ref[:, :, p].detach()) for p, a, g in seen)
+    assert all(g is None and torch.allclose(a, probs_ref[:, :, p]) for p, a, g in seen)
 
 
 def test_tile_rows_follow_the_budget():
