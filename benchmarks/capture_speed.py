@@ -121,15 +121,21 @@ def _ratio(value: Optional[float], base: Optional[float]) -> str:
 
 
 def _merge(runs: list[dict]) -> dict:
-    """``(T, B) -> cell`` over several runs: time from the timing runs, peak memory from the memory runs."""
+    """``(T, B) -> cell`` over several runs: time from the timing runs, peak memory from the memory runs.
+
+    Timing runs of the same cell pool their rounds (the medians are then over all of them); a later memory
+    run of a cell replaces an earlier one.
+    """
     cells: dict = {}
     for run_ in runs:
         for c in run_["cells"]:
             cell = cells.setdefault((c["length"], c["batch"]), {"model": c["model"], "length": c["length"],
                                                                  "batch": c["batch"], "times": {}, "cpu": {},
                                                                  "peak_mib": {}})
-            for kind in ("times", "cpu", "peak_mib"):
-                cell[kind].update(c.get(kind) or {})
+            for kind in ("times", "cpu"):
+                for method, rounds in (c.get(kind) or {}).items():
+                    cell[kind].setdefault(method, []).extend(rounds)
+            cell["peak_mib"].update(c.get("peak_mib") or {})
     return cells
 
 
