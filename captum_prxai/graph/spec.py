@@ -74,7 +74,19 @@ def has_negative_walk(edge_weight: Union[str, EdgeWeight], graph: str = "token",
 
     (A callable edge weight gets the negative walk ``W(A, -dA)`` only when asked for, ``walks="both"``.)
     """
-    return isinstance(edge_weight, str) and edge_weight in _SIGNED_EDGES and graph == "token" and not signed
+    return isinstance(edge_weight, str) and _no_negative_walk(edge_weight, graph, signed) is None
+
+
+def _no_negative_walk(edge_weight: Union[str, EdgeWeight], graph: str, signed: bool) -> Optional[str]:
+    """Why ``walks="both"`` cannot be walked with these options (the refusal's message), or ``None``."""
+    if isinstance(edge_weight, str) and edge_weight not in _SIGNED_EDGES:
+        return (f"walks='both' walks the negative edges W(A, -dA) too, which edge_weight={edge_weight!r} "
+                f"does not have; use one of {list(_SIGNED_EDGES)} or a callable.")
+    if graph != "token":
+        return "walks='both' is for the token graph (graph='token')."
+    if signed:
+        return "walks='both' already gives signed scores; leave signed=False."
+    return None
 
 
 def auto_walks(causal: bool, edge_weight: Union[str, EdgeWeight] = DEFAULT_EDGE_WEIGHT, graph: str = "token",
@@ -235,14 +247,9 @@ class GraphSpec:
         if self.walks not in WALKS:
             raise PRXAIError(f"walks must be one of {list(WALKS)}, got {self.walks!r}.")
         if self.walks == "both":  # asked for explicitly: refuse what has no negative walk
-            if isinstance(self.edge_weight, str) and self.edge_weight not in _SIGNED_EDGES:
-                raise PRXAIError(
-                    f"walks='both' walks the negative edges W(A, -dA) too, which edge_weight={self.edge_weight!r} "
-                    f"does not have; use one of {list(_SIGNED_EDGES)} or a callable.")
-            if self.graph != "token":
-                raise PRXAIError("walks='both' is for the token graph (graph='token').")
-            if self.signed:
-                raise PRXAIError("walks='both' already gives signed scores; leave signed=False.")
+            reason = _no_negative_walk(self.edge_weight, self.graph, self.signed)
+            if reason is not None:
+                raise PRXAIError(reason)
 
     @property
     def both_walks(self) -> bool:
