@@ -21,6 +21,7 @@ import torch
 from torch import Tensor, nn
 
 from captum_prxai._attention_math import tile_bytes as _tile_bytes
+from captum_prxai._checks import all_finite
 from captum_prxai.exceptions import PRXAIError, PRXAIWarning
 from captum_prxai.hooks import AttentionExtractor, AttentionRecorder, current_tile_bytes, resolve_capture_mode
 
@@ -432,7 +433,7 @@ def _checked_map(m: Tensor, index: int, length: int, keep_mask: Optional[Tensor]
         m = m.float()
     if keep_mask is not None:
         m = torch.where(keep_mask, m, torch.zeros((), dtype=m.dtype, device=m.device))
-    if not bool(torch.isfinite(m).all()):
+    if not all_finite(m):
         raise PRXAIError(
             "The captured attention maps contain NaN or infinite values (check the inputs, e.g. NaN embeddings, "
             "and the model's weights)."

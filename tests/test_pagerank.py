@@ -114,3 +114,15 @@ def test_layered_pagerank_equals_pagerank_on_the_full_graph():
         full[:, (level + 1) * tokens:(level + 2) * tokens, level * tokens:(level + 1) * tokens] = w
     expected = pagerank(full, personalization=pers.reshape(batch, -1), tol=1e-13, max_iter=2000)
     assert torch.allclose(layered_pagerank(transitions, 0.85, pers).reshape(batch, -1), expected, atol=1e-9)
+
+
+def test_value_range_and_all_finite_see_every_non_finite_value():
+    from captum_prxai._checks import all_finite, value_range
+
+    x = torch.rand(3, 5, 5, generator=torch.Generator().manual_seed(0))
+    assert value_range(x) == (float(x.min()), float(x.max())) and all_finite(x)
+    assert all_finite(torch.empty(0))
+    for bad in (float("nan"), float("inf"), float("-inf")):
+        y = x.clone()
+        y[2, 4, 4] = bad
+        assert not all_finite(y)

@@ -48,6 +48,16 @@ def _nan_logits(model):
     return forward
 
 
+def _poisoned_edges(value):
+    """An edge weight that is the attention everywhere but one entry, which is ``value``."""
+    def edge(attention, grad):
+        out = attention.clone()
+        out[..., -1, -1] = value
+        return out
+
+    return edge
+
+
 def _detached(model):
     def forward(input_ids, attention_mask=None):
         return model(input_ids, attention_mask=attention_mask).logits.detach()
@@ -138,6 +148,12 @@ ROWS = [
         _ids(), target=1), "NaN or infinite logits"),
     ("nan-logits-gae", lambda m: cp.GradientWeightedRollout(_nan_logits(m), cp.attention_layers(m)).attribute(
         _ids(), target=1), "NaN or infinite logits"),
+    # edge weights that return NaN or infinities: refused, through the running sum and the per-layer maps
+    *[(f"edge-{name}-{graph}", lambda m, v=value, g=graph: cp.PageRankAttribution(
+        forward_for(m), cp.attention_layers(m), edge_weight=_poisoned_edges(v), graph=g).attribute(_ids(), target=1),
+       "The captured attention maps contain NaN or infinite values")
+      for name, value in (("nan", float("nan")), ("inf", float("inf")), ("minus-inf", float("-inf")))
+      for graph in ("token", "layered")],
     ("forward-returns-str", lambda m: cp.PRGradient(lambda x: "logits", cp.attention_layers(m)).attribute(_ids()),
      "must return a tensor of logits"),
     ("forward-returns-3d", lambda m: cp.PRGradient(lambda x: m(x).logits[:, None], cp.attention_layers(m)).attribute(

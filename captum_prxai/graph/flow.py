@@ -14,12 +14,14 @@ nodes and ``L T^2`` edges, solved on the CPU by SciPy's Dinic algorithm.
 
 from __future__ import annotations
 
+import math
 from typing import Callable, Optional
 
 import numpy as np
 import torch
 from torch import Tensor
 
+from captum_prxai._checks import value_range
 from captum_prxai.exceptions import PRXAIError
 
 __all__ = ["layered_max_flow", "FLOW_RESOLUTION"]
@@ -70,7 +72,8 @@ def layered_max_flow(
         raise PRXAIError("attention flow needs at least one layer of transitions.")
     batch, length, _ = transitions[0].shape
     stacked = torch.stack([t.detach() for t in transitions], dim=1).to("cpu", torch.float64)  # (B, L, T, T)
-    if not torch.isfinite(stacked).all() or (stacked < 0).any():
+    low, high = value_range(stacked) if stacked.numel() else (0.0, 0.0)
+    if not (math.isfinite(low) and math.isfinite(high)) or low < 0:
         raise PRXAIError("attention flow capacities must be finite and non-negative.")
     n_layers = stacked.shape[1]
     out = torch.zeros(batch, length, dtype=torch.float64)

@@ -22,6 +22,7 @@ from typing import Optional
 import torch
 from torch import Tensor
 
+from captum_prxai._checks import value_range
 from captum_prxai.exceptions import ConvergenceError, PRXAIError
 
 __all__ = ["CHECK_EVERY", "pagerank", "layered_pagerank"]
@@ -36,7 +37,7 @@ def _check_weights(adjacency: Tensor, name: str = "adjacency") -> None:
         raise PRXAIError(f"{name} must be a floating-point tensor, got dtype {adjacency.dtype}.")
     if adjacency.numel() == 0:
         return
-    low, high = (float(v) for v in torch.stack(torch.aminmax(adjacency.detach())).tolist())
+    low, high = value_range(adjacency)
     if not (math.isfinite(low) and math.isfinite(high)):
         raise PRXAIError(f"{name} contains NaN or infinite weights; PageRank needs finite, non-negative weights.")
     if low < 0:
