@@ -65,14 +65,35 @@ class SpeedRow:
     ratio: Optional[float] = field(default=None)
 
 
+#: The architectures :func:`config_model` builds: the shapes of MiniLM-L6 and of MPNet-base.
+CONFIG_ARCHITECTURES = ("minilm", "mpnet")
+
+
+def config_model(architecture: str, length: int) -> nn.Module:
+    """A randomly initialised classifier of MiniLM-L6's or MPNet-base's shape, with positions for ``length`` tokens.
+
+    For speed and memory only (the weights are random): MiniLM is a BERT of 6
+    layers, 384 wide, 12 heads; MPNet 12 layers, 768 wide, 12 heads. The
+    position limit is lifted to ``length`` on the config (at least the
+    models' own 512), so long inputs run without their weights files.
+    """
+    from transformers import BertConfig, BertForSequenceClassification, MPNetConfig, MPNetForSequenceClassification
+
+    torch.manual_seed(0)
+    if architecture == "minilm":
+        config = BertConfig(vocab_size=30522, hidden_size=384, num_hidden_layers=6, num_attention_heads=12,
+                            intermediate_size=1536, max_position_embeddings=max(length, 512), num_labels=2)
+        return BertForSequenceClassification(config).eval()
+    if architecture == "mpnet":  # MPNet offsets its positions by the padding index + 1
+        config = MPNetConfig(vocab_size=30527, hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
+                             intermediate_size=3072, max_position_embeddings=max(length, 512) + 2, num_labels=2)
+        return MPNetForSequenceClassification(config).eval()
+    raise ValueError(f"architecture must be one of {CONFIG_ARCHITECTURES}, got {architecture!r}")
+
+
 def _long_config_model(length: int) -> nn.Module:
     """A MiniLM-sized BERT (6 layers, 384 wide, 12 heads) with enough positions, randomly initialised."""
-    from transformers import BertConfig, BertForSequenceClassification
-
-    config = BertConfig(vocab_size=30522, hidden_size=384, num_hidden_layers=6, num_attention_heads=12,
-                        intermediate_size=1536, max_position_embeddings=max(length, 512), num_labels=2)
-    torch.manual_seed(0)
-    return BertForSequenceClassification(config).eval()
+    return config_model("minilm", length)
 
 
 def _minilm() -> nn.Module:
