@@ -11,7 +11,8 @@ Runs in the project's own venv. For one cell (architecture x dataset) it
 3. writes ``<out>/examples.jsonl``: one line per example with ``example``, ``text``, ``input_ids``,
    ``special_tokens_mask``, ``tokens``, ``label``, ``target`` (the class the benchmark explains: the
    predicted one), ``prob`` and, per method, its ``scores`` (one per token, special tokens included)
-   and our per-example metric values.
+   and our per-example metric values; ``explained_position``, the decoder's explained last token that
+   our metrics keep in every perturbed input (``None`` for encoders).
 """
 import argparse
 import json
@@ -22,11 +23,17 @@ import torch
 torch.set_num_threads(1)
 
 from captum_prxai.bench.ablation import dataset_half
-from captum_prxai.bench.runner import _encode, resolve_max_length, run_benchmark, select_examples
+from captum_prxai.bench.runner import (
+    _encode,
+    resolve_max_length,
+    resolve_protect_explained,
+    run_benchmark,
+    select_examples,
+)
 from captum_prxai.data import load_dataset
 from captum_prxai.models import load_default, load_model
 
-METHODS = "pr-tag,pr-g,pr-ag,gae,ig,random"
+METHODS = "pr-tag,pr-tag-pm,pr-g,pr-ag,gae,ig,random"
 
 
 def main() -> None:
@@ -54,6 +61,8 @@ def main() -> None:
     tok.save_pretrained(a.model_dir)
 
     max_length = resolve_max_length(None, model, tok)
+    # run_benchmark's own rule: a decoder's explained (last real) token stays in every perturbed input
+    protected = resolve_protect_explained(None, model)
     by_example = {}
     for r in res.records:
         by_example.setdefault(r["example"], {})[r["method"]] = r
@@ -75,7 +84,8 @@ def main() -> None:
             f.write(json.dumps({"example": i, "text": data.texts[i], "input_ids": enc.ids[0].tolist(),
                                 "special_tokens_mask": enc.special[0].tolist(), "tokens": enc.tokens,
                                 "label": first["label"], "target": first["target"], "prob": first["prob"],
-                                "max_length": max_length, "methods": methods}) + "\n")
+                                "max_length": max_length, "methods": methods,
+                                "explained_position": enc.ids.shape[1] - 1 if protected else None}) + "\n")
     print(f"wrote {len(idx)} examples x {len(res.methods)} methods to {out / 'examples.jsonl'}; "
           f"model ({type(model).__name__}, pad_token_id={model.config.pad_token_id}) to {a.model_dir}")
 

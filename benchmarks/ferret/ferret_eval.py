@@ -12,6 +12,13 @@ Variants (``--variants``, comma-separated):
             based_on: "perc", thresholds: 0.1, 0.2, ..., 1.0}.
   allsigns  as default but only_pos=False (every token may be removed, as in our metrics).
   eraser    only_pos=False and thresholds = our ERASER bins 0.01, 0.05, 0.1, 0.2, 0.5.
+  protected as eraser, and a decoder's explained last token (``explained_position``) is kept in every
+            perturbed input, as our decoder metrics keep it: ferret has no protected positions, so its
+            score is set below every other score for comprehensiveness (never among the removed top-k)
+            and above every other for sufficiency (always among the kept top-k). Still different from
+            ours: ferret counts k = floor(f * n) over all n tokens, the protected one included, where
+            ours rounds over the n - 1 others; and ferret's sufficiency keeps k - 1 tokens besides it.
+            Encoder rows (no explained position) skip it.
 ferret 0.4.2 fails with only_pos=False (``id_top_k == []`` on a numpy array); the script replaces its
 ``_get_id_tokens_top_k`` by the same selection returned as a list (only_pos=True is unchanged).
 For a tokenizer that adds no special tokens (SmolLM2) every variant uses remove_first_last=False:
@@ -64,7 +71,7 @@ def variant_args(name: str, remove_first_last: bool) -> dict:
         return args
     if name == "allsigns":
         return {**args, "only_pos": False}
-    if name == "eraser":
+    if name in ("eraser", "protected"):
         return {**args, "only_pos": False, "removal_args": {"thresholds": ERASER_BINS}}
     raise SystemExit(f"unknown variant {name!r}")
 
@@ -94,7 +101,7 @@ def main() -> None:
     p.add_argument("--examples", required=True)
     p.add_argument("--model-dir", required=True)
     p.add_argument("--out", required=True)
-    p.add_argument("--variants", default="default,allsigns,eraser")
+    p.add_argument("--variants", default="default,allsigns,eraser,protected")
     p.add_argument("--limit", type=int, default=None)
     a = p.parse_args()
 
@@ -163,15 +170,25 @@ def main() -> None:
                 candidates = scores[1:-1] if has_specials else scores
                 all_positive = bool((candidates > 0).all())
                 done = {}
+                explained = row.get("explained_position")
                 for v in variants:
                     if v == "allsigns" and all_positive and "default" in done:
                         f.write(json.dumps({**done["default"], "variant": v, "same_as_default": True}) + "\n")
                         continue
+                    if v == "protected" and explained is None:
+                        continue
                     args = variant_args(v, has_specials)
+                    comp_expl = suff_expl = expl
+                    if v == "protected":  # never removed: last for comprehensiveness, first for sufficiency
+                        low, high = scores.copy(), scores.copy()
+                        low[explained] = scores.min() - 1.0
+                        high[explained] = scores.max() + 1.0
+                        comp_expl = Explanation(text=text, tokens=tokens, scores=low, explainer=method, target=target)
+                        suff_expl = Explanation(text=text, tokens=tokens, scores=high, explainer=method, target=target)
                     spy.take()
-                    comp = float(comp_ev.compute_evaluation(expl, target=target, **args).score)
+                    comp = float(comp_ev.compute_evaluation(comp_expl, target=target, **args).score)
                     n_c, bad_c = spy.take()
-                    suff = float(suff_ev.compute_evaluation(expl, target=target, **args).score)
+                    suff = float(suff_ev.compute_evaluation(suff_expl, target=target, **args).score)
                     n_s, bad_s = spy.take()
                     done[v] = {"example": row["example"], "method": method, "variant": v,
                                         "comprehensiveness": comp, "sufficiency": suff,

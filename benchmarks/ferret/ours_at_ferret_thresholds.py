@@ -43,6 +43,8 @@ def main() -> None:
             ids = torch.tensor([row["input_ids"]])
             mask = torch.ones_like(ids)
             special = torch.tensor([row["special_tokens_mask"]])
+            if row.get("explained_position") is not None:  # a decoder's explained token: kept, as the benchmark
+                special[0, row["explained_position"]] = 1
             target = torch.tensor([row["target"]])
             for method, m in row["methods"].items():
                 scores = torch.tensor([m["scores"]], dtype=torch.float32)

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 from scipy.stats import kendalltau, spearmanr
 
-LABELS = {"pr-tag": "PR-TAG", "pr-g": "PR-G", "pr-ag": "PR-AG", "gae": "GAE", "ig": "IG (LayerIG)",
+LABELS = {"pr-tag": "PR-TAG", "pr-tag-pm": "PR-TAG±", "pr-g": "PR-G", "pr-ag": "PR-AG", "gae": "GAE", "ig": "IG (LayerIG)",
           "random": "Random"}
 CELLS = ["minilm--movie-sentences", "mpnet--tweets", "smollm2--tweets"]
 MARK = "<!-- analysis -->"
@@ -165,7 +165,10 @@ def write_md(root: Path, reports):
          "",
          "Variants of ferret (its evaluator, our scores): **default** = ferret's defaults; **allsigns** = "
          "`only_pos=False`; **eraser** = `only_pos=False` and thresholds = our bins 1/5/10/20/50% (still "
-         "ferret's floor, skipping of empty and repeated levels, and decode/re-tokenise).", ""]
+         "ferret's floor, skipping of empty and repeated levels, and decode/re-tokenise); **protected** (decoder "
+         "cells) = eraser with the explained last token kept in every perturbed input, as our decoder metrics keep "
+         "it (its score set below every other for comprehensiveness and above every other for sufficiency; ferret "
+         "still counts k over all tokens, the kept one included).", ""]
     for cell, (rep, ours, fer, ours10) in reports.items():
         c = rep["checks"]
         L += [f"## {cell}", "",
@@ -200,16 +203,20 @@ def write_md(root: Path, reports):
         impls = [("ours", ours)] + [(f"ferret {v}", fer[v]) for v in rep["variants"]]
         if ours10 is not None:
             impls.append(("ours @10–100%", ours10))
-        base = "pr-tag" if "pr-tag" in rep["methods"] else rep["methods"][0]
+        # the default of the cell's architecture: PR-TAG± for decoders (their rows carry an explained position)
+        decoder = "protected" in rep["variants"]
+        base = next((m for m in (("pr-tag-pm", "pr-tag") if decoder else ("pr-tag",)) if m in rep["methods"]),
+                    rep["methods"][0])
+        name = LABELS.get(base, base)
         others_m = [m for m in rep["methods"] if m != base]
-        L += ["", f"Paired differences {LABELS.get(base, base)} − method (same examples, mean ± s.e.; comprehensiveness: "
-              "> 0 means PR-TAG is better, sufficiency: < 0 means PR-TAG is better):", "",
+        L += ["", f"Paired differences {name} − method (same examples, mean ± s.e.; comprehensiveness: "
+              f"> 0 means {name} is better, sufficiency: < 0 means {name} is better):", "",
               "| Metric | Implementation | " + " | ".join(LABELS.get(m, m) for m in others_m) + " |",
               "|---|---|" + "---:|" * len(others_m)]
         for k in ("comprehensiveness", "sufficiency"):
             for name, vals in impls:
                 L.append(f"| {k} | {name} | " + " | ".join(fmt(vals[base][k] - vals[m][k]) for m in others_m) + " |")
-        L += ["", "Rankings (best first) and Kendall's τ with ours (all six methods / without Random):", "",
+        L += ["", "Rankings (best first) and Kendall's τ with ours (all methods / without Random):", "",
               "| Metric | Implementation | Ranking | τ | τ w/o Random |", "|---|---|---|---:|---:|"]
         for k in ("comprehensiveness", "sufficiency"):
             L.append(f"| {k} | ours | {' > '.join(LABELS.get(m, m) for m in rep['rankings'][f'ours/{k}'])} | | |")
@@ -224,7 +231,7 @@ def write_md(root: Path, reports):
                          f"| {t['all']:.2f} | {t['without_random']:.2f} |")
                 L.append(f"| {k} | ours @10–100% vs ferret default | | {t2['all']:.2f} | {t2['without_random']:.2f} |")
         L += ["", "Per-example Spearman ρ between our and ferret's values (per method over examples; pooled over "
-              "all (example, method) pairs; within-example = mean over examples of ρ across the six methods):", "",
+              "all (example, method) pairs; within-example = mean over examples of ρ across the methods):", "",
               "| Metric | Variant | " + " | ".join(LABELS.get(m, m) for m in rep["methods"]) +
               " | pooled | within-example |", "|---|---|" + "---:|" * (len(rep["methods"]) + 2)]
         for k in ("comprehensiveness", "sufficiency"):
