@@ -70,7 +70,7 @@ def measure_cell(architecture: str, dtype: str, length: int, batch: int, methods
             torch.cuda.empty_cache()
         model_cache[key] = config_model(architecture, length).to(device=device, dtype=DTYPES[dtype])
     model = model_cache[key]
-    timed = [m for m in methods] + (["ig"] if lig else [])
+    timed = list(methods) + (["ig"] if lig else [])
     settings = SpeedSettings(lengths=(length,), batch_sizes=(batch,), methods=tuple(timed), repeats=repeats,
                              device=str(device), memory_subprocess=False)
     rows: list[dict] = []

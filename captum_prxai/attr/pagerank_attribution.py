@@ -116,15 +116,19 @@ class GraphExplanation:
         """``(B, N)`` nodes that are real tokens."""
         return self.mask.repeat(1, self.built.num_layers + 1)
 
-    def node_ranks(self) -> Tensor:
+    def node_ranks(self, walk: str = "positive") -> Tensor:
         """``(B, N)`` PageRank of every node of :attr:`adjacency` (for the token graph: the unsigned scores).
 
         Solved again from the drawn graph with plain power iteration in fp64;
         for the layered graph this ranks every (token, layer) node, e.g. to
-        size nodes in a picture.
+        size nodes in a picture. ``walk="negative"`` ranks the nodes of
+        :attr:`negative_adjacency` instead (``walks="both"``).
         """
         spec = self.spec
-        return pagerank(self.adjacency.double(), spec.damping, personalization=self.teleport.double(),
+        adjacency = self.negative_adjacency if walk == "negative" else self.adjacency
+        if adjacency is None:
+            raise PRXAIError("this graph has no negative walk; it was scored with walks='positive'.")
+        return pagerank(adjacency.double(), spec.damping, personalization=self.teleport.double(),
                         node_mask=self.node_mask, tol=spec.tol * 1e-3, max_iter=max(spec.max_iter, 1000))
 
     def rescore(self) -> Tensor:
@@ -136,10 +140,7 @@ class GraphExplanation:
         ranks = self.node_ranks()[:, :tokens]
         ranks = ranks / ranks.sum(-1, keepdim=True)
         if self.built.negative is not None:
-            spec = self.spec
-            negative = pagerank(self.built.negative.double(), spec.damping, personalization=self.teleport.double(),
-                                node_mask=self.mask, tol=spec.tol * 1e-3, max_iter=max(spec.max_iter, 1000))
-            return (ranks - negative).to(self.scores.dtype)
+            return (ranks - self.node_ranks("negative")).to(self.scores.dtype)
         return apply_sign(self.spec, ranks.to(self.scores.dtype), self.built.input_gradient)
 
 

@@ -831,7 +831,6 @@ class Engine:
             ``edges`` the drawn ``[i, j, weight]`` (same indices), ``scores``
             the method's token scores.
         """
-        from captum_prxai.graph.pagerank import pagerank
         from captum_prxai.hooks import attention_layers
         from captum_prxai.viz.graph import attention_graph_svg, top_edges_of
 
@@ -855,14 +854,12 @@ class Engine:
         scores = graph.scores[0].detach().double()
         node_mask = graph.node_mask[0]
         layered = adjacency.shape[0] != scores.shape[0]
-        if layered or two_walks:  # size the nodes by the drawn graph's own PageRank
-            ranks = pagerank(adjacency.unsqueeze(0), graph.damping, personalization=graph.teleport.double(),
-                             node_mask=graph.node_mask, tol=1e-9, max_iter=1000)[0]
+        # nodes sized by the drawn graph's own PageRank; a one-walk token graph's is the scores
+        ranks = graph.node_ranks(walk)[0] if layered or two_walks else scores.abs()
         if layered:
             positions, layers_of = graph.node_position.tolist(), graph.node_layer.tolist()
             labels = [f"{enc.tokens[p]}@{l}" for p, l in zip(positions, layers_of)]
         else:
-            ranks = ranks if two_walks else scores.abs()
             labels = list(enc.tokens)
         real = [i for i in range(adjacency.shape[0]) if bool(node_mask[i])]
         chosen = sorted(sorted(real, key=lambda i: -float(ranks[i]))[:nodes])

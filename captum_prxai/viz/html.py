@@ -25,14 +25,7 @@ from typing import Any, Mapping, Sequence
 
 from captum_prxai.exceptions import PRXAIError
 from captum_prxai.viz import _colors
-from captum_prxai.viz.tokens import (
-    check_lengths,
-    display_token,
-    explained_word,
-    is_special_token,
-    merge_subwords,
-    top_words,
-)
+from captum_prxai.viz.tokens import display_token, explained_word, is_special_token, shown_words, top_words
 
 __all__ = ["STYLE", "token_heatmap_html", "comparison_page", "score_color", "escape"]
 
@@ -96,17 +89,6 @@ def score_color(score: float, top: float, signed: bool) -> str:
     else:
         t = max(0.0, min(1.0, score / top))
     return _colors.css_rgb(_colors.intensity_rgb(t, signed))
-
-
-def _prepare(
-    tokens: Sequence[str], scores: Any, merge: bool
-) -> tuple[list[str], list[float], list[list[int]]]:
-    tokens = [str(t) for t in tokens]
-    if merge:
-        return merge_subwords(tokens, scores)
-    values = _colors.to_float_list(scores)
-    check_lengths(tokens, values)
-    return tokens, values, [[i] for i in range(len(tokens))]
 
 
 def _legend(top: float, signed: bool, clipped: bool) -> str:
@@ -185,7 +167,7 @@ def token_heatmap_html(
         PRXAIError: if the number of scores differs from the number of tokens
             or a score is NaN / infinite.
     """
-    words, values, groups = _prepare(tokens, scores, merge_subwords)
+    words, values, groups = shown_words(tokens, scores, merge_subwords)
     if signed is None:
         signed = _colors.is_signed(values)
     explained = explained_word(groups, explained_position)

@@ -12,7 +12,7 @@ import os
 from typing import Any, Sequence
 
 from captum_prxai.viz import _colors
-from captum_prxai.viz.tokens import check_lengths, display_token, explained_word, merge_subwords as _merge
+from captum_prxai.viz.tokens import display_token, explained_word, shown_words
 
 __all__ = ["terminal_heatmap", "color_enabled"]
 
@@ -55,14 +55,9 @@ def terminal_heatmap(
         the largest (absolute) score of an ordinary token, for tokens where
         that ratio is at least 0.005 in size (special tokens may exceed 1).
     """
-    if merge_subwords:
-        words, values, groups = _merge(list(tokens), scores)
-    else:
-        values = _colors.to_float_list(scores)
-        words = [str(t) for t in tokens]
-        check_lengths(words, values)
+    words, values, groups = shown_words(tokens, scores, merge_subwords)
+    if not merge_subwords:
         words = [display_token(w) for w in words]
-        groups = [[i] for i in range(len(words))]
     if signed is None:
         signed = _colors.is_signed(values)
     explained = explained_word(groups, explained_position)

@@ -151,13 +151,24 @@ def top_words(tokens: Sequence[str], scores: Any, merge: bool = False, k: int = 
     as the colour scales leave them out. With ``merge`` the sub-word pieces
     are merged first (:func:`merge_subwords`). Empty when no word is left.
     """
-    if merge:
-        words, values, groups = merge_subwords(tokens, scores)
-    else:
-        values = to_float_list(scores)
-        check_lengths(tokens, values)
-        words, groups = [str(t) for t in tokens], [[i] for i in range(len(tokens))]
+    words, values, groups = shown_words(tokens, scores, merge)
     explained = explained_word(groups, explained_position)
     ordinary = [i for i in range(len(values)) if i != explained and not is_special_token(words[i])]
     order = sorted(ordinary, key=lambda i: -abs(values[i]))[:k]
     return [(display_token(words[i]), values[i]) for i in order]
+
+
+def shown_words(tokens: Sequence[str], scores: Any, merge: bool) -> tuple[list[str], list[float], list[list[int]]]:
+    """``(words, scores, groups)`` as a picture shows them: merged into words (:func:`merge_subwords`) or one per token.
+
+    ``groups[k]`` lists the token indices shown as ``words[k]``.
+
+    Raises:
+        PRXAIError: if ``tokens`` and ``scores`` differ in length.
+    """
+    tokens = [str(t) for t in tokens]
+    if merge:
+        return merge_subwords(tokens, scores)
+    values = to_float_list(scores)
+    check_lengths(tokens, values)
+    return tokens, values, [[i] for i in range(len(tokens))]
