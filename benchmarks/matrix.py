@@ -64,7 +64,8 @@ CELLS: Dict[str, Cell] = {c.name: c for c in [
          precomputed=(("attnlrp", "AttnLRP (lxt)", "attnlrp-minilm-uncertainty/scores.jsonl"),)),
     Cell("minilm", "tweets", "minilm-tweets", 
          precomputed=(("attnlrp", "AttnLRP (lxt)", "attnlrp-minilm-tweets/scores.jsonl"),)),
-    Cell("minilm", "movie-reviews", "minilm-movie-reviews", long=True),
+    Cell("minilm", "movie-reviews", "minilm-movie-reviews", long=True,
+         precomputed=(("attnlrp", "AttnLRP (lxt)", "attnlrp-minilm-movie-reviews/scores.jsonl"),)),
     Cell("minilm", "bbc-news", "minilm-bbc-news", long=True, 
          precomputed=(("attnlrp", "AttnLRP (lxt)", "attnlrp-minilm-bbc-news/scores.jsonl"),)),
     # MPNet is ~8x MiniLM's cost per pass: fewer methods and examples on this CPU
@@ -86,7 +87,8 @@ CELLS: Dict[str, Cell] = {c.name: c for c in [
     Cell("smollm2", "tweets", "smollm2-tweets", methods=LONG_METHODS + ",kernel-shap,lime", n=100,
          precomputed=(("attnlrp", "AttnLRP (lxt)", "attnlrp-smollm2-tweets/scores.jsonl"),)),
     Cell("smollm2", "movie-reviews", "smollm2-movie-reviews", long=True, methods=FEW_LONG_METHODS, n=30,
-         max_length=256, ig_batch=10),
+         max_length=256, ig_batch=10,
+         precomputed=(("attnlrp", "AttnLRP (lxt)", "attnlrp-smollm2-movie-reviews/scores.jsonl"),)),
     Cell("smollm2", "bbc-news", "smollm2-bbc-news", long=True, methods=FEW_LONG_METHODS, n=30,
          max_length=256, ig_batch=10, precomputed=(("attnlrp", "AttnLRP (lxt)", "attnlrp-smollm2-bbc-news/scores.jsonl"),)),
 ]}
