@@ -57,7 +57,7 @@ class Cell:
 
 CELLS: Dict[str, Cell] = {c.name: c for c in [
     # AttnLRP runs in its own environment (lxt needs transformers 4.x): see benchmarks/attnlrp/README.md;
-    # lxt 2.1 has no rules for MPNet, so the MPNet cells have none
+    # lxt 2.1 has no MPNet file, so benchmarks/attnlrp/mpnet_rules.py applies its rules to MPNet
     Cell("minilm", "movie-sentences", "default", methods=SHORT_METHODS + ",kernel-shap,lime",
          precomputed=(("attnlrp", "AttnLRP (lxt)", "attnlrp-minilm-movie-sentences/scores.jsonl"),)),
     Cell("minilm", "uncertainty", "minilm-uncertainty", 
@@ -69,14 +69,19 @@ CELLS: Dict[str, Cell] = {c.name: c for c in [
     Cell("minilm", "bbc-news", "minilm-bbc-news", long=True, 
          precomputed=(("attnlrp", "AttnLRP (lxt)", "attnlrp-minilm-bbc-news/scores.jsonl"),)),
     # MPNet is ~8x MiniLM's cost per pass: fewer methods and examples on this CPU
-    Cell("mpnet", "movie-sentences", "mpnet-movie-sentences", methods=LONG_METHODS, n=100),
-    Cell("mpnet", "uncertainty", "mpnet-uncertainty", methods=LONG_METHODS),
-    Cell("mpnet", "tweets", "mpnet-tweets", methods=LONG_METHODS + ",kernel-shap,lime"),
+    Cell("mpnet", "movie-sentences", "mpnet-movie-sentences", methods=LONG_METHODS, n=100,
+         precomputed=(("attnlrp", "AttnLRP (lxt rules)", "attnlrp-mpnet-movie-sentences/scores.jsonl"),)),
+    Cell("mpnet", "uncertainty", "mpnet-uncertainty", methods=LONG_METHODS,
+         precomputed=(("attnlrp", "AttnLRP (lxt rules)", "attnlrp-mpnet-uncertainty/scores.jsonl"),)),
+    Cell("mpnet", "tweets", "mpnet-tweets", methods=LONG_METHODS + ",kernel-shap,lime",
+         precomputed=(("attnlrp", "AttnLRP (lxt rules)", "attnlrp-mpnet-tweets/scores.jsonl"),)),
     # trained and benchmarked at 256 wordpieces (a 512-token MPNet pass is ~8x MiniLM's on this CPU)
     Cell("mpnet", "movie-reviews", "mpnet-movie-reviews", long=True, methods=FEW_LONG_METHODS, n=50,
-         max_length=256),
+         max_length=256,
+         precomputed=(("attnlrp", "AttnLRP (lxt rules)", "attnlrp-mpnet-movie-reviews/scores.jsonl"),)),
     Cell("mpnet", "bbc-news", "mpnet-bbc-news", long=True, methods=FEW_LONG_METHODS, n=50,
-         max_length=256),
+         max_length=256,
+         precomputed=(("attnlrp", "AttnLRP (lxt rules)", "attnlrp-mpnet-bbc-news/scores.jsonl"),)),
     # decoder-only: SmolLM2-135M fine-tuned with a classification head on the last token (see models.md);
     # its long cells run at 256 tokens and 30 examples, for CPU time, and IG 10 steps per pass (all 50 steps
     # of a 256-token input at once took more than this 24 GB machine)

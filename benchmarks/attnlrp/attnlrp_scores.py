@@ -4,9 +4,10 @@ Runs in the SEPARATE venv /work/lxt-venv (lxt 2.1, transformers 4.52.4, torch 2.
 the project's venv: see README.md beside this file. Input: the examples file written by
 export_examples.py (project venv) and the model directory it saved. The architecture is read from
 the model's config.json: ``bert`` (BertForSequenceClassification: MiniLM) or ``llama``
-(LlamaForSequenceClassification: SmolLM2, head on the last non-padding token). Anything else (e.g.
-``mpnet``) stops with an error: lxt 2.1 has AttnLRP rules (``lxt.efficient.models``) only for
-llama, qwen2, qwen3, gemma3, bert, gpt2 and the torchvision ViT.
+(LlamaForSequenceClassification: SmolLM2, head on the last non-padding token) with lxt's own rules,
+or ``mpnet`` (MPNetForSequenceClassification) with lxt's rules applied to ``modeling_mpnet`` by
+``mpnet_rules.py`` (lxt 2.1 has AttnLRP files, ``lxt.efficient.models``, only for llama, qwen2,
+qwen3, gemma3, bert, gpt2 and the torchvision ViT). Anything else stops with an error.
 
 Recipe (lxt's efficient implementation, as in its README):
   monkey_patch(transformers.models.<arch>.modeling_<arch>)  # AttnLRP rules via Gradient*Input
@@ -20,7 +21,7 @@ target = argmax of the project's stored logits (the project model's predicted cl
 Per example it also records: logit_diff (max |lxt logits - project logits|), relevance_sum (sum of
 the token scores, i.e. relevance on the word embeddings), relevance_sum_embeddings (BERT: relevance
 on the full embedding input word + position + token-type, taken at the input of the embedding
-LayerNorm; Llama: the word embeddings are the whole input (rotary positions), so it equals
+LayerNorm; MPNet: word + position, at the same place; Llama: the word embeddings are the whole input (rotary positions), so it equals
 relevance_sum), layer_relevance (activation x gradient summed at each of the model's hidden states,
 ``output_hidden_states``: BERT [embedding output, layer 0 .. L-1 outputs]; Llama [input embeddings,
 layer 0 .. L-2 outputs, final-norm output]), head_position (the token the classification head
@@ -95,6 +96,18 @@ def load_patched(model_dir: str, attn: str):
 
         return model, None, head_position, (f"attention {model.config._attn_implementation} (wrapped by lxt), "
                                             f"pad_token_id {pad}, rope_theta {model.config.rope_theta}")
+    if model_type == "mpnet":  # lxt 2.1 has no MPNet file: its rules applied by mpnet_rules.py
+        import transformers.models.mpnet.modeling_mpnet as modeling_mpnet
+
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        from mpnet_rules import patch_mpnet
+
+        if attn != "eager":
+            raise SystemExit("MPNet has one attention path (eager) in transformers 4.x; run with --attn eager")
+        patched = patch_mpnet(modeling_mpnet)
+        model = modeling_mpnet.MPNetForSequenceClassification.from_pretrained(model_dir)
+        return (model, model.mpnet.embeddings.LayerNorm, lambda ids: 0,
+                f"AttnLRP rules of mpnet_rules.py on {', '.join(patched)}")
     supported = ", ".join(m.__name__.rsplit(".", 1)[-1] for m in DEFAULT_MAP)
     raise SystemExit(f"lxt {getattr(lxt, '__version__', '2.1')} has no AttnLRP rules for model_type "
                      f"{model_type!r}; lxt.efficient.models.DEFAULT_MAP covers: {supported}")

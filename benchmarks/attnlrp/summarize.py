@@ -136,6 +136,10 @@ def main() -> None:
                f"{a.cell.split('--', 1)[1]} holdout, {n} examples\n")
     out.append(f"Matrix cell `{a.cell}`. Commands and versions: `benchmarks/attnlrp/README.md`. "
                f"Scores: `scores.jsonl` (one line per example).")
+    if cfg.get("model_type") == "mpnet":
+        out.append("lxt has no MPNet file: its AttnLRP rules are applied to `modeling_mpnet` by "
+                   "`benchmarks/attnlrp/mpnet_rules.py` (our construction, see its docstring); MPNet has one "
+                   "attention path, so there is no eager-vs-sdpa row.")
     out.append(f"Examples file sha1 (`{a.examples}`, {len(exs)} lines): {hashlib.sha1(raw).hexdigest()}; "
                f"truncation at {a.max_length} tokens.\n")
     out.append(f"Versions: lxt {_version('lxt')}, torch {_version('torch')}, "
