@@ -54,10 +54,21 @@ class Cell:
     def name(self) -> str:
         return f"{self.architecture}--{self.dataset}"
 
+    @property
+    def default(self) -> str:
+        """The library's default method for the cell's architecture (``default_method``: by causal attention)."""
+        from captum_prxai.methods import default_method
+
+        return default_method(causal=self.architecture in DECODERS)
+
+
+#: architectures whose attention is causal (decoder-only)
+DECODERS = ("smollm2",)
+
 
 CELLS: Dict[str, Cell] = {c.name: c for c in [
     # AttnLRP runs in its own environment (lxt needs transformers 4.x): see benchmarks/attnlrp/README.md;
-    # lxt 2.1 has no MPNet file, so benchmarks/attnlrp/mpnet_rules.py applies its rules to MPNet
+    # lxt 2.1 has no MPNet file, so benchmarks/attnlrp/mpnet_rules.py applies its rules to MPNet (same label)
     Cell("minilm", "movie-sentences", "default", methods=SHORT_METHODS + ",kernel-shap,lime",
          precomputed=(("attnlrp", "AttnLRP (lxt)", "attnlrp-minilm-movie-sentences/scores.jsonl"),)),
     Cell("minilm", "uncertainty", "minilm-uncertainty", 
@@ -70,18 +81,18 @@ CELLS: Dict[str, Cell] = {c.name: c for c in [
          precomputed=(("attnlrp", "AttnLRP (lxt)", "attnlrp-minilm-bbc-news/scores.jsonl"),)),
     # MPNet is ~8x MiniLM's cost per pass: fewer methods and examples on this CPU
     Cell("mpnet", "movie-sentences", "mpnet-movie-sentences", methods=LONG_METHODS, n=100,
-         precomputed=(("attnlrp", "AttnLRP (lxt rules)", "attnlrp-mpnet-movie-sentences/scores.jsonl"),)),
+         precomputed=(("attnlrp", "AttnLRP (lxt)", "attnlrp-mpnet-movie-sentences/scores.jsonl"),)),
     Cell("mpnet", "uncertainty", "mpnet-uncertainty", methods=LONG_METHODS,
-         precomputed=(("attnlrp", "AttnLRP (lxt rules)", "attnlrp-mpnet-uncertainty/scores.jsonl"),)),
+         precomputed=(("attnlrp", "AttnLRP (lxt)", "attnlrp-mpnet-uncertainty/scores.jsonl"),)),
     Cell("mpnet", "tweets", "mpnet-tweets", methods=LONG_METHODS + ",kernel-shap,lime",
-         precomputed=(("attnlrp", "AttnLRP (lxt rules)", "attnlrp-mpnet-tweets/scores.jsonl"),)),
+         precomputed=(("attnlrp", "AttnLRP (lxt)", "attnlrp-mpnet-tweets/scores.jsonl"),)),
     # trained and benchmarked at 256 wordpieces (a 512-token MPNet pass is ~8x MiniLM's on this CPU)
     Cell("mpnet", "movie-reviews", "mpnet-movie-reviews", long=True, methods=FEW_LONG_METHODS, n=50,
          max_length=256,
-         precomputed=(("attnlrp", "AttnLRP (lxt rules)", "attnlrp-mpnet-movie-reviews/scores.jsonl"),)),
+         precomputed=(("attnlrp", "AttnLRP (lxt)", "attnlrp-mpnet-movie-reviews/scores.jsonl"),)),
     Cell("mpnet", "bbc-news", "mpnet-bbc-news", long=True, methods=FEW_LONG_METHODS, n=50,
          max_length=256,
-         precomputed=(("attnlrp", "AttnLRP (lxt rules)", "attnlrp-mpnet-bbc-news/scores.jsonl"),)),
+         precomputed=(("attnlrp", "AttnLRP (lxt)", "attnlrp-mpnet-bbc-news/scores.jsonl"),)),
     # decoder-only: SmolLM2-135M fine-tuned with a classification head on the last token (see models.md);
     # its long cells run at 256 tokens and 30 examples, for CPU time, and IG 10 steps per pass (all 50 steps
     # of a 256-token input at once took more than this 24 GB machine)
@@ -99,12 +110,15 @@ CELLS: Dict[str, Cell] = {c.name: c for c in [
 ]}
 
 
-def _register_precomputed(cells: Sequence[Cell]) -> None:
-    """Register the cells' externally computed methods (for running them and for their labels)."""
+def _register_precomputed(cells: Sequence[Cell], labels_only: bool = False) -> None:
+    """Register the cells' externally computed methods: for running them, or (``labels_only``) for their labels,
+    where scores not computed yet are left out."""
     from captum_prxai.bench import register_precomputed
 
     for cell in cells:
         for name, label, scores in cell.precomputed:
+            if labels_only and not (RESULTS / scores).is_file():
+                continue
             register_precomputed(name, RESULTS / scores, label=label, overwrite=True)
 
 
@@ -130,9 +144,9 @@ def run_cell(cell: Cell, n: Optional[int], methods: Optional[str], argv: Sequenc
 
 def write_summary(path: Path = RESULTS / "matrix.md") -> Path:
     """Collect every finished cell into ``benchmarks/results/matrix.md``."""
-    from captum_prxai.bench.report import write_matrix
+    from captum_prxai.bench.report import write_default_check, write_matrix
 
-    _register_precomputed(list(CELLS.values()))  # so that their labels show
+    _register_precomputed(list(CELLS.values()), labels_only=True)  # so that their labels show
     cells = [(f"{c.architecture} × {c.dataset} ({'long' if c.long else 'short'})", MATRIX_DIR / c.name)
              for c in CELLS.values()]
     intro = ("Held-out half of each test split; ERASER deletion metrics, mean ± standard error over examples; "
@@ -145,7 +159,14 @@ def write_summary(path: Path = RESULTS / "matrix.md") -> Path:
              ("pr-tag", "gae"), ("pr-tag", "ig"), ("pr-tag", "attnlrp"), ("pr-tag", "lime"),
              ("pr-tag", "kernel-shap"), ("pr-tag", "pr-g"), ("pr-tag", "pr-ag"), ("pr-g", "gae"), ("pr-ag", "gae"),
              ("pr-g", "ig"), ("pr-ag", "ig"), ("pr-g", "attnlrp"), ("pr-ag", "attnlrp")]
-    return write_matrix(cells, path, intro=intro, pairs=pairs)
+    write_matrix(cells, path, intro=intro, pairs=pairs)
+    write_default_check([(f"{c.architecture} × {c.dataset}", MATRIX_DIR / c.name, c.default) for c in CELLS.values()],
+                        RESULTS / "matrix_default.md",
+                        intro="The default of each cell's architecture (`captum_prxai.methods.default_method`: PR-TAG "
+                              "on encoders, PR-TAG± on decoders) against every other method of the cell, from each "
+                              "cell's `results.csv` (`python benchmarks/matrix.py --summary`). The goal (issue 15): "
+                              "first or level within one paired standard error against GAE and LIG, on both metrics.")
+    return path
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

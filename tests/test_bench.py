@@ -501,3 +501,64 @@ def test_decoder_benchmark_never_removes_the_explained_last_token(tiny_decoder, 
     with pytest.raises(PRXAIError, match="protect_explained must be True, False or None"):
         run_benchmark(model, tokenizer, data, ["random"], n=1, out_dir=tmp_path / "bad", progress=False,
                       protect_explained="yes")
+
+
+def _paired_csv(path, rows):
+    """``results.csv`` with (example, method, comprehensiveness, sufficiency) rows."""
+    path.write_text("example,method,comprehensiveness,sufficiency\n"
+                    + "".join(f"{e},{m},{c},{s}\n" for e, m, c, s in rows))
+    return path
+
+
+def test_default_check_pairs_the_default_with_every_method_and_finds_its_worst_case(tmp_path):
+    from captum_prxai.bench.report import default_check
+
+    rows = []
+    for e in range(4):
+        rows += [(e, "pr-tag", 0.5, 0.1),
+                 (e, "gae", 0.4 + 0.01 * e, 0.2),                # behind the default on both metrics
+                 (e, "ig", 0.5 + (0.02 if e % 2 else -0.02), 0.1 + 0.03 * e),  # level on comp, ahead on suff
+                 (e, "lime", 0.6 + 0.01 * e, 0.05),              # ahead of the default on both
+                 (e, "random", 0.9, -1.0)]                       # the control: never the worst case
+    check = default_check(_paired_csv(tmp_path / "r.csv", rows), "pr-tag", rivals=("gae", "ig", "attnlrp"))
+    assert check["n"] == 4 and check["default"]["comprehensiveness"]["mean"] == pytest.approx(0.5)
+    assert check["others"]["gae"]["comprehensiveness"]["mean"] == pytest.approx(0.085)
+    assert check["others"]["ig"]["sufficiency"]["mean"] == pytest.approx(-0.045)
+    # the goal: not behind by more than one paired s.e. on either metric; a rival not in the run is left out
+    assert check["goal"] == {"gae": True, "ig": True}
+    method, metric, loss = check["worst"]
+    assert (method, metric) == ("lime", "comprehensiveness") and loss["mean"] == pytest.approx(0.115)
+    with pytest.raises(KeyError, match="no rows for the default 'pr-tag-pm'"):
+        default_check(tmp_path / "r.csv", "pr-tag-pm")
+
+
+def test_default_check_goal_fails_when_behind_by_more_than_one_standard_error(tmp_path):
+    from captum_prxai.bench.report import default_check
+
+    # sufficiency of the default worse than GAE's by 0.02 on every example but one: behind by far more than a s.e.
+    rows = [(e, m, 0.5, 0.3 if m == "pr-tag" and e else 0.28) for e in range(5) for m in ("pr-tag", "gae")]
+    check = default_check(_paired_csv(tmp_path / "r.csv", rows), "pr-tag", rivals=("gae",))
+    assert check["goal"] == {"gae": False}
+    assert check["worst"][:2] == ("gae", "sufficiency") and check["worst"][2]["mean"] == pytest.approx(0.016)
+
+
+def test_write_default_check_tables_each_run_and_lists_runs_without_the_default(tmp_path):
+    from captum_prxai.bench.report import write_default_check
+
+    a = tmp_path / "a"
+    a.mkdir()
+    _paired_csv(a / "results.csv", [(e, m, c + 0.01 * e, s) for e in range(3)
+                                    for m, c, s in (("pr-tag", 0.5, 0.1), ("gae", 0.4, 0.2), ("ig", 0.6, -0.1))])
+    b = tmp_path / "b"
+    b.mkdir()
+    _paired_csv(b / "results.csv", [(0, "pr-g", 0.5, 0.1)])  # a former run, without the default
+    text = write_default_check([("A", a, "pr-tag"), ("B", b, "pr-tag"), ("C", tmp_path / "none", "pr-tag-pm")],
+                               tmp_path / "d.md", columns=("gae", "ig", "attnlrp")).read_text()
+    row = next(line for line in text.splitlines() if line.startswith("| A |"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[:4] == ["A", "PR-TAG", "3", "0.510 / 0.100"]
+    assert cells[4] == "+0.100 ± 0.000 / −0.100 ± 0.000 (ahead / ahead)"
+    assert cells[5] == "−0.100 ± 0.000 / +0.200 ± 0.000 (behind / behind)" and cells[6] == ""
+    assert cells[7] == "not met: Integrated Gradients"
+    assert cells[8] == "+0.200 ± 0.000 sufficiency to Integrated Gradients"
+    assert "Not run with the default yet: B (`pr-tag`); C (`pr-tag-pm`)." in text

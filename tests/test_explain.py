@@ -343,6 +343,9 @@ def test_the_default_follows_the_architecture_in_every_entry_point(tiny_model_di
         assert captum_prxai.PageRankAttribution(forward, layers, walks="positive").walks == "positive"
         assert captum_prxai.PRTemperedAttentionGradient(forward, layers).walks == "positive"
         assert default_method(model) == name
+        # without a model (the benchmark's matrix): the same rule from the attention's causality
+        assert default_method(causal=model is decoder) == name
+        assert default_method(model, causal=model is not decoder) != name  # causal= takes precedence
         result = explain_text("a good film", model, tok)
         assert next(iter(result.scores)) == label
         enc = tok("a good film", return_tensors="pt")

@@ -15,7 +15,7 @@ from captum_prxai.metrics.faithfulness import _pct
 from captum_prxai.metrics.stats import bootstrap_ci, mean_sem
 
 __all__ = ["MAIN_COLUMNS", "summarize", "write_csv", "write_markdown", "write_summary_json", "write_plot",
-           "write_matrix"]
+           "write_matrix", "default_check", "write_default_check"]
 
 #: (record key, header, higher is better?) of the main table
 MAIN_COLUMNS = [
@@ -314,3 +314,114 @@ def write_matrix(cells: Sequence[Any], path: Path, title: str = "Faithfulness ma
             lines.append("")
     lines += sections
     return write_atomic(path, "\n".join(lines))
+
+
+def _signed(stat: Dict[str, float]) -> str:
+    """``+0.012 ± 0.004`` (a leading sign always, the minus as U+2212)."""
+    mean = stat["mean"]
+    return f"{'+' if mean >= 0 else '−'}{abs(mean):.3f} ± {stat['sem']:.3f}"
+
+
+def _verdict(comp: Dict[str, float], suff: Dict[str, float]) -> str:
+    """Each metric's side of a paired difference ``default − other``: ahead or behind by more than one standard
+    error, else level."""
+    def side(d: float, se: float, better_up: bool) -> str:
+        d = d if better_up else -d
+        return "ahead" if d > se else ("behind" if d < -se else "level")
+
+    return f"{side(comp['mean'], comp['sem'], True)} / {side(suff['mean'], suff['sem'], False)}"
+
+
+def default_check(csv_path: Path, default: str, rivals: Sequence[str] = ("gae", "ig"),
+                  control: str = "random") -> Dict[str, Any]:
+    """One run's default against every other method, paired per example, on both metrics.
+
+    Returns ``{"n", "default": {metric: stat}, "others": {method: {metric: paired stat of default − method}},
+    "goal": {rival: bool}, "worst": (method, metric, paired loss stat) or None}``. The goal against a rival
+    holds when the default is first or level with it within one paired standard error on comprehensiveness
+    **and** sufficiency; the worst case is the largest paired loss (comprehensiveness: rival − default;
+    sufficiency: default − rival) to any method but the control.
+    """
+    values: Dict[str, Dict[str, Dict[str, float]]] = {}
+    with Path(csv_path).open(newline="", encoding="utf-8") as fh:
+        for row in csv.DictReader(fh):
+            for metric in ("comprehensiveness", "sufficiency"):
+                if row.get(metric) not in (None, ""):
+                    values.setdefault(row["method"], {}).setdefault(metric, {})[row["example"]] = float(row[metric])
+    if default not in values:
+        raise KeyError(f"{csv_path}: no rows for the default {default!r}")
+    own = {metric: dict(zip(("mean", "sem"), mean_sem(list(v.values())))) for metric, v in values[default].items()}
+    others: Dict[str, Dict[str, Dict[str, float]]] = {}
+    worst = None
+    for method in values:
+        if method in (default, control):
+            continue
+        others[method] = {}
+        for metric in ("comprehensiveness", "sufficiency"):
+            a, b = values[default].get(metric, {}), values[method].get(metric, {})
+            common = sorted(set(a) & set(b))
+            mean, sem = mean_sem([a[e] - b[e] for e in common])
+            others[method][metric] = {"mean": mean, "sem": sem, "n": len(common)}
+            loss = -mean if metric == "comprehensiveness" else mean
+            if common and (worst is None or loss > worst[2]["mean"]):
+                worst = (method, metric, {"mean": loss, "sem": sem})
+    goal = {}
+    for rival in rivals:
+        if rival in others:
+            comp, suff = others[rival]["comprehensiveness"], others[rival]["sufficiency"]
+            goal[rival] = comp["mean"] >= -comp["sem"] and suff["mean"] <= suff["sem"]
+    n = len(values[default].get("comprehensiveness", {}))
+    return {"n": n, "default": own, "others": others, "goal": goal, "worst": worst}
+
+
+def write_default_check(cells: Sequence[Tuple[str, Path, str]], path: Path,
+                        columns: Sequence[str] = ("gae", "ig", "attnlrp", "kernel-shap", "lime"),
+                        rivals: Sequence[str] = ("gae", "ig"), title: str = "The default in the matrix",
+                        intro: str = "") -> Path:
+    """One row per finished run: the default's metrics, its paired differences with ``columns``, whether the goal
+    against ``rivals`` holds, and its worst case (see :func:`default_check`).
+
+    Args:
+        cells: ``(heading, out_dir, default method)``; runs without a ``results.csv`` are listed as not run.
+        path: The Markdown file to write.
+        columns: Methods whose paired differences get a column (blank where a run lacks them).
+        rivals: The methods of the goal.
+    """
+    header = (["run", "default", "n", "comp. ↑ / suff. ↓"] + [f"− {_label(c)}" for c in columns]
+              + [f"goal vs {' and '.join(_label(r) for r in rivals)}", "worst case (largest paired loss)"])
+    rows, missing = [], []
+    for heading, out_dir, default in cells:
+        csv_file = Path(out_dir) / "results.csv"
+        try:
+            check = default_check(csv_file, default, rivals)
+        except (FileNotFoundError, KeyError):
+            missing.append(f"{heading} (`{default}`)")
+            continue
+        own = check["default"]
+        row = [heading, _label(default), str(check["n"]),
+               " / ".join(f"{own[m]['mean']:.3f}".replace("-", "−") for m in ("comprehensiveness", "sufficiency"))]
+        for c in columns:
+            o = check["others"].get(c)
+            row.append(f"{_signed(o['comprehensiveness'])} / {_signed(o['sufficiency'])} "
+                       f"({_verdict(o['comprehensiveness'], o['sufficiency'])})" if o else "")
+        met = [r for r in rivals if check["goal"].get(r)]
+        absent = [r for r in rivals if r not in check["goal"]]
+        goal = "met" if len(met) == len(rivals) else "not met: " + ", ".join(
+            _label(r) for r in rivals if r in check["goal"] and not check["goal"][r])
+        if absent:
+            goal += f" ({', '.join(_label(r) for r in absent)} not run)"
+        row.append(goal)
+        w = check["worst"]
+        row.append(f"{_signed(w[2])} {w[1]} to {_label(w[0])}" if w else "")
+        rows.append(row)
+    lines = [f"# {title}", ""] + ([intro, ""] if intro else [])
+    lines += ["Each cell: paired difference default − method, mean ± standard error over the same examples, "
+              "comprehensiveness / sufficiency (comprehensiveness: > 0 means the default is better; sufficiency: "
+              "< 0 means the default is better), and each metric's side: ahead or behind by more than one "
+              "standard error, else level. The goal holds against a rival when the default is not behind it on "
+              "either metric. Worst case: the largest paired loss to any method but the random control "
+              "(> 0 is a loss).", ""]
+    lines += _table(header, rows)
+    if missing:
+        lines += ["", "Not run with the default yet: " + "; ".join(missing) + "."]
+    return write_atomic(path, "\n".join(lines) + "\n")

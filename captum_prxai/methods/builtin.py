@@ -106,20 +106,22 @@ PR_PRESETS: Dict[str, str] = {"attention": "pr-a", "gradient": "pr-g", "attentio
 BOTH_WALKS_PRESETS: Dict[str, str] = {"tempered_attention_gradient": "pr-tag-pm"}
 
 
-def default_method(model: Optional[nn.Module] = None) -> str:
+def default_method(model: Optional[nn.Module] = None, *, causal: Optional[bool] = None) -> str:
     """Registry name of the method :class:`~captum_prxai.PageRankAttribution` runs with all its defaults on ``model``.
 
-    The one place the apps (``explain``, the explorer, the dataset runner) read
-    the default from: the preset whose edges are
+    The one place the apps (``explain``, the explorer, the dataset runner, the
+    benchmark's matrix) read the default from: the preset whose edges are
     :data:`captum_prxai.graph.spec.DEFAULT_EDGE_WEIGHT`, walked as the class's
     ``walks="auto"`` walks them: PR-TAG (``"pr-tag"``) for encoders and without
     a model, PR-TAG± (``"pr-tag-pm"``, both walks) for decoders
-    (:func:`captum_prxai.capture.model_is_causal`).
+    (:func:`captum_prxai.capture.model_is_causal`). ``causal`` says which
+    without a model (it takes precedence over ``model``).
     """
     from captum_prxai.capture import model_is_causal
     from captum_prxai.graph.spec import DEFAULT_EDGE_WEIGHT, auto_walks
 
-    causal = model is not None and model_is_causal(model)
+    if causal is None:
+        causal = model is not None and model_is_causal(model)
     presets = BOTH_WALKS_PRESETS if auto_walks(causal, DEFAULT_EDGE_WEIGHT) == "both" else PR_PRESETS
     return presets[DEFAULT_EDGE_WEIGHT]
 
