@@ -65,7 +65,7 @@ def _stub_torchvision_if_broken() -> str:
         return f"stub ({type(exc).__name__}: {exc})"
 
 
-def load_patched(model_dir: str, attn: str):
+def load_patched(model_dir: str, attn: str, rules: str = "lxt"):
     """lxt-patched model for the architecture in ``model_dir/config.json``.
 
     Returns ``(model, embedding_norm or None, head_position(ids) -> int, description)``; head_position is
@@ -76,6 +76,18 @@ def load_patched(model_dir: str, attn: str):
 
     with open(os.path.join(model_dir, "config.json")) as f:
         model_type = json.load(f)["model_type"]
+    if model_type == "bert" and rules == "ours":  # mpnet_rules.py's rule code on BERT, checked against lxt's
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        from mpnet_rules import patch_bert_like_mpnet
+
+        if attn != "eager":
+            raise SystemExit("--rules ours patches BERT's eager attention; run with --attn eager")
+        patched = patch_bert_like_mpnet(modeling_bert)
+        model = modeling_bert.BertForSequenceClassification.from_pretrained(model_dir, attn_implementation="eager")
+        return (model, model.bert.embeddings.LayerNorm, lambda ids: 0,
+                f"mpnet_rules.py's AttnLRP rules on {', '.join(patched)}")
+    if rules == "ours" and model_type != "mpnet":
+        raise SystemExit(f"--rules ours covers bert and mpnet, not {model_type!r}")
     if model_type == "bert":
         monkey_patch(modeling_bert, verbose=True)
         model = modeling_bert.BertForSequenceClassification.from_pretrained(model_dir, attn_implementation=attn)
@@ -121,12 +133,15 @@ def main() -> None:
     p.add_argument("--attn", default="eager", choices=("eager", "sdpa"),
                    help="lxt patches both attention paths; eager is the plain matmul path")
     p.add_argument("--limit", type=int, default=None, help="only the first N examples")
+    p.add_argument("--rules", default="lxt", choices=("lxt", "ours"),
+                   help="bert: lxt's BERT file (default) or mpnet_rules.py's rule code, as a check of the latter; "
+                        "mpnet always uses mpnet_rules.py")
     a = p.parse_args()
 
     tv = _stub_torchvision_if_broken()
     import lxt
 
-    model, emb_norm, head_position, desc = load_patched(a.model_dir, a.attn)
+    model, emb_norm, head_position, desc = load_patched(a.model_dir, a.attn, a.rules)
     model.eval()
     print(f"torch {torch.__version__}, transformers {transformers.__version__}, "
           f"lxt {getattr(lxt, '__version__', 'n/a')}, torchvision {tv}; {type(model).__name__}, {desc}",
