@@ -218,21 +218,28 @@ def write_plot(records: Sequence[Dict[str, Any]], methods: Sequence[str], path: 
 MATRIX_COLUMNS = [("comprehensiveness", "Comp. ↑"), ("sufficiency", "Suff. ↓"), ("aopc_most", "AOPC ↑")]
 
 
-def _paired_differences(csv_path: Path, pairs: Sequence[Tuple[str, str]],
-                        metric: str = "comprehensiveness") -> Dict[Tuple[str, str], Dict[str, float]]:
-    """Per-example differences ``a - b`` of a metric on the examples both methods explained: mean and s.e."""
+def _per_example(csv_path: Path, metric: str) -> Dict[str, Dict[str, float]]:
+    """``{method: {example: value}}`` of one metric from a run's ``results.csv`` (rows without it left out)."""
     values: Dict[str, Dict[str, float]] = {}
     with Path(csv_path).open(newline="", encoding="utf-8") as fh:
         for row in csv.DictReader(fh):
             if row.get(metric) not in (None, ""):
                 values.setdefault(row["method"], {})[row["example"]] = float(row[metric])
-    out = {}
-    for a, b in pairs:
-        if a in values and b in values:
-            common = sorted(set(values[a]) & set(values[b]))
-            mean, sem = mean_sem([values[a][e] - values[b][e] for e in common])
-            out[(a, b)] = {"mean": mean, "sem": sem, "n": len(common)}
-    return out
+    return values
+
+
+def _paired(a: Dict[str, float], b: Dict[str, float]) -> Dict[str, float]:
+    """Mean and s.e. of the per-example differences ``a - b`` on the examples both have."""
+    common = sorted(set(a) & set(b))
+    mean, sem = mean_sem([a[e] - b[e] for e in common])
+    return {"mean": mean, "sem": sem, "n": len(common)}
+
+
+def _paired_differences(csv_path: Path, pairs: Sequence[Tuple[str, str]],
+                        metric: str = "comprehensiveness") -> Dict[Tuple[str, str], Dict[str, float]]:
+    """Per-example differences ``a - b`` of a metric on the examples both methods explained: mean and s.e."""
+    values = _per_example(csv_path, metric)
+    return {(a, b): _paired(values[a], values[b]) for a, b in pairs if a in values and b in values}
 
 
 def write_matrix(cells: Sequence[Any], path: Path, title: str = "Faithfulness matrix",
@@ -342,35 +349,30 @@ def default_check(csv_path: Path, default: str, rivals: Sequence[str] = ("gae", 
     **and** sufficiency; the worst case is the largest paired loss (comprehensiveness: rival − default;
     sufficiency: default − rival) to any method but the control.
     """
-    values: Dict[str, Dict[str, Dict[str, float]]] = {}
-    with Path(csv_path).open(newline="", encoding="utf-8") as fh:
-        for row in csv.DictReader(fh):
-            for metric in ("comprehensiveness", "sufficiency"):
-                if row.get(metric) not in (None, ""):
-                    values.setdefault(row["method"], {}).setdefault(metric, {})[row["example"]] = float(row[metric])
-    if default not in values:
+    metrics = ("comprehensiveness", "sufficiency")
+    values = {metric: _per_example(csv_path, metric) for metric in metrics}
+    if default not in values["comprehensiveness"]:
         raise KeyError(f"{csv_path}: no rows for the default {default!r}")
-    own = {metric: dict(zip(("mean", "sem"), mean_sem(list(v.values())))) for metric, v in values[default].items()}
+    own = {metric: dict(zip(("mean", "sem"), mean_sem(list(values[metric].get(default, {}).values()))))
+           for metric in metrics}
     others: Dict[str, Dict[str, Dict[str, float]]] = {}
     worst = None
-    for method in values:
+    for method in values["comprehensiveness"]:
         if method in (default, control):
             continue
         others[method] = {}
-        for metric in ("comprehensiveness", "sufficiency"):
-            a, b = values[default].get(metric, {}), values[method].get(metric, {})
-            common = sorted(set(a) & set(b))
-            mean, sem = mean_sem([a[e] - b[e] for e in common])
-            others[method][metric] = {"mean": mean, "sem": sem, "n": len(common)}
-            loss = -mean if metric == "comprehensiveness" else mean
-            if common and (worst is None or loss > worst[2]["mean"]):
-                worst = (method, metric, {"mean": loss, "sem": sem})
+        for metric in metrics:
+            diff = _paired(values[metric].get(default, {}), values[metric].get(method, {}))
+            others[method][metric] = diff
+            loss = -diff["mean"] if metric == "comprehensiveness" else diff["mean"]
+            if diff["n"] and (worst is None or loss > worst[2]["mean"]):
+                worst = (method, metric, {"mean": loss, "sem": diff["sem"]})
     goal = {}
     for rival in rivals:
         if rival in others:
             comp, suff = others[rival]["comprehensiveness"], others[rival]["sufficiency"]
             goal[rival] = comp["mean"] >= -comp["sem"] and suff["mean"] <= suff["sem"]
-    n = len(values[default].get("comprehensiveness", {}))
+    n = len(values["comprehensiveness"][default])
     return {"n": n, "default": own, "others": others, "goal": goal, "worst": worst}
 
 
