@@ -20,8 +20,8 @@ Everything else (linear layers, residual sums, the position and word embeddings)
 ``patch_mpnet(modeling_mpnet)`` replaces the forward methods in place and returns the names patched.
 
 The same rule code patched onto BERT instead (``patch_bert_like_mpnet``) must give lxt's own BERT scores:
-``attnlrp_scores.py --rules ours`` on a BERT export runs it, and ``run_cell.sh`` compares the two on every
-MiniLM cell it scores (the "this file's rules on BERT vs lxt's BERT file" row of ``summary.md``).
+``check_rules_on_bert.sh <MiniLM cell>`` scores that cell's export with ``attnlrp_scores.py --rules ours``
+and compares the scores with lxt's committed ones (``benchmarks/results/attnlrp-mpnet-rules-check.md``).
 """
 import math
 from typing import List
