@@ -280,20 +280,32 @@ def _read_csv(path: Path) -> Dict[str, Dict[str, Dict[int, float]]]:
     return values
 
 
+#: the constructions the held-out halves check against PR-TAG (γ = 0.25 and the gradient-norm layer weights)
+HOLDOUT_LATER = ["ds:pow0.25", "ds:pow0.5:l2w"]
+
+
 def write_later_table(half: str = "tune", reference: str = "ds:pow0.5",
-                      path: Optional[Path] = None) -> Path:
-    """``results/default-search/later.md``: each 'later' construction minus ``reference``, paired, per cell."""
+                      path: Optional[Path] = None, methods: Optional[Sequence[str]] = None) -> Path:
+    """Each 'later' construction minus ``reference``, paired, per cell: ``results/default-search/later.md`` for
+    the tune halves (``LATER``), ``later-holdout.md`` for the held-out ones (``HOLDOUT_LATER``); a cell without
+    a construction leaves its column blank."""
+    methods = list(methods or (LATER if half == "tune" else HOLDOUT_LATER))
+    command = "python benchmarks/default_search.py --later-table" + ("" if half == "tune" else f" --half {half}")
     rows = ["# The later constructions against PR-TAG, paired on the same examples", "",
-            f"`python benchmarks/default_search.py --later-table` (the {half} halves; mean ± s.e. of the per-example "
+            f"`{command}` (the {half} halves; mean ± s.e. of the per-example "
             f"difference construction − `{reference}`; comprehensiveness: > 0 is better, sufficiency: < 0 is better).",
-            "", "| cell | n | " + " | ".join(f"{m} − {reference} (comp. / suff.)" for m in LATER) + " |",
-            "|---|---|" + "---|" * len(LATER)]
+            "", "| cell | n | " + " | ".join(f"{m} − {reference} (comp. / suff.)" for m in methods) + " |",
+            "|---|---|" + "---|" * len(methods)]
     for cell, csv_path in _finished(half):
         values = _read_csv(csv_path)
-        if not all(m in values["comprehensiveness"] for m in (*LATER, reference)):
+        present = [m for m in methods if m in values["comprehensiveness"]]
+        if reference not in values["comprehensiveness"] or not present:
             continue
         parts, n = [], 0
-        for method in LATER:
+        for method in methods:
+            if method not in present:
+                parts.append("")
+                continue
             both = []
             for metric, _ in METRICS:
                 table = values[metric]
@@ -302,7 +314,7 @@ def write_later_table(half: str = "tune", reference: str = "ds:pow0.5",
                 both.append(_fmt(*_mean_sem([table[method][e] - table[reference][e] for e in common])))
             parts.append(" / ".join(both))
         rows.append(f"| {cell.name} | {n} | " + " | ".join(parts) + " |")
-    path = path or RESULTS / "later.md"
+    path = path or RESULTS / ("later.md" if half == "tune" else f"later-{half}.md")
     path.write_text("\n".join(rows) + "\n", encoding="utf-8")
     return path
 
@@ -566,7 +578,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     for item in (m.strip() for m in args.methods.split(",")):
         groups = {"tune": TUNE_METHODS, "extra": EXTRA, "long": LONG_METHODS, "later": LATER}
         methods += groups[item] if item in groups else [item] if item else []
-    if args.half == "holdout" and "tune" in args.methods.split(","):
+    if args.half == "holdout" and args.cell and not args.tables and "tune" in args.methods.split(","):
         parser.error("the held-out half only confirms: pass --methods with the chosen candidate and references")
     for name in args.cell if not args.tables else []:
         print(run_cell(CELLS[name], args.half, methods, args.n, argv, Path(args.out) if args.out else None),
@@ -580,7 +592,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if args.summary:
         print(write_summary())
     if args.later_table:
-        print(write_later_table())
+        print(write_later_table(args.half))
     return 0
 
 
