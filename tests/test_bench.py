@@ -552,8 +552,14 @@ def test_write_default_check_tables_each_run_and_lists_runs_without_the_default(
     b = tmp_path / "b"
     b.mkdir()
     _paired_csv(b / "results.csv", [(0, "pr-g", 0.5, 0.1)])  # a former run, without the default
-    text = write_default_check([("A", a, "pr-tag"), ("B", b, "pr-tag"), ("C", tmp_path / "none", "pr-tag-pm")],
-                               tmp_path / "d.md", columns=("gae", "ig", "attnlrp")).read_text()
+    d = tmp_path / "d"  # a run without LIG: the goal is judged on GAE alone, and says so
+    d.mkdir()
+    _paired_csv(d / "results.csv", [(e, m, c + 0.01 * e, 0.1) for e in range(3) for m, c in (("pr-tag", 0.5),
+                                                                                            ("gae", 0.4))])
+    text = write_default_check([("A", a, "pr-tag"), ("B", b, "pr-tag"), ("C", tmp_path / "none", "pr-tag-pm"),
+                                ("D", d, "pr-tag")], tmp_path / "d.md", columns=("gae", "ig", "attnlrp")).read_text()
+    row_d = next(line for line in text.splitlines() if line.startswith("| D |"))
+    assert "| met (Integrated Gradients not run) |" in row_d
     row = next(line for line in text.splitlines() if line.startswith("| A |"))
     cells = [c.strip() for c in row.strip("|").split("|")]
     assert cells[:4] == ["A", "PR-TAG", "3", "0.510 / 0.100"]

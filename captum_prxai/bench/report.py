@@ -406,10 +406,9 @@ def write_default_check(cells: Sequence[Tuple[str, Path, str]], path: Path,
             o = check["others"].get(c)
             row.append(f"{_signed(o['comprehensiveness'])} / {_signed(o['sufficiency'])} "
                        f"({_verdict(o['comprehensiveness'], o['sufficiency'])})" if o else "")
-        met = [r for r in rivals if check["goal"].get(r)]
+        failed = [r for r in rivals if r in check["goal"] and not check["goal"][r]]
         absent = [r for r in rivals if r not in check["goal"]]
-        goal = "met" if len(met) == len(rivals) else "not met: " + ", ".join(
-            _label(r) for r in rivals if r in check["goal"] and not check["goal"][r])
+        goal = "not met: " + ", ".join(_label(r) for r in failed) if failed else "met"
         if absent:
             goal += f" ({', '.join(_label(r) for r in absent)} not run)"
         row.append(goal)
