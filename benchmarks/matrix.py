@@ -164,7 +164,7 @@ def write_summary(path: Path = RESULTS / "matrix.md") -> Path:
                         RESULTS / "matrix_default.md",
                         intro="The default of each cell's architecture (`captum_prxai.methods.default_method`: PR-TAG "
                               "on encoders, PR-TAG± on decoders) against every other method of the cell, from each "
-                              "cell's `results.csv` (`python benchmarks/matrix.py --summary`). The goal (issue 15): "
+                              "cell's `results.csv` (`python benchmarks/matrix.py --summary`). The goal: "
                               "first or level within one paired standard error against GAE and LIG, on both metrics.")
     return path
 
