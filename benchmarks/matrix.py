@@ -169,6 +169,44 @@ def write_summary(path: Path = RESULTS / "matrix.md") -> Path:
     return path
 
 
+#: the README's names of the cells
+ARCH_NAMES = {"minilm": "MiniLM", "mpnet": "MPNet", "smollm2": "SmolLM2"}
+DATA_NAMES = {"movie-sentences": "sentences", "uncertainty": "uncertainty", "tweets": "tweets",
+              "movie-reviews": "reviews, long", "bbc-news": "BBC News, long"}
+
+
+def readme_table() -> str:
+    """The README's default-in-the-matrix table: ``matrix_default.md``'s check (``default_check``) in short form,
+    then the cells not run with the default yet."""
+    from captum_prxai.bench.report import _label, _signed, default_check
+
+    _register_precomputed(list(CELLS.values()), labels_only=True)
+    short = {"ig": "LIG", "attnlrp": "AttnLRP"}
+    lines = ["| cell | default | n | comp. / suff. | − GAE | − LIG | − AttnLRP | goal | worst case |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    missing = []
+    for c in CELLS.values():
+        name = f"{ARCH_NAMES[c.architecture]} · {DATA_NAMES[c.dataset]}"
+        try:
+            check = default_check(MATRIX_DIR / c.name / "results.csv", c.default)
+        except (FileNotFoundError, KeyError):
+            missing.append(name)
+            continue
+        own = check["default"]
+        row = [name + (f" @{c.max_length}" if c.max_length else ""), _label(c.default), str(check["n"]),
+               " / ".join(f"{own[k]['mean']:.3f}".replace("-", "−") for k in ("comprehensiveness", "sufficiency"))]
+        for rival in ("gae", "ig", "attnlrp"):
+            o = check["others"].get(rival)
+            row.append(f"{_signed(o['comprehensiveness'])} / {_signed(o['sufficiency'])}" if o else "(not run)")
+        failed = [short.get(r, _label(r)) for r, ok in check["goal"].items() if not ok]
+        row.append(f"not met ({', '.join(failed)})" if failed else "met")
+        method, metric, loss = check["worst"]
+        row.append(f"{_signed(loss)} {'comp.' if metric == 'comprehensiveness' else 'suff.'} to "
+                   f"{short.get(method, _label(method))}")
+        lines.append("| " + " | ".join(row) + " |")
+    return "\n".join(lines) + "\n\nNot yet run with the current defaults: " + "; ".join(missing) + "."
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -176,7 +214,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--n", type=int, default=None, help="examples (default 200 short, 100 long)")
     parser.add_argument("--methods", default=None, help="override the cell's methods")
     parser.add_argument("--threads", type=int, default=None)
-    parser.add_argument("--summary", action="store_true", help="write benchmarks/results/matrix.md")
+    parser.add_argument("--summary", action="store_true",
+                        help="write benchmarks/results/matrix.md and matrix_default.md")
+    parser.add_argument("--readme-table", action="store_true", help="print the README's default-in-the-matrix table")
     args = parser.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -184,6 +224,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(run_cell(CELLS[name], args.n, args.methods, argv), flush=True)
     if args.summary:
         print(write_summary())
+    if args.readme_table:
+        print(readme_table())
     return 0
 
 
