@@ -178,32 +178,22 @@ DATA_NAMES = {"movie-sentences": "sentences", "uncertainty": "uncertainty", "twe
 def readme_table() -> str:
     """The README's default-in-the-matrix table: ``matrix_default.md``'s check (``default_check``) in short form,
     then the cells not run with the default yet."""
-    from captum_prxai.bench.report import _label, _signed, default_check
+    from captum_prxai.bench.report import default_check, default_row
 
     _register_precomputed(list(CELLS.values()), labels_only=True)
-    short = {"ig": "LIG", "attnlrp": "AttnLRP"}
+    rivals, columns = ("gae", "ig"), ("gae", "ig", "attnlrp")
     lines = ["| cell | default | n | comp. / suff. | − GAE | − LIG | − AttnLRP | goal | worst case |",
              "|---|---|---|---|---|---|---|---|---|"]
     missing = []
     for c in CELLS.values():
         name = f"{ARCH_NAMES[c.architecture]} · {DATA_NAMES[c.dataset]}"
         try:
-            check = default_check(MATRIX_DIR / c.name / "results.csv", c.default)
+            check = default_check(MATRIX_DIR / c.name / "results.csv", c.default, rivals)
         except (FileNotFoundError, KeyError):
             missing.append(name)
             continue
-        own = check["default"]
-        row = [name + (f" @{c.max_length}" if c.max_length else ""), _label(c.default), str(check["n"]),
-               " / ".join(f"{own[k]['mean']:.3f}".replace("-", "−") for k in ("comprehensiveness", "sufficiency"))]
-        for rival in ("gae", "ig", "attnlrp"):
-            o = check["others"].get(rival)
-            row.append(f"{_signed(o['comprehensiveness'])} / {_signed(o['sufficiency'])}" if o else "(not run)")
-        failed = [short.get(r, _label(r)) for r, ok in check["goal"].items() if not ok]
-        row.append(f"not met ({', '.join(failed)})" if failed else "met")
-        method, metric, loss = check["worst"]
-        row.append(f"{_signed(loss)} {'comp.' if metric == 'comprehensiveness' else 'suff.'} to "
-                   f"{short.get(method, _label(method))}")
-        lines.append("| " + " | ".join(row) + " |")
+        row = [name + (f" @{c.max_length}" if c.max_length else "")]
+        lines.append("| " + " | ".join(row + default_row(check, c.default, columns, rivals, short=True)) + " |")
     return "\n".join(lines) + "\n\nNot yet run with the current defaults: " + "; ".join(missing) + "."
 
 

@@ -65,6 +65,9 @@ def _stub_torchvision_if_broken() -> str:
         return f"stub ({type(exc).__name__}: {exc})"
 
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # mpnet_rules.py, beside this file
+
+
 def load_patched(model_dir: str, attn: str, rules: str = "lxt"):
     """lxt-patched model for the architecture in ``model_dir/config.json``.
 
@@ -77,7 +80,6 @@ def load_patched(model_dir: str, attn: str, rules: str = "lxt"):
     with open(os.path.join(model_dir, "config.json")) as f:
         model_type = json.load(f)["model_type"]
     if model_type == "bert" and rules == "ours":  # mpnet_rules.py's rule code on BERT, checked against lxt's
-        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
         from mpnet_rules import patch_bert_like_mpnet
 
         if attn != "eager":
@@ -111,7 +113,6 @@ def load_patched(model_dir: str, attn: str, rules: str = "lxt"):
     if model_type == "mpnet":  # lxt 2.1 has no MPNet file: its rules applied by mpnet_rules.py
         import transformers.models.mpnet.modeling_mpnet as modeling_mpnet
 
-        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
         from mpnet_rules import patch_mpnet
 
         if attn != "eager":

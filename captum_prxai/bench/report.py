@@ -15,7 +15,7 @@ from captum_prxai.metrics.faithfulness import _pct
 from captum_prxai.metrics.stats import bootstrap_ci, mean_sem
 
 __all__ = ["MAIN_COLUMNS", "summarize", "write_csv", "write_markdown", "write_summary_json", "write_plot",
-           "write_matrix", "default_check", "write_default_check"]
+           "write_matrix", "default_check", "default_row", "write_default_check"]
 
 #: (record key, header, higher is better?) of the main table
 MAIN_COLUMNS = [
@@ -376,6 +376,36 @@ def default_check(csv_path: Path, default: str, rivals: Sequence[str] = ("gae", 
     return {"n": n, "default": own, "others": others, "goal": goal, "worst": worst}
 
 
+#: short names of methods in the compact form of :func:`default_row`
+_SHORT = {"ig": "LIG", "attnlrp": "AttnLRP"}
+
+
+def default_row(check: Dict[str, Any], default: str, columns: Sequence[str], rivals: Sequence[str],
+                short: bool = False) -> List[str]:
+    """One run's :func:`default_check` as table cells: the default, n, its metrics, its paired differences with
+    ``columns``, the goal against ``rivals`` and the worst case. ``short``: the README's compact form (no
+    ahead/level/behind words, short method and metric names)."""
+    name = (lambda m: _SHORT.get(m, _label(m))) if short else _label
+    own = check["default"]
+    row = [_label(default), str(check["n"]),
+           " / ".join(f"{own[m]['mean']:.3f}".replace("-", "−") for m in ("comprehensiveness", "sufficiency"))]
+    for c in columns:
+        o = check["others"].get(c)
+        pair = f"{_signed(o['comprehensiveness'])} / {_signed(o['sufficiency'])}" if o else ""
+        if o and not short:
+            pair += f" ({_verdict(o['comprehensiveness'], o['sufficiency'])})"
+        row.append(pair or ("(not run)" if short else ""))
+    failed = [name(r) for r in rivals if r in check["goal"] and not check["goal"][r]]
+    absent = [name(r) for r in rivals if r not in check["goal"]]
+    goal = ("met" if not failed else f"not met ({', '.join(failed)})" if short
+            else "not met: " + ", ".join(failed))
+    row.append(goal + (f" ({', '.join(absent)} not run)" if absent else ""))
+    w = check["worst"]
+    metric = {"comprehensiveness": "comp.", "sufficiency": "suff."} if short else {}
+    row.append(f"{_signed(w[2])} {metric.get(w[1], w[1])} to {name(w[0])}" if w else "")
+    return row
+
+
 def write_default_check(cells: Sequence[Tuple[str, Path, str]], path: Path,
                         columns: Sequence[str] = ("gae", "ig", "attnlrp", "kernel-shap", "lime"),
                         rivals: Sequence[str] = ("gae", "ig"), title: str = "The default in the matrix",
@@ -399,22 +429,7 @@ def write_default_check(cells: Sequence[Tuple[str, Path, str]], path: Path,
         except (FileNotFoundError, KeyError):
             missing.append(f"{heading} (`{default}`)")
             continue
-        own = check["default"]
-        row = [heading, _label(default), str(check["n"]),
-               " / ".join(f"{own[m]['mean']:.3f}".replace("-", "−") for m in ("comprehensiveness", "sufficiency"))]
-        for c in columns:
-            o = check["others"].get(c)
-            row.append(f"{_signed(o['comprehensiveness'])} / {_signed(o['sufficiency'])} "
-                       f"({_verdict(o['comprehensiveness'], o['sufficiency'])})" if o else "")
-        failed = [r for r in rivals if r in check["goal"] and not check["goal"][r]]
-        absent = [r for r in rivals if r not in check["goal"]]
-        goal = "not met: " + ", ".join(_label(r) for r in failed) if failed else "met"
-        if absent:
-            goal += f" ({', '.join(_label(r) for r in absent)} not run)"
-        row.append(goal)
-        w = check["worst"]
-        row.append(f"{_signed(w[2])} {w[1]} to {_label(w[0])}" if w else "")
-        rows.append(row)
+        rows.append([heading] + default_row(check, default, columns, rivals))
     lines = [f"# {title}", ""] + ([intro, ""] if intro else [])
     lines += ["Each cell: paired difference default − method, mean ± standard error over the same examples, "
               "comprehensiveness / sufficiency (comprehensiveness: > 0 means the default is better; sufficiency: "
