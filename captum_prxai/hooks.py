@@ -127,6 +127,13 @@ def attention_layers(model: nn.Module) -> list[nn.Module]:
     Cross-attention modules are never returned. Encoder-decoder models are
     refused with a message: pass their encoder (``model.get_encoder()``).
 
+    A module that runs at several depths (ALBERT's shared layers) is listed
+    once per call, in call order, from ALBERT's own schedule (its config's
+    ``num_hidden_layers``, ``num_hidden_groups`` and ``inner_group_num``).
+    For other weight-shared models, list the module once per call yourself:
+    :class:`AttentionRecorder` refuses a pass in which a module runs more
+    often than it is listed.
+
     Raises:
         PRXAIError: No attention module was found (the message names the
             classes that were looked for), or the model is an encoder-decoder.
@@ -141,7 +148,7 @@ def attention_layers(model: nn.Module) -> list[nn.Module]:
             "To explain the encoder's input, hook the encoder "
             "only: attention_layers(model.get_encoder()), with a forward_func that returns the logits."
         )
-    found = [m for _, m in modules]
+    found = _albert_schedule(model, [m for _, m in modules])
     if not found:
         tried = ", ".join(sorted(_KNOWN_ATTENTION_CLASSES))
         raise PRXAIError(
@@ -308,11 +315,10 @@ def _active_recorders() -> list["AttentionRecorder"]:
 
 
 def _recorder_for(module: nn.Module) -> tuple[Optional["AttentionRecorder"], Optional[int]]:
-    """The active recorder of this thread that hooks ``module``, and the module's layer index in it."""
+    """The active recorder of this thread that hooks ``module``, and the layer index of the module's current call."""
     for recorder in reversed(_active_recorders()):
-        index = recorder._index.get(id(module))
-        if index is not None:
-            return recorder, index
+        if id(module) in recorder._positions:
+            return recorder, recorder._current.get(id(module))
     return None, None
 
 #: Attention-function arguments the recomputing path does not model; layers using them
@@ -627,7 +633,14 @@ class AttentionRecorder:
         self.capture = _asked_mode(layers, capture, attention_fn)
         self.maps: list[Optional[Tensor]] = [None] * len(layers)
         self._anchors: list[Optional[Tensor]] = [None] * len(layers)
-        self._index = {id(layer): i for i, layer in enumerate(layers)}
+        #: ``id(module) -> its indices in layers``: a module listed k times (weight sharing) fills k slots, one per
+        #: call, in call order
+        self._positions: dict[int, list[int]] = {}
+        for i, layer in enumerate(layers):
+            self._positions.setdefault(id(layer), []).append(i)
+        #: per module: the calls seen in this pass, and the layer index of the call running now (None: no slot left)
+        self._calls: dict[int, int] = {}
+        self._current: dict[int, Optional[int]] = {}
         self.input_gradient_wanted = input_gradient
         if tile_bytes is not None and (isinstance(tile_bytes, bool) or not isinstance(tile_bytes, int)
                                        or tile_bytes < 1):
@@ -656,11 +669,10 @@ class AttentionRecorder:
                 stack.enter_context(eager_attention(self.layers))
             if self.attention_fn is sdpa_attention:
                 stack.enter_context(_patched_sdpa(self.layers))
-            for index, layer in enumerate(self.layers):
-                self._handles.append(
-                    layer.register_forward_pre_hook(self._pre_hook(index, layer), with_kwargs=True)
-                )
-                self._handles.append(layer.register_forward_hook(self._post_hook(index), with_kwargs=True))
+            self._calls, self._current = {}, {}
+            for layer in _unique(self.layers):  # one pair of hooks per module, however often it is listed
+                self._handles.append(layer.register_forward_pre_hook(self._pre_hook(layer), with_kwargs=True))
+                self._handles.append(layer.register_forward_hook(self._post_hook(), with_kwargs=True))
         except BaseException:
             self._remove_hooks()
             stack.close()
@@ -675,6 +687,41 @@ class AttentionRecorder:
             self._stack.close()
             self._stack = None
         _sdpa_state.sink = None
+        if exc_info[0] is None:
+            self._check_calls()
+
+    def _check_calls(self) -> None:
+        """Refuse a pass in which a hooked module ran more often than it is listed in ``layers``.
+
+        Its later calls would have no layer of their own, so the graph would
+        silently miss layers: with weight sharing (ALBERT), one listed module
+        runs at every depth.
+        """
+        over = [(self._positions[key], calls) for key, calls in self._calls.items()
+                if calls > len(self._positions[key])]
+        if not over:
+            return
+        positions, calls = over[0]
+        name = type(self.layers[positions[0]]).__name__
+        listed = len(positions)
+        raise PRXAIError(
+            f"The attention module {name} at layers {positions} ran {calls} times in one forward pass but is listed "
+            f"{listed} time{'s' if listed != 1 else ''} in layers, so {calls - listed} of its calls would have no "
+            "layer in the graph. A model that reuses one attention module at several depths (weight sharing, "
+            "as in ALBERT) needs it listed once per call, in call order (e.g. layers = [module] * "
+            f"{calls}); attention_layers(model) does this for Hugging Face ALBERT models. If forward_func runs the "
+            "model more than once, capture one run per call."
+        )
+
+    def _take_slot(self, module: nn.Module) -> Optional[int]:
+        """The layer index of this call of ``module``: its next listed position (``None`` once all are taken)."""
+        key = id(module)
+        calls = self._calls.get(key, 0)
+        self._calls[key] = calls + 1
+        positions = self._positions[key]
+        slot = positions[calls] if calls < len(positions) else None
+        self._current[key] = slot
+        return slot
 
     def _remove_hooks(self) -> None:
         for handle in self._handles:
@@ -682,10 +729,13 @@ class AttentionRecorder:
         self._handles.clear()
 
     # -- hooks ------------------------------------------------------------------------------
-    def _pre_hook(self, index: int, layer: nn.Module) -> Callable:
+    def _pre_hook(self, layer: nn.Module) -> Callable:
         accepts_flag = "output_attentions" in inspect.signature(layer.forward).parameters
 
         def hook(module: nn.Module, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+            index = self._take_slot(module)
+            if index is None:  # more calls than listed positions: refused once the pass is over
+                return args, kwargs
             if accepts_flag:
                 kwargs = {**kwargs, "output_attentions": True}
             if self.with_gradients and torch.is_grad_enabled():
@@ -704,8 +754,11 @@ class AttentionRecorder:
 
         return hook
 
-    def _post_hook(self, index: int) -> Callable:
+    def _post_hook(self) -> Callable:
         def hook(module: nn.Module, args: tuple, kwargs: dict, output: Any) -> None:
+            index = self._current.get(id(module))
+            if index is None:
+                return
             if self.attention_fn is sdpa_attention:
                 _sdpa_state.sink = None
             attention = self.attention_fn(module, args, kwargs, output)
@@ -808,6 +861,7 @@ class AttentionRecorder:
         that lead to the earliest captured attention map, and the gradients
         of the later maps are reduced by their hooks on the way.
         """
+        self._check_calls()
         captured = [a for a in self._anchors if a is not None]
         if not captured:
             raise self.missing_error()
@@ -840,6 +894,36 @@ class AttentionRecorder:
                 "Pass only the attention modules that forward_func runs, in forward order."
             )
         return [m for m in self.maps if m is not None]
+
+
+def _albert_schedule(model: nn.Module, found: list[nn.Module]) -> list[nn.Module]:
+    """``found`` with each ALBERT encoder's shared attention modules repeated in the order its forward calls them.
+
+    ``AlbertTransformer`` runs layer group ``int(i / (L / G))`` at depth ``i``
+    of ``L = num_hidden_layers`` (``G = num_hidden_groups``), and each group
+    runs its ``inner_group_num`` layers in order.
+    """
+    encoders = [m for m in model.modules() if type(m).__name__ == "AlbertTransformer"
+                and hasattr(m, "albert_layer_groups") and hasattr(getattr(m, "config", None), "num_hidden_groups")]
+    if not encoders:
+        return found
+    order: list[nn.Module] = []
+    listed = {id(m) for m in found}
+    for encoder in encoders:
+        config = encoder.config
+        for depth in range(config.num_hidden_layers):
+            group = encoder.albert_layer_groups[int(depth / (config.num_hidden_layers / config.num_hidden_groups))]
+            order.extend(m for m in group.modules() if id(m) in listed)
+    scheduled = {id(m) for m in order}
+    return order + [m for m in found if id(m) not in scheduled]
+
+
+def _unique(modules: Sequence[nn.Module]) -> list[nn.Module]:
+    """``modules`` without repeats, in order of first appearance."""
+    seen: dict[int, nn.Module] = {}
+    for module in modules:
+        seen.setdefault(id(module), module)
+    return list(seen.values())
 
 
 def _require_grad_on_hidden_states(args: tuple, kwargs: dict) -> tuple[tuple, dict, Optional[Tensor]]:

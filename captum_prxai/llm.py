@@ -66,6 +66,7 @@ class _RetainingRecorder(AttentionRecorder):
     """
 
     def backward(self, objective: Tensor, retain_graph: bool = False) -> None:  # type: ignore[override]
+        self._check_calls()
         captured = [a for a in self._anchors if a is not None]
         if not captured:
             raise self.missing_error()
