@@ -884,7 +884,8 @@ class AttentionRecorder:
         )
 
     def collected(self) -> list[Tensor]:
-        """The reduced maps in layer order; raises if any layer produced none."""
+        """The reduced maps in layer order; raises if any layer produced none, or a module ran unlisted calls."""
+        self._check_calls()
         missing = [i for i, m in enumerate(self.maps) if m is None]
         if len(missing) == len(self.maps):
             raise self.missing_error()
