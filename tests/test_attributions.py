@@ -452,3 +452,50 @@ def test_self_loops_dropped_for_causal_graphs_only(tiny_model_factory, tiny_batc
             ids, target=1, additional_forward_args=(mask,))
         assert torch.allclose(auto, drop if causal else keep)
         assert not torch.allclose(drop, keep)
+
+
+@pytest.mark.parametrize("kind", ["mistral", "gemma3"])
+@pytest.mark.parametrize("capture", ["recompute", "weights"])
+@pytest.mark.parametrize("padded", [False, True])
+def test_sliding_window_attention_is_captured_as_the_model_runs_it(kind, capture, padded):
+    """A window shorter than the input: A and dy/dA on real queries and keys equal eager attention's."""
+    import transformers as tf
+
+    torch.manual_seed(0)
+    common = dict(vocab_size=50, pad_token_id=0, bos_token_id=1, eos_token_id=2, num_labels=2, hidden_size=16,
+                  num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=1, intermediate_size=32,
+                  max_position_embeddings=64, sliding_window=4)
+    if kind == "mistral":
+        model = tf.MistralForSequenceClassification(tf.MistralConfig(**common)).eval()
+    else:
+        model = tf.Gemma3ForSequenceClassification(tf.Gemma3TextConfig(head_dim=8, **common)).eval()
+    ids = torch.randint(3, 50, (2, 10))
+    mask = torch.ones_like(ids)
+    if padded:
+        mask[1, :3] = 0  # left padding, as decoders pad
+    previous = model.config._attn_implementation
+    model.config._attn_implementation = "eager"
+    try:
+        out = model(ids, attention_mask=mask, output_attentions=True)
+        reference = torch.autograd.grad(out.logits[:, 1].sum(), out.attentions)
+        attentions = [a.detach() for a in out.attentions]
+    finally:
+        model.config._attn_implementation = previous
+    # the window is in force: queries see at most 4 keys, so the maps are not plain causal ones
+    assert int((attentions[0][0, 0] > 0).sum(-1).max()) == 4
+    seen = {}
+
+    def reduce(layer, attention, grad):
+        seen[layer] = (attention.clone(), grad.clone())
+        return grad.sum(1)
+
+    with cp.AttentionRecorder(cp.attention_layers(model), reduce, with_gradients=True, capture=capture) as rec:
+        logits = model(ids, attention_mask=mask).logits
+        rec.backward(logits[:, 1].sum())
+    real = (mask.bool()[:, None, :, None] & mask.bool()[:, None, None, :]).expand_as(attentions[0])
+    for i, ref in enumerate(reference):
+        attention, grad = seen[i]
+        assert torch.allclose(attention[real], attentions[i][real], atol=1e-6)
+        # dy/dA on padding keys (whose A is 0) is never used: every graph zeroes padding columns
+        assert torch.allclose(grad[real], ref[real], atol=1e-6)
+    assert torch.allclose(logits, out.logits, atol=1e-5)
