@@ -103,17 +103,12 @@ def run(args: argparse.Namespace) -> dict:
 
 
 def _child_memory(method: str, length: int, batch: int, threads: int) -> Optional[float]:
-    import subprocess
+    from captum_prxai.bench.speed import peak_in_subprocess
 
-    code = ("from captum_prxai.bench.speed import child_peak_memory; "
-            f"print(child_peak_memory({method!r}, {length}, {batch}, {threads}))")
-    # run from this folder: from the repository root, "-c" would import the checkout's package ahead of PYTHONPATH
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          cwd=Path(__file__).resolve().parent)
-    if done.returncode != 0 or not done.stdout.strip():
-        sys.stderr.write(done.stderr[-2000:])
-        return None
-    return int(done.stdout.strip().splitlines()[-1]) / 2**20
+    peak, why = peak_in_subprocess(method, length, batch, threads)
+    if peak is None:
+        sys.stderr.write(f"{method} T={length} B={batch}: {why}\n")
+    return peak
 
 
 def _ratio(value: Optional[float], base: Optional[float]) -> str:

@@ -568,3 +568,18 @@ def test_write_default_check_tables_each_run_and_lists_runs_without_the_default(
     assert cells[7] == "not met: Integrated Gradients"
     assert cells[8] == "+0.200 ± 0.000 sufficiency to Integrated Gradients"
     assert "Not run with the default yet: B (`pr-tag`); C (`pr-tag-pm`)." in text
+
+
+def test_memory_child_imports_this_package_not_the_current_folders(tmp_path, monkeypatch):
+    """A shadowing ``captum_prxai`` in the working folder must not be the package that is measured."""
+    from captum_prxai.bench.speed import peak_in_subprocess
+
+    shadow = tmp_path / "captum_prxai"
+    shadow.mkdir()
+    (shadow / "__init__.py").write_text("raise ImportError('the shadow copy was imported')\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    peak, why = peak_in_subprocess("forward", 8, 1)
+    assert why == "" and peak is not None and peak >= 0
+    peak, why = peak_in_subprocess("no-such-method", 8, 1)
+    assert peak is None and why.startswith("failed: ") and "no-such-method" in why

@@ -172,13 +172,25 @@ def child_peak_memory(method: str, length: int, batch: int, threads: int = 1) ->
     return max(0, peak_rss_bytes() - before)
 
 
-def _peak_in_subprocess(method: str, length: int, batch: int) -> Optional[float]:
-    code = ("import sys; from captum_prxai.bench.speed import child_peak_memory; "
-            f"print(child_peak_memory({method!r}, {length}, {batch}))")
+def peak_in_subprocess(method: str, length: int, batch: int, threads: int = 1) -> tuple[Optional[float], str]:
+    """:func:`child_peak_memory` in a fresh Python process: ``(peak MiB or None, why it failed or "")``.
+
+    The child imports the very ``captum_prxai`` this process runs (its folder
+    goes first on the child's path), not whichever copy the current folder or
+    ``PYTHONPATH`` would give it, so a before/after comparison measures the
+    package it names.
+    """
+    import captum_prxai
+
+    root = str(Path(captum_prxai.__file__).resolve().parent.parent)
+    code = (f"import sys; sys.path.insert(0, {root!r}); from captum_prxai.bench.speed import child_peak_memory; "
+            f"print(child_peak_memory({method!r}, {int(length)}, {int(batch)}, {int(threads)}))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     if done.returncode != 0 or not done.stdout.strip():
-        return None
-    return int(done.stdout.strip().splitlines()[-1]) / 2**20
+        lines = [line for line in done.stderr.strip().splitlines() if line.strip()]
+        why = lines[-1] if lines else f"exit status {done.returncode}"
+        return None, f"failed: {why if len(why) <= 500 else why[:499] + '…'}"
+    return int(done.stdout.strip().splitlines()[-1]) / 2**20, ""
 
 
 def run_speed_benchmark(settings: SpeedSettings, progress: Callable[[str], None] = print) -> list[SpeedRow]:
@@ -214,7 +226,7 @@ def run_speed_benchmark(settings: SpeedSettings, progress: Callable[[str], None]
                 repeats = 1 if method == "ig" else settings.repeats
                 median, peak = _measure(calls[method], repeats, device)
                 if settings.memory_subprocess and device.type == "cpu":
-                    peak = _peak_in_subprocess(method, length, batch)
+                    peak, _why = peak_in_subprocess(method, length, batch, torch.get_num_threads())
                 if method == "forward+backward":
                     base_time = median
                 rows.append(SpeedRow(name, length, batch, method, median, peak))
@@ -230,8 +242,7 @@ def run_memory_benchmark(settings: SpeedSettings, progress: Callable[[str], None
         name = "minilm-l6" if length <= 512 else "bert-config-l6"
         for batch in settings.batch_sizes:
             for method in (*BASELINES, *settings.methods):
-                peak = _peak_in_subprocess(method, length, batch)
-                note = "" if peak is not None else "failed (out of memory?)"
+                peak, note = peak_in_subprocess(method, length, batch, torch.get_num_threads())
                 rows.append(SpeedRow(name, length, batch, method, None, peak, note))
                 progress(f"T={length} B={batch} {method}: peak {peak if peak is not None else float('nan'):.0f} MiB")
             _set_ratios(rows, length, batch, "peak_mib")
