@@ -76,3 +76,31 @@ def tiny_batch():
     mask[1, 6:] = 0
     ids[1, 6:] = 0
     return ids, mask
+
+
+def eager_attentions_and_grads(model, ids, mask, target: int):
+    """The model's own eager attentions ``A`` per layer (each call), ``dy/dA`` for logit ``target``, and the logits."""
+    previous = model.config._attn_implementation
+    model.config._attn_implementation = "eager"
+    try:
+        out = model(ids, attention_mask=mask, output_attentions=True)
+        grads = torch.autograd.grad(out.logits[:, target].sum(), out.attentions)
+        return [a.detach() for a in out.attentions], list(grads), out.logits.detach()
+    finally:
+        model.config._attn_implementation = previous
+
+
+def recorded_attentions_and_grads(model, ids, mask, target: int, capture: str):
+    """``{layer: (A, dy/dA)}`` as :class:`captum_prxai.AttentionRecorder` hands them over, and the logits."""
+    import captum_prxai as cp
+
+    seen = {}
+
+    def reduce(layer, attention, grad):
+        seen[layer] = (attention.clone(), grad.clone())
+        return grad.sum(1)
+
+    with cp.AttentionRecorder(cp.attention_layers(model), reduce, with_gradients=True, capture=capture) as rec:
+        logits = model(ids, attention_mask=mask).logits
+        rec.backward(logits[:, target].sum())
+    return seen, logits.detach()

@@ -5,7 +5,8 @@ import torch.nn.functional as F
 
 import captum_prxai as cp
 from captum_prxai import PRXAIError
-from conftest import ARCHITECTURES, DECODERS, VOCAB, forward_for
+from conftest import (ARCHITECTURES, DECODERS, VOCAB, eager_attentions_and_grads, forward_for,
+                      recorded_attentions_and_grads)
 
 def _hook_ids(model):
     """Hook handles on every module (transformers installs some of its own, which must stay)."""
@@ -110,23 +111,8 @@ def test_captured_attention_and_gradient_are_the_true_ones(kind, capture, tiny_m
     """A and dy/dA seen by the recorder equal eager attention and what autograd reports for it."""
     model = tiny_model_factory(kind)
     ids, mask = tiny_batch
-    previous = model.config._attn_implementation
-    model.config._attn_implementation = "eager"
-    try:
-        out = model(ids, attention_mask=mask, output_attentions=True)
-        reference = torch.autograd.grad(out.logits[:, 2].sum(), out.attentions)
-        attentions = [a.detach() for a in out.attentions]
-    finally:
-        model.config._attn_implementation = previous
-    seen = {}
-
-    def reduce(layer, attention, grad):
-        seen[layer] = (attention.clone(), grad.clone())
-        return grad.sum(1)
-
-    with cp.AttentionRecorder(cp.attention_layers(model), reduce, with_gradients=True, capture=capture) as rec:
-        logits = model(ids, attention_mask=mask).logits
-        rec.backward(logits[:, 2].sum())
+    attentions, reference, eager_logits = eager_attentions_and_grads(model, ids, mask, 2)
+    seen, logits = recorded_attentions_and_grads(model, ids, mask, 2, capture)
     real = mask.bool()
     for i, ref in enumerate(reference):
         attention, grad = seen[i]
@@ -135,7 +121,7 @@ def test_captured_attention_and_gradient_are_the_true_ones(kind, capture, tiny_m
                               attentions[i][real[:, None, :, None].expand_as(attention)], atol=1e-6)
         assert torch.allclose(grad[real[:, None, :, None].expand_as(grad)],
                               ref[real[:, None, :, None].expand_as(grad)], atol=1e-6)
-    assert torch.allclose(logits, out.logits, atol=1e-5)
+    assert torch.allclose(logits, eager_logits, atol=1e-5)
 
 
 def test_runs_under_no_grad_and_with_frozen_parameters(tiny_model_factory, tiny_batch):
@@ -473,29 +459,14 @@ def test_sliding_window_attention_is_captured_as_the_model_runs_it(kind, capture
     mask = torch.ones_like(ids)
     if padded:
         mask[1, :3] = 0  # left padding, as decoders pad
-    previous = model.config._attn_implementation
-    model.config._attn_implementation = "eager"
-    try:
-        out = model(ids, attention_mask=mask, output_attentions=True)
-        reference = torch.autograd.grad(out.logits[:, 1].sum(), out.attentions)
-        attentions = [a.detach() for a in out.attentions]
-    finally:
-        model.config._attn_implementation = previous
+    attentions, reference, eager_logits = eager_attentions_and_grads(model, ids, mask, 1)
     # the window is in force: queries see at most 4 keys, so the maps are not plain causal ones
     assert int((attentions[0][0, 0] > 0).sum(-1).max()) == 4
-    seen = {}
-
-    def reduce(layer, attention, grad):
-        seen[layer] = (attention.clone(), grad.clone())
-        return grad.sum(1)
-
-    with cp.AttentionRecorder(cp.attention_layers(model), reduce, with_gradients=True, capture=capture) as rec:
-        logits = model(ids, attention_mask=mask).logits
-        rec.backward(logits[:, 1].sum())
+    seen, logits = recorded_attentions_and_grads(model, ids, mask, 1, capture)
     real = (mask.bool()[:, None, :, None] & mask.bool()[:, None, None, :]).expand_as(attentions[0])
     for i, ref in enumerate(reference):
         attention, grad = seen[i]
         assert torch.allclose(attention[real], attentions[i][real], atol=1e-6)
         # dy/dA on padding keys (whose A is 0) is never used: every graph zeroes padding columns
         assert torch.allclose(grad[real], ref[real], atol=1e-6)
-    assert torch.allclose(logits, out.logits, atol=1e-5)
+    assert torch.allclose(logits, eager_logits, atol=1e-5)

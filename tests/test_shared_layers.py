@@ -6,6 +6,7 @@ from torch import nn
 
 import captum_prxai as cp
 from captum_prxai import PRXAIError
+from conftest import eager_attentions_and_grads, recorded_attentions_and_grads
 
 
 def _albert(groups: int = 1, inner: int = 1, depth: int = 4):
@@ -43,24 +44,9 @@ def test_every_call_of_a_shared_module_is_its_own_layer(capture):
     """The maps of an ALBERT pass equal the eager attentions and gradients of each of its depths."""
     model = _albert(1, 1, 4)
     ids, mask = _ids()
-    previous = model.config._attn_implementation
-    model.config._attn_implementation = "eager"
-    try:
-        out = model(ids, attention_mask=mask, output_attentions=True)
-        reference = torch.autograd.grad(out.logits[:, 1].sum(), out.attentions)
-        attentions = [a.detach() for a in out.attentions]
-    finally:
-        model.config._attn_implementation = previous
+    attentions, reference, _ = eager_attentions_and_grads(model, ids, mask, 1)
     assert len(attentions) == 4
-    seen = {}
-
-    def reduce(layer, attention, grad):
-        seen[layer] = (attention.clone(), grad.clone())
-        return grad.sum(1)
-
-    with cp.AttentionRecorder(cp.attention_layers(model), reduce, with_gradients=True, capture=capture) as rec:
-        logits = model(ids, attention_mask=mask).logits
-        rec.backward(logits[:, 1].sum())
+    seen, _ = recorded_attentions_and_grads(model, ids, mask, 1, capture)
     assert sorted(seen) == [0, 1, 2, 3]
     for depth in range(4):
         attention, grad = seen[depth]
