@@ -115,7 +115,8 @@ def attention_layers(model: nn.Module) -> list[nn.Module]:
 
     Supports BERT, RoBERTa, DistilBERT, ELECTRA, MPNet, GPT-2 and the Llama,
     Qwen, Gemma and Mistral families (every module whose forward returns
-    ``(output, attention_probs)``). For other models, pass the modules
+    ``(output, attention_probs)``); the tests also check DeBERTa, ModernBERT,
+    ALBERT, Falcon, BLOOM, OPT, GPT-NeoX and Phi-3. For other models, pass the modules
     yourself together with an ``attention_fn`` (see :class:`AttentionRecorder`).
 
     Args:
@@ -628,9 +629,10 @@ class AttentionRecorder:
         self.reduce = reduce
         self.with_gradients = with_gradients
         self.attention_fn = attention_fn or hf_attention_weights
-        #: ``"recompute"`` or ``"weights"``, as asked (``"auto"`` resolved); layers that cannot recompute
-        #: (see :func:`resolve_capture_mode`) hand over their weights whatever this says
-        self.capture = _asked_mode(layers, capture, attention_fn)
+        #: ``"recompute"`` or ``"weights"``, as :func:`resolve_capture_mode` resolves it: a model with a layer
+        #: that does not go through transformers' attention functions (MPNet, Falcon) runs its own eager attention,
+        #: since its masks are built for the attention implementation its config names
+        self.capture = resolve_capture_mode(layers, capture, attention_fn)
         self.maps: list[Optional[Tensor]] = [None] * len(layers)
         self._anchors: list[Optional[Tensor]] = [None] * len(layers)
         #: ``id(module) -> its indices in layers``: a module listed k times (weight sharing) fills k slots, one per
@@ -730,14 +732,18 @@ class AttentionRecorder:
 
     # -- hooks ------------------------------------------------------------------------------
     def _pre_hook(self, layer: nn.Module) -> Callable:
-        accepts_flag = "output_attentions" in inspect.signature(layer.forward).parameters
+        flag_position = _parameter_position(layer.forward, "output_attentions")
 
         def hook(module: nn.Module, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
             index = self._take_slot(module)
             if index is None:  # more calls than listed positions: refused once the pass is over
                 return args, kwargs
-            if accepts_flag:
-                kwargs = {**kwargs, "output_attentions": True}
+            if flag_position is not None:
+                # set the flag where the caller put it: DeBERTa passes it positionally, most models by keyword
+                if flag_position < len(args):
+                    args = args[:flag_position] + (True,) + args[flag_position + 1:]
+                else:
+                    kwargs = {**kwargs, "output_attentions": True}
             if self.with_gradients and torch.is_grad_enabled():
                 args, kwargs, hidden = _require_grad_on_hidden_states(args, kwargs)
                 if index == 0 and self.input_gradient_wanted:
@@ -917,6 +923,21 @@ def _albert_schedule(model: nn.Module, found: list[nn.Module]) -> list[nn.Module
             order.extend(m for m in group.modules() if id(m) in listed)
     scheduled = {id(m) for m in order}
     return order + [m for m in found if id(m) not in scheduled]
+
+
+def _parameter_position(function: Callable, name: str) -> Optional[int]:
+    """Where ``name`` sits among ``function``'s positional parameters; ``len`` of them if keyword-only; None if absent."""
+    try:
+        parameters = list(inspect.signature(function).parameters.values())
+    except (TypeError, ValueError):
+        return None
+    positional = [p for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    for position, parameter in enumerate(positional):
+        if parameter.name == name:
+            return position
+    if any(p.name == name for p in parameters):
+        return 10**9  # keyword-only: always passed by keyword
+    return None
 
 
 def _unique(modules: Sequence[nn.Module]) -> list[nn.Module]:
