@@ -116,7 +116,7 @@ def attention_layers(model: nn.Module) -> list[nn.Module]:
     Supports BERT, RoBERTa, DistilBERT, ELECTRA, MPNet, GPT-2 and the Llama,
     Qwen, Gemma and Mistral families (every module whose forward returns
     ``(output, attention_probs)``); the tests also check DeBERTa, ModernBERT,
-    ALBERT, Falcon, BLOOM, OPT, GPT-NeoX and Phi-3. For other models, pass the modules
+    ALBERT, T5 encoders, Falcon, BLOOM, OPT, GPT-NeoX and Phi-3. For other models, pass the modules
     yourself together with an ``attention_fn`` (see :class:`AttentionRecorder`).
 
     Args:
@@ -170,10 +170,22 @@ def hf_attention_weights(module: nn.Module, args: tuple, kwargs: dict, output: A
     :class:`AttentionRecorder` switches models to eager attention.
     """
     if isinstance(output, (tuple, list)):
-        for item in output[1:]:
-            if isinstance(item, Tensor) and item.dim() == 4 and item.shape[-1] == item.shape[-2]:
-                return item
+        square = [item for item in output[1:]
+                  if isinstance(item, Tensor) and item.dim() == 4 and item.shape[-1] == item.shape[-2]]
+        if len(square) > 1:  # e.g. T5's (output, position_bias, weights): the weights are the one made of distributions
+            square = [item for item in square if _are_distributions(item)] or square[-1:]
+        return square[0] if square else None
     return None
+
+
+def _are_distributions(tensor: Tensor) -> bool:
+    """Whether every row of ``tensor`` is a probability distribution (or all zero, a fully masked query)."""
+    with torch.no_grad():
+        values = tensor.detach().float()
+        if not bool(torch.isfinite(values).all()) or float(values.min()) < 0:
+            return False
+        sums = values.sum(-1)
+        return bool(((sums - 1).abs() < 1e-3).logical_or(sums == 0).all())
 
 
 # --------------------------------------------------------------------------------------------
@@ -446,7 +458,9 @@ def _asked_mode(layers: Sequence[nn.Module], capture: str, attention_fn: Optiona
     if capture != "auto":
         return capture
     softcapped = any(getattr(c, "attn_logit_softcapping", None) for c in _configs(layers))
-    return "weights" if attention_fn is not None or softcapped else "recompute"
+    # a position bias passed into the attention (T5 and its kin) is not modelled by the recomputing path
+    biased = any(_parameter_position(layer.forward, "position_bias") is not None for layer in _unique(layers))
+    return "weights" if attention_fn is not None or softcapped or biased else "recompute"
 
 
 _locks_guard = threading.Lock()

@@ -115,3 +115,46 @@ def test_encoder_decoder_models_are_refused_with_the_way_out():
         decoder_attention_heads=4, encoder_ffn_dim=48, decoder_ffn_dim=48, max_position_embeddings=64))
     with pytest.raises(PRXAIError, match=r"attention_layers\(model.get_encoder\(\)\)"):
         cp.attention_layers(model)
+
+
+def test_t5_encoder_hands_over_its_weights_not_its_position_bias():
+    """T5's attention returns ``(output, position_bias, weights)``: two square 4-d tensors; the weights are taken."""
+    import transformers as tf
+
+    from captum_prxai.hooks import resolve_capture_mode
+
+    torch.manual_seed(0)
+    encoder = tf.T5EncoderModel(tf.T5Config(vocab_size=V, d_model=32, d_kv=8, d_ff=48, num_layers=2, num_heads=4,
+                                            pad_token_id=0)).eval()
+    head = torch.nn.Linear(32, 2)
+
+    def forward(ids, mask):
+        return head(encoder(input_ids=ids, attention_mask=mask).last_hidden_state.mean(1))
+
+    ids, mask = _batch("t5")
+    layers = cp.attention_layers(encoder)
+    # its position bias is not modelled by the recomputing path, so "auto" uses the model's own weights
+    assert resolve_capture_mode(layers, "auto") == "weights"
+    previous = encoder.config._attn_implementation
+    encoder.config._attn_implementation = "eager"
+    try:
+        out = encoder(ids, attention_mask=mask, output_attentions=True)
+        logits = head(out.last_hidden_state.mean(1))
+        reference = torch.autograd.grad(logits[:, 1].sum(), out.attentions)
+    finally:
+        encoder.config._attn_implementation = previous
+    seen = {}
+
+    def reduce(layer, attention, grad):
+        seen[layer] = (attention.clone(), grad.clone())
+        return grad.sum(1)
+
+    with cp.AttentionRecorder(layers, reduce, with_gradients=True) as rec:
+        again = forward(ids, mask)
+        rec.backward(again[:, 1].sum())
+    for i in range(2):
+        assert torch.allclose(seen[i][0], out.attentions[i], atol=1e-6)
+        assert torch.allclose(seen[i][1], reference[i], atol=1e-6)
+    assert torch.allclose(again, logits, atol=1e-5)
+    scores = cp.PageRankAttribution(forward, layers).attribute(ids, additional_forward_args=(mask,))
+    assert torch.isfinite(scores).all() and torch.equal(scores[mask == 0], torch.zeros(int((mask == 0).sum())))
