@@ -657,6 +657,8 @@ class AttentionRecorder:
         #: per module: the calls seen in this pass, and the layer index of the call running now (None: no slot left)
         self._calls: dict[int, int] = {}
         self._current: dict[int, Optional[int]] = {}
+        #: the first hooked module that returned a tensor other than (B, H, T, T) weights: (class name, shape)
+        self._unusable: Optional[tuple[str, tuple[int, ...]]] = None
         self.input_gradient_wanted = input_gradient
         if tile_bytes is not None and (isinstance(tile_bytes, bool) or not isinstance(tile_bytes, int)
                                        or tile_bytes < 1):
@@ -685,7 +687,7 @@ class AttentionRecorder:
                 stack.enter_context(eager_attention(self.layers))
             if self.attention_fn is sdpa_attention:
                 stack.enter_context(_patched_sdpa(self.layers))
-            self._calls, self._current = {}, {}
+            self._calls, self._current, self._unusable = {}, {}, None
             for layer in _unique(self.layers):  # one pair of hooks per module, however often it is listed
                 self._handles.append(layer.register_forward_pre_hook(self._pre_hook(layer), with_kwargs=True))
                 self._handles.append(layer.register_forward_hook(self._post_hook(), with_kwargs=True))
@@ -785,6 +787,9 @@ class AttentionRecorder:
             if self.attention_fn is sdpa_attention:
                 module._prxai_sdpa_probs = None
             if attention is None:
+                if self._unusable is None and isinstance(output, (tuple, list)):
+                    shapes = [tuple(t.shape) for t in output[1:] if isinstance(t, Tensor) and t.dim() >= 3]
+                    self._unusable = (type(module).__name__, shapes[0]) if shapes else None
                 return
             if attention.dim() == 3:
                 attention = attention.unsqueeze(1)
@@ -896,9 +901,15 @@ class AttentionRecorder:
 
     def missing_error(self) -> PRXAIError:
         names = sorted({type(layer).__name__ for layer in self.layers})
+        seen = ""
+        if self._unusable is not None:
+            name, shape = self._unusable
+            seen = (f" {name} returned a tensor of shape {shape} where (B, H, T, T) attention probabilities were "
+                    "expected: banded or pooled attention (e.g. Longformer, Funnel) has no token-to-token map "
+                    "over the whole input, and is not supported.")
         return PRXAIError(
-            f"No attention probabilities were captured from the {len(self.layers)} hooked layers ({', '.join(names)}). "
-            "Check that forward_func runs these modules, that they return attention weights (Hugging Face "
+            f"No attention probabilities were captured from the {len(self.layers)} hooked layers ({', '.join(names)})."
+            f"{seen} Check that forward_func runs these modules, that they return attention weights (Hugging Face "
             "models do with eager attention, which is switched on automatically), or give an attention_fn "
             "(for models calling scaled_dot_product_attention: attention_fn=captum_prxai.hooks.sdpa_attention)."
         )

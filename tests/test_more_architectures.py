@@ -158,3 +158,18 @@ def test_t5_encoder_hands_over_its_weights_not_its_position_bias():
     assert torch.allclose(again, logits, atol=1e-5)
     scores = cp.PageRankAttribution(forward, layers).attribute(ids, additional_forward_args=(mask,))
     assert torch.isfinite(scores).all() and torch.equal(scores[mask == 0], torch.zeros(int((mask == 0).sum())))
+
+
+def test_banded_attention_is_refused_with_its_shape():
+    """Longformer returns (B, T, H, window) banded weights: no token-to-token map, and the error says so."""
+    import transformers as tf
+
+    torch.manual_seed(0)
+    model = tf.LongformerForSequenceClassification(tf.LongformerConfig(
+        vocab_size=V, num_labels=2, pad_token_id=1, **_ENCODER, attention_window=[4, 4],
+        max_position_embeddings=70)).eval()
+    ids = torch.randint(3, V, (1, 8))
+    forward = lambda x: model(input_ids=x).logits  # noqa: E731
+    with pytest.raises(PRXAIError, match=r"LongformerSelfAttention returned a tensor of shape \(1, 8, 4, \d+\).*"
+                                         r"banded or pooled attention"):
+        cp.PRAttentionGradient(forward, cp.attention_layers(model)).attribute(ids, target=0)
