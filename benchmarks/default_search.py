@@ -537,6 +537,97 @@ def half_tables(half: str, folders: Optional[List[Tuple[Cell, Path]]] = None) ->
     return lines, data
 
 
+#: thresholds (real tokens) of the length rule: the two-way walk on inputs of at most this many tokens, else one
+LENGTH_THRESHOLDS = (16, 32, 48, 64, 96, 128, 192, 256)
+#: the encoder cells: the length rule is for encoders (decoders take the two-way walk at every length)
+ENCODER_TUNE = ("minilm--movie-sentences", "minilm--uncertainty", "minilm--bbc-news", "minilm--spam", "mpnet--tweets")
+ENCODER_MATRIX = ("minilm--movie-sentences", "minilm--tweets", "minilm--uncertainty", "minilm--bbc-news",
+                  "mpnet--movie-sentences", "mpnet--tweets", "mpnet--uncertainty", "mpnet--movie-reviews")
+
+
+def _tokens(path: Path) -> Dict[int, int]:
+    with path.open(newline="", encoding="utf-8") as fh:
+        return {int(row["example"]): int(row["n_tokens"]) for row in csv.DictReader(fh)}
+
+
+def _add_length_rule(values: Dict[str, Dict[str, Dict[int, float]]], tokens: Dict[int, int], threshold: int,
+                     two_way: str, one_way: str, name: str) -> None:
+    """Add ``name``: per example, ``two_way``'s value on inputs of at most ``threshold`` tokens, else ``one_way``'s."""
+    for metric, _ in METRICS:
+        a, b = values[metric][two_way], values[metric][one_way]
+        values[metric][name] = {e: (a[e] if tokens[e] <= threshold else b[e]) for e in a if e in b}
+
+
+def write_length_rule_table(path: Optional[Path] = None) -> Path:
+    """``results/default-search/length-rule.md``: the two-way walk on short encoder inputs, one walk on long ones.
+
+    Tune halves: the rule's worst case (the default search's rule) at each threshold, beside PR-TAG's and the
+    two-way walk's. Held-out halves (the matrix): the rule at the chosen threshold, paired against PR-TAG, GAE,
+    LIG and AttnLRP, computed from each cell's per-example results (both walks ran on every example).
+    """
+    register_candidates()
+    worst: Dict[str, List[Tuple[float, float, str, str, str]]] = {}
+    names = {f"len<={t}": t for t in LENGTH_THRESHOLDS}
+    cells = 0
+    for cell, csv_path in _finished("tune"):
+        if cell.name not in ENCODER_TUNE:
+            continue
+        cells += 1
+        values, tokens = _read_csv(csv_path), _tokens(csv_path)
+        for name, threshold in names.items():
+            _add_length_rule(values, tokens, threshold, "ds:pow0.5:pm", "ds:pow0.5", name)
+        methods = [m for m in values["comprehensiveness"] if m not in names]
+        for name in ["ds:pow0.5", "ds:pow0.5:pm", "ds:pow0.5:l2w", "ds:pow0.25", *names]:
+            # each rule is ranked against the candidates alone, not against the other thresholds
+            losses = cell_losses(values, methods + ([name] if name in names else []))
+            for metric, d in losses.get(name, {}).items():
+                worst.setdefault(name, []).append((d["loss"], d["sem"], cell.name, metric, d["best"]))
+    lines = ["# The length rule: two walks on short encoder inputs, one on long ones", "",
+             "`python benchmarks/default_search.py --length-rule-table`. Per example, the rule takes PR-TAG± "
+             "(`ds:pow0.5:pm`, the two-way walk) on inputs of at most *L* real tokens and PR-TAG (`ds:pow0.5`) "
+             "on longer ones; both ran on every example, so no new explanation is computed.", "",
+             f"## Tune halves: worst case by the default search's rule ({cells} encoder cells)", "",
+             "Loss = paired loss to the best other candidate of the cell (positive = worse), worst over the cells "
+             "and both metrics.", "",
+             "| construction | worst case | where | to | mean loss |", "|---|---|---|---|---|"]
+    for name in ["ds:pow0.5", "ds:pow0.5:pm", "ds:pow0.5:l2w", "ds:pow0.25", *names]:
+        if len(worst.get(name, [])) != 2 * cells:
+            continue
+        top = max(worst[name])
+        mean = sum(w[0] for w in worst[name]) / len(worst[name])
+        lines.append(f"| {_label(name)} | {_fmt(top[0], top[1])} | {top[2]} {top[3]} | "
+                     f"{_label(top[4])} | {mean:+.3f} |")
+    lines += ["", "## Held-out halves (the matrix): the rule at L = 64, paired per example", "",
+              "Rule − method (comprehensiveness: > 0 is better; sufficiency: < 0 is better), mean ± paired s.e.; "
+              "`share two-way` is the fraction of the cell's examples with at most 64 tokens.", "",
+              "| cell | n | share two-way | − PR-TAG | − GAE | − LIG | − AttnLRP |", "|---|---|---|---|---|---|---|"]
+    for name in ENCODER_MATRIX:
+        csv_path = MATRIX_DIR / name / "results.csv"
+        if not csv_path.exists():
+            continue
+        values, tokens = _read_csv(csv_path), _tokens(csv_path)
+        if "pr-tag-pm" not in values["comprehensiveness"] or "pr-tag" not in values["comprehensiveness"]:
+            continue
+        _add_length_rule(values, tokens, 64, "pr-tag-pm", "pr-tag", "rule")
+        common = sorted(values["comprehensiveness"]["rule"])
+        share = sum(tokens[e] <= 64 for e in common) / len(common)
+        parts = []
+        for other in ("pr-tag", "gae", "ig", "attnlrp"):
+            if other not in values["comprehensiveness"]:
+                parts.append("")
+                continue
+            both = []
+            for metric, _ in METRICS:
+                table = values[metric]
+                paired = sorted(set(table["rule"]) & set(table[other]))
+                both.append(_fmt(*_mean_sem([table["rule"][e] - table[other][e] for e in paired])))
+            parts.append(" / ".join(both))
+        lines.append(f"| {name} | {len(common)} | {share:.2f} | " + " | ".join(parts) + " |")
+    path = path or RESULTS / "length-rule.md"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
 def write_summary() -> Path:
     register_candidates()
     lines = ["# PR-XAI default search", "",
@@ -569,6 +660,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--summary", action="store_true", help="write results/default-search/summary.md")
     parser.add_argument("--later-table", action="store_true",
                         help="write results/default-search/later.md: the later constructions against PR-TAG")
+    parser.add_argument("--length-rule-table", action="store_true",
+                        help="write results/default-search/length-rule.md: two walks on short encoder inputs")
     parser.add_argument("--tables", default=None, metavar="DIR",
                         help="write DIR/losses.md: the tables of --summary for one side run (with --cell, --half)")
     args = parser.parse_args(argv)
@@ -593,6 +686,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(write_summary())
     if args.later_table:
         print(write_later_table(args.half))
+    if args.length_rule_table:
+        print(write_length_rule_table())
     return 0
 
 

@@ -583,3 +583,19 @@ def test_memory_child_imports_this_package_not_the_current_folders(tmp_path, mon
     assert why == "" and peak is not None and peak >= 0
     peak, why = peak_in_subprocess("no-such-method", 8, 1)
     assert peak is None and why.startswith("failed: ") and "no-such-method" in why
+
+
+def test_length_rule_takes_the_two_way_walk_on_short_inputs_only():
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    try:
+        import default_search
+    finally:
+        sys.path.pop(0)
+    values = {metric: {"two": {0: 1.0, 1: 2.0, 2: 3.0}, "one": {0: -1.0, 1: -2.0, 2: -3.0}}
+              for metric, _ in default_search.METRICS}
+    default_search._add_length_rule(values, {0: 10, 1: 64, 2: 65}, 64, "two", "one", "rule")
+    for metric, _ in default_search.METRICS:
+        assert values[metric]["rule"] == {0: 1.0, 1: 2.0, 2: -3.0}
