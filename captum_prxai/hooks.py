@@ -901,18 +901,21 @@ class AttentionRecorder:
 
     def missing_error(self) -> PRXAIError:
         names = sorted({type(layer).__name__ for layer in self.layers})
-        seen = ""
-        if self._unusable is not None:
-            name, shape = self._unusable
-            seen = (f" {name} returned a tensor of shape {shape} where (B, H, T, T) attention probabilities were "
-                    "expected: banded or pooled attention (e.g. Longformer, Funnel) has no token-to-token map "
-                    "over the whole input, and is not supported.")
         return PRXAIError(
             f"No attention probabilities were captured from the {len(self.layers)} hooked layers ({', '.join(names)})."
-            f"{seen} Check that forward_func runs these modules, that they return attention weights (Hugging Face "
+            f"{self._unusable_note()} Check that forward_func runs these modules, that they return attention weights (Hugging Face "
             "models do with eager attention, which is switched on automatically), or give an attention_fn "
             "(for models calling scaled_dot_product_attention: attention_fn=captum_prxai.hooks.sdpa_attention)."
         )
+
+    def _unusable_note(self) -> str:
+        """A sentence on the first module that returned something other than (B, H, T, T) weights, or ""."""
+        if self._unusable is None:
+            return ""
+        name, shape = self._unusable
+        return (f" {name} returned a tensor of shape {shape} where (B, H, T, T) attention probabilities were "
+                "expected: banded or pooled attention (e.g. Longformer, Funnel) has no token-to-token map over the "
+                "whole input, and is not supported.")
 
     def collected(self) -> list[Tensor]:
         """The reduced maps in layer order; raises if any layer produced none, or a module ran unlisted calls."""
@@ -922,8 +925,8 @@ class AttentionRecorder:
             raise self.missing_error()
         if missing:
             raise PRXAIError(
-                f"Layers {missing} of {len(self.maps)} produced no attention map (or no gradient reached them). "
-                "Pass only the attention modules that forward_func runs, in forward order."
+                f"Layers {missing} of {len(self.maps)} produced no attention map (or no gradient reached them)."
+                f"{self._unusable_note()} Pass only the attention modules that forward_func runs, in forward order."
             )
         return [m for m in self.maps if m is not None]
 
