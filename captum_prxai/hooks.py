@@ -903,8 +903,8 @@ class AttentionRecorder:
         names = sorted({type(layer).__name__ for layer in self.layers})
         return PRXAIError(
             f"No attention probabilities were captured from the {len(self.layers)} hooked layers ({', '.join(names)})."
-            f"{self._unusable_note()} Check that forward_func runs these modules, that they return attention weights (Hugging Face "
-            "models do with eager attention, which is switched on automatically), or give an attention_fn "
+            f"{self._unusable_note()} Check that forward_func runs these modules, that they return attention weights "
+            "(Hugging Face models do with eager attention, which is switched on automatically), or give an attention_fn "
             "(for models calling scaled_dot_product_attention: attention_fn=captum_prxai.hooks.sdpa_attention)."
         )
 
@@ -954,7 +954,10 @@ def _albert_schedule(model: nn.Module, found: list[nn.Module]) -> list[nn.Module
 
 
 def _parameter_position(function: Callable, name: str) -> Optional[int]:
-    """Where ``name`` sits among ``function``'s positional parameters; ``len`` of them if keyword-only; None if absent."""
+    """Where ``name`` sits among ``function``'s positional parameters (10**9 if keyword-only: never positional).
+
+    ``None`` if ``function`` has no such parameter.
+    """
     try:
         parameters = list(inspect.signature(function).parameters.values())
     except (TypeError, ValueError):
