@@ -177,7 +177,7 @@ DATA_NAMES = {"movie-sentences": "sentences", "uncertainty": "uncertainty", "twe
 
 def readme_table() -> str:
     """The README's default-in-the-matrix table: ``matrix_default.md``'s check (``default_check``) in short form,
-    then the cells not run with the default yet."""
+    then the cells not run with the default yet, if any."""
     from captum_prxai.bench.report import default_check, default_row
 
     _register_precomputed(list(CELLS.values()), labels_only=True)
@@ -194,7 +194,8 @@ def readme_table() -> str:
             continue
         row = [name + (f" @{c.max_length}" if c.max_length else "")]
         lines.append("| " + " | ".join(row + default_row(check, c.default, columns, rivals, short=True)) + " |")
-    return "\n".join(lines) + "\n\nNot yet run with the current defaults: " + "; ".join(missing) + "."
+    table = "\n".join(lines)
+    return table + ("\n\nNot yet run with the current defaults: " + "; ".join(missing) + "." if missing else "")
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
