@@ -198,6 +198,33 @@ def readme_table() -> str:
     return table + ("\n\nNot yet run with the current defaults: " + "; ".join(missing) + "." if missing else "")
 
 
+FORMER_DIR = RESULTS / "matrix-former-default"
+
+
+def compare_former(path: Path = FORMER_DIR / "reproduction.md") -> Path:
+    """How a cell's rerun agrees with its former run (``matrix-former-default/<cell>``): per method both ran, the
+    largest per-example difference of the explained class's probability and of the two metrics, on the examples
+    both runs have."""
+    from captum_prxai.bench.report import _per_example
+
+    lines = ["# Reruns against the former runs", "",
+             "Largest per-example |difference| between `matrix/<cell>/results.csv` and "
+             "`matrix-former-default/<cell>/results.csv`, on the examples and methods both have "
+             "(`python benchmarks/matrix.py --compare-former`).", "",
+             "| cell | method | n | probability | comprehensiveness | sufficiency |", "|---|---|---|---|---|---|"]
+    for former in sorted(p for p in FORMER_DIR.iterdir() if (p / "results.csv").is_file()):
+        columns = [(_per_example(former / "results.csv", metric),
+                    _per_example(MATRIX_DIR / former.name / "results.csv", metric))
+                   for metric in ("prob", "comprehensiveness", "sufficiency")]
+        for method in sorted(set(columns[0][0]) & set(columns[0][1])):
+            common = sorted(set(columns[0][0][method]) & set(columns[0][1][method]))
+            worst = [max(abs(old[method][e] - new[method][e]) for e in common) for old, new in columns]
+            cells = [former.name, method, str(len(common))] + [f"{d:.1e}" for d in worst]
+            lines.append("| " + " | ".join(cells) + " |")
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -208,6 +235,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--summary", action="store_true",
                         help="write benchmarks/results/matrix.md and matrix_default.md")
     parser.add_argument("--readme-table", action="store_true", help="print the README's default-in-the-matrix table")
+    parser.add_argument("--compare-former", action="store_true",
+                        help="write matrix-former-default/reproduction.md: each rerun against its former run")
     args = parser.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -217,6 +246,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(write_summary())
     if args.readme_table:
         print(readme_table())
+    if args.compare_former:
+        print(compare_former())
     return 0
 
 
