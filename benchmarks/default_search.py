@@ -114,6 +114,15 @@ def _gradient_norm_weighted(attr: Any) -> Any:
     return attr
 
 
+def _log_prob(forward_func: Callable[..., Tensor]) -> Callable[..., Tensor]:
+    """``forward_func`` with its logits replaced by log-probabilities (``log_softmax`` over the classes)."""
+
+    def forward(*args: Any, **kwargs: Any) -> Tensor:
+        return torch.log_softmax(forward_func(*args, **kwargs), dim=-1)
+
+    return forward
+
+
 def _edge(name: str) -> Any:
     if name == "softmax_gradient":
         return softmax_gradient
@@ -151,14 +160,36 @@ CANDIDATES: Dict[str, Dict[str, Any]] = {
     "ds:pow0.5:pm": {"edge_weight": "pow0.5"},
     # layer weights from gradient norms (see _gradient_norm_weighted)
     "ds:pow0.5:l2w": {"edge_weight": "pow0.5"},
+    # fourth round: explain the log-probability of the class instead of its logit (see LOG_PROB)
+    "ds:pow0.5:lp": {"edge_weight": "pow0.5"},
+    "ds:pow0.5:lp:pm": {"edge_weight": "pow0.5"},
+    # fourth round: the library's other graph options on PR-TAG's edges, and a weighted negative walk
+    "ds:pow0.5:layered": {"edge_weight": "pow0.5", "graph": "layered"},
+    "ds:pow0.5:max": {"edge_weight": "pow0.5", "head_reduction": "max"},
+    "ds:pow0.5:nsl": {"edge_weight": "pow0.5", "self_loops": "drop"},
+    "ds:pow0.5:pm0.5": {"edge_weight": "pow0.5"},
+    "ds:pow0.5:pmw": {"edge_weight": "pow0.5"},
+    # the positive walk's order among tokens it ranks above the negative walk; the others last (see DEMOTE)
+    "ds:pow0.5:pmd": {"edge_weight": "pow0.5"},
 }
 #: candidates with a negative walk subtracted (see SIGNED_WALKS) and with gradient-norm layer weights
-SIGNED_WALKS = {"ds:pow0.5:pm"}
+SIGNED_WALKS = {"ds:pow0.5:pm", "ds:pow0.5:lp:pm", "ds:pow0.5:pm0.5", "ds:pow0.5:pmw", "ds:pow0.5:pmd"}
+#: two walks, demoting only: a token keeps its positive-walk score P⁺ when P⁺ ≥ P⁻ and gets P⁺ − P⁻ < 0
+#: otherwise, so PR-TAG's order is kept among the net-positive tokens and the net-negative ones rank last
+DEMOTE = {"ds:pow0.5:pmd"}
+#: the weight of the negative walk's PageRank in the difference (default 1); "mass": per example, the
+#: negative token graph's total edge mass over the positive one's (a weak negative graph counts little)
+NEGATIVE_WEIGHT: Dict[str, Any] = {"ds:pow0.5:pm0.5": 0.5, "ds:pow0.5:pmw": "mass"}
 NORM_WEIGHTED = {"ds:pow0.5:l2w"}
 #: candidates whose score is the PageRank score times |gradient x input| at the word embeddings
 #: (Captum LayerGradientXActivation, summed over the hidden size; here a second backward pass,
 #: in the core it would come from the same pass)
 FUSED = {"ds:g*absixg", "ds:ag*absixg"}
+#: candidates whose gradients are those of the explained class's log-probability, ``log softmax(z)_t =
+#: z_t − logsumexp(z)``, instead of its logit ``z_t``: the metrics measure a drop in probability, and
+#: for two classes ``∇ log p_t = (1 − p_t) ∇(z_t − z_other)``, the contrastive gradient, up to a
+#: positive factor that PageRank's normalisation removes. Same single pass.
+LOG_PROB = {"ds:pow0.5:lp", "ds:pow0.5:lp:pm"}
 CANDIDATES = {k: {**_BASE, **v} for k, v in CANDIDATES.items()}
 
 #: method lists: the tuning run (candidates + references) and the held-out confirmation
@@ -167,7 +198,14 @@ EXTRA = ["ds:g:signed", "ds:ag:signed", "ds:g*absixg", "ds:ag*absixg"]
 REFERENCES = ["gae", "random"]
 #: 'later': the constructions added after the choice (signed walks, gradient-norm layer weights), run with --methods
 LATER = ["ds:pow0.5:pm", "ds:pow0.5:l2w"]
-TUNE_METHODS = [m for m in CANDIDATES if m not in EXTRA and m not in LATER] + REFERENCES
+#: 'fourth': the fourth round (log-probability gradients, the layered graph, max over heads, no self-loops,
+#: weighted and demoting negative walks), with PR-TAG and PR-TAG± run alongside to check the pairing;
+#: 'fourth-long': the subset run on the 256-token cells (the clear losers of the short cells left out)
+FOURTH = ["ds:pow0.5", "ds:pow0.5:pm", "ds:pow0.5:lp", "ds:pow0.5:lp:pm", "ds:pow0.5:layered", "ds:pow0.5:max",
+          "ds:pow0.5:nsl", "ds:pow0.5:pm0.5", "ds:pow0.5:pmw", "ds:pow0.5:pmd"]
+FOURTH_LONG = ["ds:pow0.5", "ds:pow0.5:pm", "ds:pow0.5:lp", "ds:pow0.5:max", "ds:pow0.5:pm0.5", "ds:pow0.5:pmw",
+               "ds:pow0.5:pmd"]
+TUNE_METHODS = [m for m in CANDIDATES if m not in EXTRA and m not in LATER and m not in FOURTH] + REFERENCES
 #: 'long': the candidates run on the 256-token cells (a long explanation costs ~10x a short one on this
 #: shared CPU): each edge family, the interpolation, the best damping of the earlier BBC ablation (0.5)
 LONG_METHODS = ["ds:g", "ds:ag", "ds:sg", "ds:pow0.25", "ds:pow0.5", "ds:pow0.75", "ds:ag:d0.5", "ds:pow0.5:d0.5",
@@ -187,6 +225,8 @@ def register_candidates() -> None:
 
             kwargs = dict(settings)
             kwargs["edge_weight"] = _edge(kwargs["edge_weight"])
+            if name in LOG_PROB:
+                forward_func = _log_prob(forward_func)
             layers = captum_prxai.attention_layers(model)
             attr = captum_prxai.PageRankAttribution(forward_func, layers, **kwargs)
             if name in NORM_WEIGHTED:
@@ -199,17 +239,28 @@ def register_candidates() -> None:
 
             ixg = build_method("ixg", model, forward_func, ctx) if name in FUSED else None
 
+            weight = NEGATIVE_WEIGHT.get(name, 1.0)
+
             def explain(ids, mask, special, target):
+                if weight == "mass":
+                    pos = attr.attribute_graph(ids, target=target, additional_forward_args=(mask,))
+                    neg = negative.attribute_graph(ids, target=target, additional_forward_args=(mask,))
+                    ratio = neg.adjacency.sum((1, 2)) / pos.adjacency.sum((1, 2)).clamp_min(1e-30)
+                    return pos.scores - ratio.unsqueeze(-1).to(pos.scores.dtype) * neg.scores
                 scores = attr.attribute(ids, target=target, additional_forward_args=(mask,))
                 if ixg is not None:
                     scores = scores * ixg(ids, mask, special, target).abs()
                 if negative is not None:
-                    scores = scores - negative.attribute(ids, target=target, additional_forward_args=(mask,))
+                    against = negative.attribute(ids, target=target, additional_forward_args=(mask,))
+                    if name in DEMOTE:
+                        return torch.where(scores >= against, scores, scores - against)
+                    scores = scores - weight * against
                 return scores
 
             return Explainer(name, name, explain, attr)
 
         what = f"PageRankAttribution({settings})" + (" x gradient x input" if name in FUSED else "") + (
+            " on the log-probability" if name in LOG_PROB else "") + (
             " minus the PageRank of the negative walk" if name in SIGNED_WALKS else "") + (
             " with gradient-norm layer weights" if name in NORM_WEIGHTED else "")
         register_method(name, name, "pr-xai", what, factory)
@@ -669,7 +720,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         torch.set_num_threads(args.threads)
     methods: List[str] = []
     for item in (m.strip() for m in args.methods.split(",")):
-        groups = {"tune": TUNE_METHODS, "extra": EXTRA, "long": LONG_METHODS, "later": LATER}
+        groups = {"tune": TUNE_METHODS, "extra": EXTRA, "long": LONG_METHODS, "later": LATER, "fourth": FOURTH,
+                  "fourth-long": FOURTH_LONG}
         methods += groups[item] if item in groups else [item] if item else []
     if args.half == "holdout" and args.cell and not args.tables and "tune" in args.methods.split(","):
         parser.error("the held-out half only confirms: pass --methods with the chosen candidate and references")
