@@ -169,17 +169,21 @@ CANDIDATES: Dict[str, Dict[str, Any]] = {
     "ds:pow0.5:nsl": {"edge_weight": "pow0.5", "self_loops": "drop"},
     "ds:pow0.5:pm0.5": {"edge_weight": "pow0.5"},
     "ds:pow0.5:pmw": {"edge_weight": "pow0.5"},
+    "ds:pow0.5:pm0.25": {"edge_weight": "pow0.5"},
+    "ds:pow0.5:pm0.75": {"edge_weight": "pow0.5"},
     # the positive walk's order among tokens it ranks above the negative walk; the others last (see DEMOTE)
     "ds:pow0.5:pmd": {"edge_weight": "pow0.5"},
 }
 #: candidates with a negative walk subtracted (see SIGNED_WALKS) and with gradient-norm layer weights
-SIGNED_WALKS = {"ds:pow0.5:pm", "ds:pow0.5:lp:pm", "ds:pow0.5:pm0.5", "ds:pow0.5:pmw", "ds:pow0.5:pmd"}
+SIGNED_WALKS = {"ds:pow0.5:pm", "ds:pow0.5:lp:pm", "ds:pow0.5:pm0.5", "ds:pow0.5:pmw", "ds:pow0.5:pmd",
+                "ds:pow0.5:pm0.25", "ds:pow0.5:pm0.75"}
 #: two walks, demoting only: a token keeps its positive-walk score P⁺ when P⁺ ≥ P⁻ and gets P⁺ − P⁻ < 0
 #: otherwise, so PR-TAG's order is kept among the net-positive tokens and the net-negative ones rank last
 DEMOTE = {"ds:pow0.5:pmd"}
 #: the weight of the negative walk's PageRank in the difference (default 1); "mass": per example, the
 #: negative token graph's total edge mass over the positive one's (a weak negative graph counts little)
-NEGATIVE_WEIGHT: Dict[str, Any] = {"ds:pow0.5:pm0.5": 0.5, "ds:pow0.5:pmw": "mass"}
+NEGATIVE_WEIGHT: Dict[str, Any] = {"ds:pow0.5:pm0.5": 0.5, "ds:pow0.5:pmw": "mass", "ds:pow0.5:pm0.25": 0.25,
+                                   "ds:pow0.5:pm0.75": 0.75}
 NORM_WEIGHTED = {"ds:pow0.5:l2w"}
 #: candidates whose score is the PageRank score times |gradient x input| at the word embeddings
 #: (Captum LayerGradientXActivation, summed over the hidden size; here a second backward pass,
@@ -202,7 +206,11 @@ LATER = ["ds:pow0.5:pm", "ds:pow0.5:l2w"]
 #: weighted and demoting negative walks), with PR-TAG and PR-TAG± run alongside to check the pairing;
 #: 'fourth-long': the subset run on the 256-token cells (the clear losers of the short cells left out)
 FOURTH = ["ds:pow0.5", "ds:pow0.5:pm", "ds:pow0.5:lp", "ds:pow0.5:lp:pm", "ds:pow0.5:layered", "ds:pow0.5:max",
-          "ds:pow0.5:nsl", "ds:pow0.5:pm0.5", "ds:pow0.5:pmw", "ds:pow0.5:pmd"]
+          "ds:pow0.5:nsl", "ds:pow0.5:pm0.5", "ds:pow0.5:pmw", "ds:pow0.5:pmd", "ds:pow0.5:pm0.25",
+          "ds:pow0.5:pm0.75"]
+#: 'fourth-holdout': the weighted two-way walks, for the held-out halves (with PR-TAG for the pairing check)
+FOURTH_HOLDOUT = ["ds:pow0.5", "ds:pow0.5:pm0.25", "ds:pow0.5:pm0.5", "ds:pow0.5:pm0.75", "ds:pow0.5:pmw",
+                  "ds:pow0.5:pmd"]
 FOURTH_LONG = ["ds:pow0.5", "ds:pow0.5:pm", "ds:pow0.5:lp", "ds:pow0.5:max", "ds:pow0.5:pm0.5", "ds:pow0.5:pmw",
                "ds:pow0.5:pmd"]
 TUNE_METHODS = [m for m in CANDIDATES if m not in EXTRA and m not in LATER and m not in FOURTH] + REFERENCES
@@ -367,6 +375,107 @@ def write_later_table(half: str = "tune", reference: str = "ds:pow0.5",
         rows.append(f"| {cell.name} | {n} | " + " | ".join(parts) + " |")
     path = path or RESULTS / ("later.md" if half == "tune" else f"later-{half}.md")
     path.write_text("\n".join(rows) + "\n", encoding="utf-8")
+    return path
+
+
+FOURTH_DIR = RESULTS / "fourth"
+#: what the fourth round's held-out runs are paired with: the matrix's methods on the same examples
+FOURTH_MATRIX = ("pr-tag", "pr-tag-pm", "gae", "ig", "attnlrp", "lime", "kernel-shap")
+
+
+def _paired(values: Dict[str, Dict[str, Dict[int, float]]], method: str, other: str) -> Tuple[int, str]:
+    """``n`` and ``"comp. / suff."`` of ``method − other`` on their common examples ('' if either is missing)."""
+    parts, n = [], 0
+    for metric, _ in METRICS:
+        a, b = values[metric].get(method), values[metric].get(other)
+        if not a or not b:
+            return 0, ""
+        common = sorted(set(a) & set(b))
+        n = len(common)
+        parts.append(_fmt(*_mean_sem([a[e] - b[e] for e in common])))
+    return n, " / ".join(parts)
+
+
+def write_fourth_table(path: Optional[Path] = None) -> Path:
+    """``results/default-search/fourth.md``: the fourth round's constructions, tune halves then held-out halves.
+
+    Tune halves: each construction minus PR-TAG (``ds:pow0.5``, rerun in the same process, so the pairing is
+    exact), and its worst case by the search's rule over the cells, with the cell's earlier candidates (the
+    cell's ``tune/<cell>/results.csv``, same examples) among the "others". Held-out halves: each construction
+    minus the committed matrix's methods on the same examples (the matrix's PR-TAG against this run's is the
+    pairing check)."""
+    register_candidates()
+    lines = ["# Fourth round: more one-pass constructions, paired on the same examples", "",
+             "`python benchmarks/default_search.py --fourth-table`. Mean ± s.e. of the per-example difference "
+             "(comprehensiveness: > 0 is better; sufficiency: < 0 is better). Each run's command is in its folder's "
+             "`COMMAND`.", ""]
+    worst: Dict[str, Tuple[float, float, str]] = {}
+    cells_seen: Dict[str, int] = {}
+    for half in ("tune", "holdout"):
+        folders = [(c, FOURTH_DIR / half / c.name / "results.csv") for c in CELLS.values()
+                   if (FOURTH_DIR / half / c.name / "results.csv").is_file()]
+        if not folders:
+            continue
+        runs = {c.name: _read_csv(p) for c, p in folders}
+        methods = [m for m in FOURTH if any(m in v["comprehensiveness"] for v in runs.values())]
+        if half == "tune":
+            lines += ["## Tune halves: each construction − PR-TAG (`ds:pow0.5`)", ""]
+            header = ["cell", "n"] + [f"`{m}`" for m in methods if m != "ds:pow0.5"]
+            rows = []
+            for cell, _ in folders:
+                values = runs[cell.name]
+                row, n = [], 0
+                for m in methods:
+                    if m == "ds:pow0.5":
+                        continue
+                    k, text = _paired(values, m, "ds:pow0.5")
+                    n = max(n, k)
+                    row.append(text)
+                rows.append([cell.name, str(n)] + row)
+                earlier = out_dir(cell, "tune") / "results.csv"
+                merged = {metric: dict(v) for metric, v in values.items()}
+                if earlier.is_file():
+                    for metric, table in _read_csv(earlier).items():
+                        for m, got in table.items():
+                            merged[metric].setdefault(m, got)
+                pool = list(merged["comprehensiveness"])
+                for m, by_metric in cell_losses(merged, pool).items():
+                    if m not in methods:
+                        continue
+                    cells_seen[m] = cells_seen.get(m, 0) + 1
+                    for metric, got in by_metric.items():
+                        if m not in worst or got["loss"] > worst[m][0]:
+                            worst[m] = (got["loss"], got["sem"], f"{cell.name} {metric}, to `{got['best']}`")
+            lines += _table(header, rows) + [""]
+            lines += ["Worst case by the search's rule (the largest paired loss to the best other method of the cell, "
+                      "over the cells above and both metrics; the cell's earlier candidates and GAE count as others):",
+                      ""]
+            ranked = sorted(worst, key=lambda m: worst[m][0])
+            lines += _table(["construction", "cells", "worst case", "where"],
+                            [[f"`{m}`", str(cells_seen[m]), _fmt(*worst[m][:2]), worst[m][2]] for m in ranked]) + [""]
+        else:
+            lines += ["## Held-out halves: each construction − the matrix's methods (same examples)", ""]
+            for cell, _ in folders:
+                values = runs[cell.name]
+                matrix_csv = MATRIX_DIR / cell.name / "results.csv"
+                if matrix_csv.is_file():
+                    for metric, table in _read_csv(matrix_csv).items():
+                        for m in FOURTH_MATRIX:
+                            if m in table:
+                                values[metric][f"matrix:{m}"] = table[m]
+                others = [f"matrix:{m}" for m in FOURTH_MATRIX if f"matrix:{m}" in values["comprehensiveness"]]
+                rows = []
+                for m in methods:
+                    row, n = [], 0
+                    for o in others:
+                        k, text = _paired(values, m, o)
+                        n = max(n, k)
+                        row.append(text)
+                    rows.append([f"`{m}`", str(n)] + row)
+                lines += [f"### {cell.name}", ""] + _table(["construction", "n"] + [f"− {o[7:]}" for o in others],
+                                                           rows) + [""]
+    path = path or RESULTS / "fourth.md"
+    path.write_text("\n".join(lines), encoding="utf-8")
     return path
 
 
@@ -713,6 +822,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                         help="write results/default-search/later.md: the later constructions against PR-TAG")
     parser.add_argument("--length-rule-table", action="store_true",
                         help="write results/default-search/length-rule.md: two walks on short encoder inputs")
+    parser.add_argument("--fourth-table", action="store_true",
+                        help="write results/default-search/fourth.md: the fourth round's constructions, paired")
     parser.add_argument("--tables", default=None, metavar="DIR",
                         help="write DIR/losses.md: the tables of --summary for one side run (with --cell, --half)")
     args = parser.parse_args(argv)
@@ -721,7 +832,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     methods: List[str] = []
     for item in (m.strip() for m in args.methods.split(",")):
         groups = {"tune": TUNE_METHODS, "extra": EXTRA, "long": LONG_METHODS, "later": LATER, "fourth": FOURTH,
-                  "fourth-long": FOURTH_LONG}
+                  "fourth-long": FOURTH_LONG, "fourth-holdout": FOURTH_HOLDOUT}
         methods += groups[item] if item in groups else [item] if item else []
     if args.half == "holdout" and args.cell and not args.tables and "tune" in args.methods.split(","):
         parser.error("the held-out half only confirms: pass --methods with the chosen candidate and references")
@@ -740,6 +851,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(write_later_table(args.half))
     if args.length_rule_table:
         print(write_length_rule_table())
+    if args.fourth_table:
+        print(write_fourth_table())
     return 0
 
 
