@@ -166,6 +166,36 @@ def test_both_walks_are_the_positive_minus_the_negative_walk_from_one_pass(kind,
     torch.testing.assert_close(long, reference, atol=1e-6, rtol=0)
 
 
+@pytest.mark.parametrize("weight", [0.0, 0.5])
+def test_negative_weight_scales_the_negative_walk(weight, tiny_model_factory, tiny_batch):
+    model = tiny_model_factory("bert")
+    ids, mask = tiny_batch
+    layers = cp.attention_layers(model)
+    kw = dict(target=1, additional_forward_args=(mask,), attention_mask=mask)
+    weighted = cp.PRTemperedAttentionGradient(forward_for(model), layers, walks="both", negative_weight=weight)
+    positive = cp.PRTemperedAttentionGradient(forward_for(model), layers)
+    negative = cp.PageRankAttribution(forward_for(model), layers, edge_weight=_negative_tempered, walks="positive")
+    scores = weighted.attribute(ids, **kw)
+    expected = positive.attribute(ids, **kw) - weight * negative.attribute(ids, **kw)
+    torch.testing.assert_close(scores, expected, atol=1e-6, rtol=0)
+    torch.testing.assert_close(scores.sum(-1), torch.full((2,), 1.0 - weight), atol=1e-5, rtol=0)
+    graph = weighted.attribute_graph(ids, **kw)
+    torch.testing.assert_close(graph.rescore(), scores, atol=1e-4, rtol=0)
+    long = weighted.attribute_long(ids[:1], target=1, window=6, stride=3)
+    reference = (positive.attribute_long(ids[:1], target=1, window=6, stride=3)
+                 - weight * negative.attribute_long(ids[:1], target=1, window=6, stride=3))
+    torch.testing.assert_close(long, reference, atol=1e-6, rtol=0)
+    assert weighted.negative_weight == weight and weighted.spec.negative_weight == weight
+
+
+@pytest.mark.parametrize("bad", [-0.5, float("nan"), True, "half"])
+def test_negative_weight_is_checked(bad, tiny_model_factory):
+    layers = cp.attention_layers(tiny_model_factory("bert"))
+    with pytest.raises(cp.PRXAIError, match=r"^negative_weight must be a finite number >= 0, got "):
+        cp.PRTemperedAttentionGradient(forward_for(tiny_model_factory("bert")), layers, walks="both",
+                                       negative_weight=bad)
+
+
 def test_both_walks_are_refused_where_there_is_no_negative_walk(tiny_model_factory):
     layers = cp.attention_layers(tiny_model_factory("bert"))
     forward = forward_for(tiny_model_factory("bert"))

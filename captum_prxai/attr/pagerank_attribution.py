@@ -140,7 +140,7 @@ class GraphExplanation:
         ranks = self.node_ranks()[:, :tokens]
         ranks = ranks / ranks.sum(-1, keepdim=True)
         if self.built.negative is not None:
-            return (ranks - self.node_ranks("negative")).to(self.scores.dtype)
+            return (ranks - self.spec.negative_weight * self.node_ranks("negative")).to(self.scores.dtype)
         return apply_sign(self.spec, ranks.to(self.scores.dtype), self.built.input_gradient)
 
 
@@ -236,6 +236,9 @@ class PageRankAttribution(AttentionGraphAttribution):
             choice. The presets :class:`PRGradient`, :class:`PRAttentionGradient`
             and :class:`PRTemperedAttentionGradient` walk the positive edges
             only unless given ``walks``.
+        negative_weight (float): With two walks, the weight ``λ`` of the
+            negative walk: scores ``P⁺ − λ P⁻``. Default: 1.0 (see
+            :class:`~captum_prxai.graph.spec.GraphSpec`).
 
     All graph options live in :attr:`spec`, a
     :class:`~captum_prxai.graph.spec.GraphSpec`, checked when the attribution
@@ -269,6 +272,7 @@ class PageRankAttribution(AttentionGraphAttribution):
         pad_token_id: Optional[int] = None,
         attention_power: float = 0.5,
         walks: str = "auto",
+        negative_weight: float = 1.0,
     ) -> None:
         super().__init__(forward_func, layers, attention_fn, head_reduction, target_position, capture, pad_token_id)
         if isinstance(walks, str) and walks == "auto":
@@ -278,6 +282,7 @@ class PageRankAttribution(AttentionGraphAttribution):
             edge_weight=edge_weight, head_reduction=head_reduction, graph=graph, residual=residual,
             normalize_layers=normalize_layers, sink=sink, self_loops=self_loops, teleport=teleport, damping=damping,
             tol=tol, max_iter=max_iter, signed=signed, attention_power=attention_power, walks=walks,
+            negative_weight=negative_weight,
         )
 
     # The options, read from the spec (one source of truth); setting one rebuilds the spec, checked again.
@@ -303,6 +308,7 @@ class PageRankAttribution(AttentionGraphAttribution):
     self_loops = _option("self_loops")
     attention_power = _option("attention_power")
     walks = _option("walks")
+    negative_weight = _option("negative_weight")
     del _option
 
     @property

@@ -179,6 +179,11 @@ class GraphSpec:
             :func:`has_negative_walk`). Default: ``"positive"``
             (:class:`~captum_prxai.PageRankAttribution` resolves its own
             ``"auto"`` to ``"both"`` for decoders).
+        negative_weight (float): ``walks="both"``: the weight ``λ ≥ 0`` of the
+            negative walk, scores ``P⁺ − λ P⁻`` (both PageRank vectors sum to
+            one, so the scores sum to ``1 − λ``). ``λ = 0`` ranks as the positive
+            walk alone; the fourth round of docs/default_search.md measures
+            0.25, 0.5 and 0.75. Ignored with one walk. Default: 1.0.
 
     All values are checked here, so a bad option fails when the attribution
     is constructed, before any pass through the model.
@@ -202,6 +207,7 @@ class GraphSpec:
     signed: bool = False
     attention_power: float = 0.5
     walks: str = "positive"
+    negative_weight: float = 1.0
     _edge: EdgeWeight = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -246,6 +252,12 @@ class GraphSpec:
             raise PRXAIError("normalize_layers and signed must be True or False.")
         if self.walks not in WALKS:
             raise PRXAIError(f"walks must be one of {list(WALKS)}, got {self.walks!r}.")
+        weight = self.negative_weight
+        if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not (
+            math.isfinite(weight) and weight >= 0
+        ):
+            raise PRXAIError(f"negative_weight must be a finite number >= 0, got {weight!r}.")
+        object.__setattr__(self, "negative_weight", float(weight))
         if self.walks == "both":  # asked for explicitly: refuse what has no negative walk
             reason = _no_negative_walk(self.edge_weight, self.graph, self.signed)
             if reason is not None:
@@ -423,8 +435,8 @@ def score_graph(spec: GraphSpec, built: BuiltGraph) -> Tensor:
     """PageRank token scores ``(B, T)`` of a built graph: non-negative, summing to one, zero on padding.
 
     With ``spec.signed`` each score takes the sign of the token's gradient x input. With a negative
-    walk (``walks="both"``) the scores are the positive walk's PageRank minus the negative walk's
-    (both solved in one batched call): signed, summing to zero.
+    walk (``walks="both"``) the scores are the positive walk's PageRank minus ``spec.negative_weight``
+    times the negative walk's (both solved in one batched call): signed, summing to ``1 − λ``.
     """
     if built.kind == "token":
         assert built.adjacency is not None
@@ -433,7 +445,7 @@ def score_graph(spec: GraphSpec, built: BuiltGraph) -> Tensor:
                             personalization=built.teleport.repeat(2, 1), node_mask=built.mask.repeat(2, 1),
                             tol=spec.tol, max_iter=spec.max_iter)
             batch = built.adjacency.shape[0]
-            return both[:batch] - both[batch:]
+            return both[:batch] - spec.negative_weight * both[batch:]
         scores = pagerank(built.adjacency, spec.damping, personalization=built.teleport, node_mask=built.mask,
                           tol=spec.tol, max_iter=spec.max_iter)
     else:

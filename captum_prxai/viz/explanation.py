@@ -96,7 +96,9 @@ def graph_title(label: str, graph: Any) -> str:
     damping = f" (damping {float(damping):g})" if isinstance(damping, (int, float)) else ""
     title = f"{label}: the graph PageRank ran on{damping}\nedges: {words} (i -> j: token i attends to j)"
     if getattr(graph, "negative_adjacency", None) is not None:
-        title += "\npositive walk drawn; the scores subtract the negative walk's PageRank"
+        weight = float(getattr(spec, "negative_weight", 1.0))
+        times = "" if weight == 1.0 else f"{weight:g} x "
+        title += f"\npositive walk drawn; the scores subtract {times}the negative walk's PageRank"
     return title
 
 
