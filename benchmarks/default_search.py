@@ -309,7 +309,7 @@ def out_dir(cell: Cell, half: str) -> Path:
 
 
 def run_cell(cell: Cell, half: str, methods: Sequence[str], n: Optional[int], argv: Sequence[str],
-             out: Optional[Path] = None) -> Path:
+             out: Optional[Path] = None, max_length: Optional[int] = None) -> Path:
     from captum_prxai.bench.ablation import dataset_half
     from captum_prxai.bench.runner import run_benchmark, write_command
     from captum_prxai.data import load_dataset
@@ -323,7 +323,7 @@ def run_cell(cell: Cell, half: str, methods: Sequence[str], n: Optional[int], ar
     # steps=1: comprehensiveness and sufficiency (the two metrics used here) do not depend on the
     # deletion-curve steps, which would cost 20 more forward passes per explanation
     run_benchmark(model, tokenizer, dataset, list(methods), n=n, out_dir=out, model_name=cell.model,
-                  max_length=cell.max_length, progress=False, steps=STEPS)
+                  max_length=max_length or cell.max_length, progress=False, steps=STEPS)
     write_command(out, "python benchmarks/default_search.py", argv)
     return out / "summary.md"
 
@@ -816,6 +816,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--out", default=None,
                         help="write to this folder instead of results/default-search/<half>/<cell> (side runs on "
                              "a subset of examples; seed it with the cell's cache.jsonl to reuse its explanations)")
+    parser.add_argument("--max-length", type=int, default=None,
+                        help="wordpiece budget instead of the cell's (e.g. 512, the matrix's length for MiniLM BBC News)")
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--summary", action="store_true", help="write results/default-search/summary.md")
     parser.add_argument("--later-table", action="store_true",
@@ -837,8 +839,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if args.half == "holdout" and args.cell and not args.tables and "tune" in args.methods.split(","):
         parser.error("the held-out half only confirms: pass --methods with the chosen candidate and references")
     for name in args.cell if not args.tables else []:
-        print(run_cell(CELLS[name], args.half, methods, args.n, argv, Path(args.out) if args.out else None),
-              flush=True)
+        print(run_cell(CELLS[name], args.half, methods, args.n, argv, Path(args.out) if args.out else None,
+                       args.max_length), flush=True)
     if args.tables:
         if len(args.cell) != 1:
             parser.error("--tables needs exactly one --cell (the cell the side run belongs to)")
