@@ -298,6 +298,10 @@ CELLS: Dict[str, Cell] = {c.name: c for c in [
     Cell("minilm", "bbc-news", "minilm-bbc-news", 40, 40, max_length=256),
     Cell("minilm", "spam", "minilm-spam", 24, 25, max_length=256),  # the whole half
     Cell("mpnet", "tweets", "mpnet-tweets", 30, 50),
+    # fourth round: held-out checks on the matrix's other MPNet cells (same models, lengths and examples)
+    Cell("mpnet", "uncertainty", "mpnet-uncertainty", 30, 200),
+    Cell("mpnet", "movie-sentences", "mpnet-movie-sentences", 30, 100),
+    Cell("mpnet", "movie-reviews", "mpnet-movie-reviews", 30, 50, max_length=256),
     # decoders: the metrics keep the explained last token (run_benchmark's protect_explained)
     Cell("smollm2", "tweets", "smollm2-tweets", 50, 50),
     Cell("smollm2", "uncertainty", "smollm2-uncertainty", 50, 50),
