@@ -475,7 +475,8 @@ def write_fourth_table(path: Optional[Path] = None) -> Path:
                         k, text = _paired(values, m, o)
                         n = max(n, k)
                         row.append(text)
-                    rows.append([f"`{m}`", str(n)] + row)
+                    if n:
+                        rows.append([f"`{m}`", str(n)] + row)
                 lines += [f"### {cell.name}", ""] + _table(["construction", "n"] + [f"− {o[7:]}" for o in others],
                                                            rows) + [""]
     path = path or RESULTS / "fourth.md"

@@ -407,3 +407,18 @@ def test_layered_node_ranks_sum_to_one_and_reduce_to_the_scores(tiny_model_facto
     assert ranks.shape == (2, 27) and torch.allclose(ranks.sum(-1), torch.ones(2, dtype=ranks.dtype))
     tokens = ranks[:, :9] / ranks[:, :9].sum(-1, keepdim=True)
     assert torch.allclose(tokens.float(), explanation.scores, atol=1e-4)
+
+
+def test_registry_pr_tag_pm_quarter_is_the_weighted_two_way_walk(tiny_model_factory, tiny_batch):
+    from captum_prxai.methods import build_method, make_forward_func
+
+    model = tiny_model_factory("bert")
+    ids, mask = tiny_batch
+    layers = cp.attention_layers(model)
+    special = torch.zeros_like(ids, dtype=torch.bool)
+    target = torch.tensor([1, 1])
+    got = build_method("pr-tag-pm0.25", model, make_forward_func(model))(ids, mask, special, target)
+    core = cp.PRTemperedAttentionGradient(forward_for(model), layers, walks="both", negative_weight=0.25)
+    expected = core.attribute(ids, target=1, additional_forward_args=(mask,), attention_mask=mask)
+    torch.testing.assert_close(got.to(expected.dtype), expected, atol=1e-6, rtol=0)
+    torch.testing.assert_close(expected.sum(-1), torch.full((2,), 0.75), atol=1e-5, rtol=0)

@@ -340,6 +340,12 @@ def register_defaults() -> None:
                     "PR-TAG's PageRank minus that of the negative walk, (A^0.5 (-dA))+: signed scores, one pass "
                     "(PR-XAI)", pr_factory("pr-tag-pm", "PR-TAG±", "PRTemperedAttentionGradient", walks="both"),
                     defaults=pr_defaults("PRTemperedAttentionGradient", walks="both"))
+    register_method("pr-tag-pm0.25", "PR-TAG± (λ=0.25)", "pr-xai",
+                    "PR-TAG's PageRank minus 0.25 x that of the negative walk: the fourth round's lead encoder "
+                    "candidate (docs/default_search.md), one pass (PR-XAI)",
+                    pr_factory("pr-tag-pm0.25", "PR-TAG± (λ=0.25)", "PRTemperedAttentionGradient", walks="both",
+                               negative_weight=0.25),
+                    defaults=pr_defaults("PRTemperedAttentionGradient", walks="both", negative_weight=0.25))
     att = [
         ("raw-attention", "Raw attention", "RawAttention", "last-layer attention of the explained token",
          ("attention",)),
