@@ -302,6 +302,7 @@ CELLS: Dict[str, Cell] = {c.name: c for c in [
     Cell("mpnet", "uncertainty", "mpnet-uncertainty", 30, 200),
     Cell("mpnet", "movie-sentences", "mpnet-movie-sentences", 30, 100),
     Cell("mpnet", "movie-reviews", "mpnet-movie-reviews", 30, 50, max_length=256),
+    Cell("minilm", "movie-reviews", "minilm-movie-reviews", 30, 73),  # 512 wordpieces, as in the matrix
     # decoders: the metrics keep the explained last token (run_benchmark's protect_explained)
     Cell("smollm2", "tweets", "smollm2-tweets", 50, 50),
     Cell("smollm2", "uncertainty", "smollm2-uncertainty", 50, 50),
