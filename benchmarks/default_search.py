@@ -401,6 +401,54 @@ def _paired(values: Dict[str, Dict[str, Dict[int, float]]], method: str, other: 
     return n, " / ".join(parts)
 
 
+#: the fourth round's lead construction (smallest worst case on the tune halves), checked on every held-out half
+FOURTH_LEAD = "ds:pow0.5:pm0.25"
+
+
+def _level_or_ahead(values: Dict[str, Dict[str, Dict[int, float]]], method: str, other: str) -> Optional[bool]:
+    """The goal's test against ``other``: on both metrics, better or within one paired standard error."""
+    for metric, higher in METRICS:
+        a, b = values[metric].get(method), values[metric].get(other)
+        if not a or not b:
+            return None
+        common = sorted(set(a) & set(b))
+        mean, sem = _mean_sem([(a[e] - b[e]) * (1.0 if higher else -1.0) for e in common])
+        if mean < -sem:
+            return False
+    return True
+
+
+def _fourth_goal_table(lead: str) -> List[str]:
+    """One row per held-out cell: the lead construction against PR-TAG, GAE, LIG and AttnLRP, and the goal."""
+    rows = []
+    for cell in CELLS.values():
+        csv_path = FOURTH_DIR / "holdout" / cell.name / "results.csv"
+        matrix_csv = MATRIX_DIR / cell.name / "results.csv"
+        if not csv_path.is_file() or not matrix_csv.is_file():
+            continue
+        values = _read_csv(csv_path)
+        if lead not in values["comprehensiveness"]:
+            continue
+        for metric, table in _read_csv(matrix_csv).items():
+            for m in ("pr-tag", "gae", "ig", "attnlrp"):
+                if m in table:
+                    values[metric][f"matrix:{m}"] = table[m]
+        n, _ = _paired(values, lead, "ds:pow0.5")
+        row = [cell.name, str(n)] + [_paired(values, lead, o)[1] for o in
+                                     ("ds:pow0.5", "matrix:gae", "matrix:ig", "matrix:attnlrp")]
+        verdicts = {o: _level_or_ahead(values, lead, f"matrix:{o}") for o in ("gae", "ig")}
+        failed = [o.upper() if o == "gae" else "LIG" for o, ok in verdicts.items() if ok is False]
+        row.append("not met (" + ", ".join(failed) + ")" if failed else "met")
+        rows.append(row)
+    if not rows:
+        return []
+    return ["", f"## The lead construction `{lead}` on the held-out halves", "",
+            "Paired differences, construction − method, on the matrix's examples (`ds:pow0.5` is PR-TAG rerun "
+            "here; GAE, LIG-50 and AttnLRP are the committed matrix's rows). Goal: better or within one paired "
+            "standard error of GAE and LIG on both metrics.", ""] + _table(
+        ["cell", "n", "− PR-TAG", "− GAE", "− LIG", "− AttnLRP", "goal"], rows) + [""]
+
+
 def write_fourth_table(path: Optional[Path] = None) -> Path:
     """``results/default-search/fourth.md``: the fourth round's constructions, tune halves then held-out halves.
 
@@ -480,6 +528,7 @@ def write_fourth_table(path: Optional[Path] = None) -> Path:
                         rows.append([f"`{m}`", str(n)] + row)
                 lines += [f"### {cell.name}", ""] + _table(["construction", "n"] + [f"− {o[7:]}" for o in others],
                                                            rows) + [""]
+    lines += _fourth_goal_table(FOURTH_LEAD)
     path = path or RESULTS / "fourth.md"
     path.write_text("\n".join(lines), encoding="utf-8")
     return path
