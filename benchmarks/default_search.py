@@ -521,6 +521,18 @@ def write_fourth_table(path: Optional[Path] = None) -> Path:
                         if m not in worst or got["loss"] > worst[m][0]:
                             worst[m] = (got["loss"], got["sem"], f"{cell.name} {metric}, to `{got['best']}`")
             lines += _table(header, rows) + [""]
+            decoder_rows = []
+            for cell, _ in folders:
+                if cell.architecture not in DECODERS or "ds:pow0.5:pm" not in runs[cell.name]["comprehensiveness"]:
+                    continue
+                present = [m for m in methods if m != "ds:pow0.5:pm" and m in runs[cell.name]["comprehensiveness"]]
+                decoder_rows.append([cell.name] + [f"`{m}`: {_paired(runs[cell.name], m, 'ds:pow0.5:pm')[1]}"
+                                                   for m in present])
+            if decoder_rows:
+                lines += ["Decoders, against their default (PR-TAG±, `ds:pow0.5:pm`), construction − PR-TAG±:", ""]
+                lines += ["| cell | " + " | ".join("construction" for _ in decoder_rows[0][1:]) + " |",
+                          "|---|" + "---|" * (len(decoder_rows[0]) - 1)]
+                lines += ["| " + " | ".join(r) + " |" for r in decoder_rows] + [""]
             if unmatched:
                 lines += [f"Not merged with the earlier rounds (this run's PR-TAG differs from theirs, so the model was "
                           f"retrained differently): {', '.join(unmatched)}; those rows pair within this run only.",
