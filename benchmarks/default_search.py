@@ -344,6 +344,19 @@ def _read_csv(path: Path) -> Dict[str, Dict[str, Dict[int, float]]]:
     return values
 
 
+def _paired(values: Dict[str, Dict[str, Dict[int, float]]], method: str, other: str) -> Tuple[int, str]:
+    """``n`` and ``"comp. / suff."`` of ``method − other`` on their common examples ('' if either is missing)."""
+    parts, n = [], 0
+    for metric, _ in METRICS:
+        a, b = values[metric].get(method), values[metric].get(other)
+        if not a or not b:
+            return 0, ""
+        common = sorted(set(a) & set(b))
+        n = len(common)
+        parts.append(_fmt(*_mean_sem([a[e] - b[e] for e in common])))
+    return n, " / ".join(parts)
+
+
 #: the constructions the held-out halves check against PR-TAG (γ = 0.25 and the gradient-norm layer weights)
 HOLDOUT_LATER = ["ds:pow0.25", "ds:pow0.5:l2w"]
 
@@ -367,16 +380,9 @@ def write_later_table(half: str = "tune", reference: str = "ds:pow0.5",
             continue
         parts, n = [], 0
         for method in methods:
-            if method not in present:
-                parts.append("")
-                continue
-            both = []
-            for metric, _ in METRICS:
-                table = values[metric]
-                common = sorted(set(table[method]) & set(table[reference]))
-                n = len(common)
-                both.append(_fmt(*_mean_sem([table[method][e] - table[reference][e] for e in common])))
-            parts.append(" / ".join(both))
+            k, text = _paired(values, method, reference) if method in present else (n, "")
+            n = k
+            parts.append(text)
         rows.append(f"| {cell.name} | {n} | " + " | ".join(parts) + " |")
     path = path or RESULTS / ("later.md" if half == "tune" else f"later-{half}.md")
     path.write_text("\n".join(rows) + "\n", encoding="utf-8")
@@ -386,19 +392,6 @@ def write_later_table(half: str = "tune", reference: str = "ds:pow0.5",
 FOURTH_DIR = RESULTS / "fourth"
 #: what the fourth round's held-out runs are paired with: the matrix's methods on the same examples
 FOURTH_MATRIX = ("pr-tag", "pr-tag-pm", "gae", "ig", "attnlrp", "lime", "kernel-shap")
-
-
-def _paired(values: Dict[str, Dict[str, Dict[int, float]]], method: str, other: str) -> Tuple[int, str]:
-    """``n`` and ``"comp. / suff."`` of ``method − other`` on their common examples ('' if either is missing)."""
-    parts, n = [], 0
-    for metric, _ in METRICS:
-        a, b = values[metric].get(method), values[metric].get(other)
-        if not a or not b:
-            return 0, ""
-        common = sorted(set(a) & set(b))
-        n = len(common)
-        parts.append(_fmt(*_mean_sem([a[e] - b[e] for e in common])))
-    return n, " / ".join(parts)
 
 
 #: the fourth round's lead construction (smallest worst case on the tune halves), checked on every held-out half
@@ -433,23 +426,26 @@ def _same_runs(mine: Dict[str, Dict[str, Dict[int, float]]], theirs: Dict[str, D
     return True
 
 
-def _fourth_goal_table(lead: str) -> List[str]:
-    """One row per held-out cell: the lead construction against PR-TAG, GAE, LIG and AttnLRP, and the goal."""
-    rows = []
-    for cell in CELLS.values():
-        csv_path = FOURTH_DIR / "holdout" / cell.name / "results.csv"
-        matrix_csv = MATRIX_DIR / cell.name / "results.csv"
-        if not csv_path.is_file() or not matrix_csv.is_file():
-            continue
-        values = _read_csv(csv_path)
-        if lead not in values["comprehensiveness"]:
-            continue
+def _with_matrix(cell: Cell, values: Dict[str, Dict[str, Dict[int, float]]]) -> Dict[str, Dict[str, Dict[int, float]]]:
+    """``values`` with the committed matrix's FOURTH_MATRIX rows of the cell added as ``matrix:<name>`` (in place)."""
+    matrix_csv = MATRIX_DIR / cell.name / "results.csv"
+    if matrix_csv.is_file():
         for metric, table in _read_csv(matrix_csv).items():
-            for m in ("pr-tag", "gae", "ig", "attnlrp"):
+            for m in FOURTH_MATRIX:
                 if m in table:
                     values[metric][f"matrix:{m}"] = table[m]
+    return values
+
+
+def _fourth_goal_table(lead: str, held_out: Dict[str, Dict[str, Dict[str, Dict[int, float]]]]) -> List[str]:
+    """One row per held-out cell (``held_out``: its run with the matrix's rows added): the lead construction
+    against PR-TAG, GAE, LIG and AttnLRP, and the goal."""
+    rows = []
+    for name, values in held_out.items():
+        if lead not in values["comprehensiveness"] or "matrix:pr-tag" not in values["comprehensiveness"]:
+            continue
         n, _ = _paired(values, lead, "ds:pow0.5")
-        row = [cell.name, str(n)] + [_paired(values, lead, o)[1] for o in
+        row = [name, str(n)] + [_paired(values, lead, o)[1] for o in
                                      ("ds:pow0.5", "matrix:gae", "matrix:ig", "matrix:attnlrp")]
         verdicts = {o: _level_or_ahead(values, lead, f"matrix:{o}") for o in ("gae", "ig")}
         failed = [o.upper() if o == "gae" else "LIG" for o, ok in verdicts.items() if ok is False]
@@ -480,6 +476,7 @@ def write_fourth_table(path: Optional[Path] = None) -> Path:
     worst: Dict[str, Tuple[float, float, str]] = {}
     cells_seen: Dict[str, int] = {}
     unmatched: List[str] = []
+    held_out: Dict[str, Dict[str, Dict[str, Dict[int, float]]]] = {}
     for half in ("tune", "holdout"):
         folders = [(c, FOURTH_DIR / half / c.name / "results.csv") for c in CELLS.values()
                    if (FOURTH_DIR / half / c.name / "results.csv").is_file()]
@@ -546,13 +543,8 @@ def write_fourth_table(path: Optional[Path] = None) -> Path:
         else:
             lines += ["## Held-out halves: each construction − the matrix's methods (same examples)", ""]
             for cell, _ in folders:
-                values = runs[cell.name]
-                matrix_csv = MATRIX_DIR / cell.name / "results.csv"
-                if matrix_csv.is_file():
-                    for metric, table in _read_csv(matrix_csv).items():
-                        for m in FOURTH_MATRIX:
-                            if m in table:
-                                values[metric][f"matrix:{m}"] = table[m]
+                values = _with_matrix(cell, runs[cell.name])
+                held_out[cell.name] = values
                 others = [f"matrix:{m}" for m in FOURTH_MATRIX if f"matrix:{m}" in values["comprehensiveness"]]
                 rows = []
                 for m in methods:
@@ -565,7 +557,7 @@ def write_fourth_table(path: Optional[Path] = None) -> Path:
                         rows.append([f"`{m}`", str(n)] + row)
                 lines += [f"### {cell.name}", ""] + _table(["construction", "n"] + [f"− {o[7:]}" for o in others],
                                                            rows) + [""]
-    lines += _fourth_goal_table(FOURTH_LEAD)
+    lines += _fourth_goal_table(FOURTH_LEAD, held_out)
     path = path or RESULTS / "fourth.md"
     path.write_text("\n".join(lines), encoding="utf-8")
     return path
