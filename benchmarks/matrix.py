@@ -12,6 +12,9 @@ defaults were not tuned on.
 
     python benchmarks/matrix.py --cell minilm--movie-reviews --threads 1
     python benchmarks/matrix.py --summary
+
+``--add METHODS`` adds methods to finished cells without rerunning the others
+(``run_benchmark(merge=True)``): on the same examples, with the cell's ``n``.
 """
 
 from __future__ import annotations
@@ -122,7 +125,8 @@ def _register_precomputed(cells: Sequence[Cell], labels_only: bool = False) -> N
             register_precomputed(name, RESULTS / scores, label=label, overwrite=True)
 
 
-def run_cell(cell: Cell, n: Optional[int], methods: Optional[str], argv: Sequence[str]) -> Path:
+def run_cell(cell: Cell, n: Optional[int], methods: Optional[str], argv: Sequence[str], add: bool = False) -> Path:
+    """Run one cell (``add``: only ``methods``, merged into the cell's finished run)."""
     from captum_prxai.bench.ablation import dataset_half
     from captum_prxai.bench.runner import run_benchmark, write_command
     from captum_prxai.data import load_dataset
@@ -132,13 +136,13 @@ def run_cell(cell: Cell, n: Optional[int], methods: Optional[str], argv: Sequenc
     dataset = dataset_half(load_dataset(cell.dataset, "test"), "holdout")
     out = MATRIX_DIR / cell.name
     _register_precomputed([cell])
-    extra = "".join(f",{name}" for name, _, _ in cell.precomputed)
+    extra = "" if add else "".join(f",{name}" for name, _, _ in cell.precomputed)
     default_methods = cell.methods or (LONG_METHODS if cell.long else SHORT_METHODS)
     run_benchmark(model, tokenizer, dataset, (methods or default_methods) + extra,
                   n=n or cell.n or (100 if cell.long else 200), out_dir=out, model_name=cell.model,
-                  max_length=cell.max_length,
+                  max_length=cell.max_length, merge=add,
                   method_options={"ig": {"internal_batch_size": cell.ig_batch}} if cell.ig_batch else None)
-    write_command(out, "python benchmarks/matrix.py", argv)
+    write_command(out, "python benchmarks/matrix.py", argv, append=add)
     return out / "summary.md"
 
 
@@ -231,6 +235,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--cell", action="append", default=[], choices=sorted(CELLS), help="cell(s) to run")
     parser.add_argument("--n", type=int, default=None, help="examples (default 200 short, 100 long)")
     parser.add_argument("--methods", default=None, help="override the cell's methods")
+    parser.add_argument("--add", default=None, metavar="METHODS",
+                        help="add these methods to the finished cells, keeping their other rows")
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--summary", action="store_true",
                         help="write benchmarks/results/matrix.md and matrix_default.md")
@@ -241,7 +247,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
     for name in args.cell:
-        print(run_cell(CELLS[name], args.n, args.methods, argv), flush=True)
+        print(run_cell(CELLS[name], args.n, args.add or args.methods, argv, add=bool(args.add)), flush=True)
     if args.summary:
         print(write_summary())
     if args.readme_table:

@@ -442,6 +442,45 @@ def test_precomputed_scores_become_a_method(tmp_path):
         register_precomputed("ext-none", tmp_path / "none.jsonl")
 
 
+def test_merge_adds_a_method_to_a_finished_run_without_its_cache_and_keeps_the_other_rows(tiny, tmp_path):
+    model, tokenizer = tiny
+    out = tmp_path / "out"
+    run_benchmark(model, tokenizer, DATA, ["pr-ag", "random"], n=3, out_dir=out, progress=False)
+    before = (out / "results.csv").read_text()
+    first = json.loads((out / "summary.json").read_text())["methods"]
+    (out / "cache.jsonl").unlink()  # the caches are not committed: the kept rows must come from the CSV
+    added = run_benchmark(model, tokenizer, DATA, ["gae"], n=3, out_dir=out, progress=False, merge=True)
+    assert added.n_computed == 3 and added.n_cached == 0
+    with (out / "results.csv").open() as fh:
+        rows = list(csv.DictReader(fh))
+    assert [r["method"] for r in rows[:3]] == ["pr-ag", "random", "gae"]
+    kept = [line for line in (out / "results.csv").read_text().splitlines()[1:] if ",gae," not in line]
+    assert kept == before.splitlines()[1:]  # the kept rows are written back unchanged
+    summary = json.loads((out / "summary.json").read_text())
+    assert list(summary["methods"]) == ["pr-ag", "random", "gae"]
+    assert summary["methods"]["pr-ag"] == first["pr-ag"] and summary["methods"]["random"] == first["random"]
+    assert set(summary["meta"]["cache_keys"]) == {"pr-ag", "random", "gae"}
+    assert _table_labels((out / "summary.md").read_text()) == [METHODS[m].label for m in ("pr-ag", "random", "gae")]
+    assert (out / "deletion_curves-added.png").stat().st_size > 0
+    # the same method again replaces its rows rather than doubling them
+    run_benchmark(model, tokenizer, DATA, ["gae"], n=3, out_dir=out, progress=False, merge=True)
+    with (out / "results.csv").open() as fh:
+        assert sum(r["method"] == "gae" for r in csv.DictReader(fh)) == 3
+    with pytest.raises(PRXAIError, match=r"^merge=True needs the same examples as the run in .*: its 'pr-ag' rows "
+                                         r"cover 3 examples, this run 2 \(pass the n of that run\)\.$"):
+        run_benchmark(model, tokenizer, DATA, ["ixg"], n=2, out_dir=out, progress=False, merge=True)
+    with pytest.raises(PRXAIError, match="does not exist; run the benchmark without merge first"):
+        run_benchmark(model, tokenizer, DATA, ["ixg"], n=2, out_dir=tmp_path / "none", progress=False, merge=True)
+
+
+def test_write_command_appends_after_a_merge(tmp_path):
+    from captum_prxai.bench.runner import write_command
+
+    write_command(tmp_path, "python benchmarks/matrix.py", ["--cell", "c"])
+    path = write_command(tmp_path, "python benchmarks/matrix.py", ["--cell", "c", "--add", "gae"], append=True)
+    assert path.read_text() == "python benchmarks/matrix.py --cell c\npython benchmarks/matrix.py --cell c --add gae\n"
+
+
 def test_write_command_quotes_arguments(tmp_path):
     from captum_prxai.bench.runner import write_command
 

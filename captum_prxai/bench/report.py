@@ -14,7 +14,7 @@ from captum_prxai.bench.settings import MetricSettings
 from captum_prxai.metrics.faithfulness import _pct
 from captum_prxai.metrics.stats import bootstrap_ci, mean_sem
 
-__all__ = ["MAIN_COLUMNS", "summarize", "write_csv", "write_markdown", "write_summary_json", "write_plot",
+__all__ = ["MAIN_COLUMNS", "summarize", "write_csv", "read_csv", "write_markdown", "write_summary_json", "write_plot",
            "write_matrix", "default_check", "default_row", "write_default_check"]
 
 #: (record key, header, higher is better?) of the main table
@@ -78,6 +78,34 @@ def write_csv(records: Sequence[Dict[str, Any]], path: Path) -> Path:
                          r["n_tokens"]] + [r["metrics"].get(k, "") for k in metric_keys]
                         + [r["time_s"], r["peak_mem_mb"]])
     return write_atomic(path, buffer.getvalue())
+
+
+#: the columns of ``results.csv`` that are not metrics
+_CSV_FIELDS = ("example", "method", "label", "target", "correct", "prob", "n_tokens", "time_s", "peak_mem_mb")
+
+
+def read_csv(path: Path) -> List[Dict[str, Any]]:
+    """The records of a run's ``results.csv`` (:func:`write_csv`'s rows), without the deletion curves and scores.
+
+    Enough for :func:`summarize`, :func:`write_csv` and :func:`write_markdown`;
+    not for :func:`write_plot`, which needs the curves.
+    """
+
+    def optional(text: str, kind: Any) -> Any:
+        return None if text == "" else kind(text)
+
+    records = []
+    with Path(path).open(newline="", encoding="utf-8") as fh:
+        for row in csv.DictReader(fh):
+            records.append({
+                "example": int(row["example"]), "method": row["method"],
+                "label": optional(row["label"], int), "target": int(row["target"]),
+                "correct": optional(row["correct"], lambda t: t == "True"), "prob": float(row["prob"]),
+                "n_tokens": int(row["n_tokens"]), "time_s": float(row["time_s"]),
+                "peak_mem_mb": float(row["peak_mem_mb"]),
+                "metrics": {k: float(v) for k, v in row.items() if k not in _CSV_FIELDS and v != ""},
+            })
+    return records
 
 
 def _num(value: float, digits: int) -> str:

@@ -166,11 +166,46 @@ def select_examples(size: int, n: Optional[int], seed: int = 0) -> List[int]:
     return sorted(_sample_order(size, n, seed))
 
 
-def write_command(out_dir: Union[str, Path], program: str, argv: Sequence[str]) -> Path:
-    """Write ``out_dir/COMMAND``: the exact command line that reproduces a result folder."""
+def write_command(out_dir: Union[str, Path], program: str, argv: Sequence[str], append: bool = False) -> Path:
+    """Write ``out_dir/COMMAND``: the exact command line that reproduces a result folder.
+
+    With ``append`` the line is added after the commands already there (a run
+    that merged methods into the folder: see ``run_benchmark(merge=True)``).
+    """
     import shlex
 
-    return write_atomic(Path(out_dir) / "COMMAND", " ".join([program] + [shlex.quote(a) for a in argv]) + "\n")
+    path = Path(out_dir) / "COMMAND"
+    before = path.read_text(encoding="utf-8") if append and path.is_file() else ""
+    return write_atomic(path, before + " ".join([program] + [shlex.quote(a) for a in argv]) + "\n")
+
+
+#: where a merging run draws the deletion curves of the methods it added (the kept rows have none)
+ADDED_PLOT = "deletion_curves-added.png"
+
+
+def _kept_records(out: Path, names: Sequence[str], indices: Sequence[int]) -> Tuple[List[Dict[str, Any]],
+                                                                                   List[str], Dict[str, str]]:
+    """For ``merge=True``: the rows of ``out/results.csv`` of the methods not in ``names``, their names in the
+    file's order and their cache keys (from ``summary.json``); checked to cover exactly ``indices``."""
+    import json
+
+    from captum_prxai.bench.report import read_csv
+
+    path = out / "results.csv"
+    if not path.is_file():
+        raise PRXAIError(f"merge=True adds methods to a finished run, but {path} does not exist; "
+                         "run the benchmark without merge first.")
+    kept = [r for r in read_csv(path) if r["method"] not in names]
+    kept_names = list(dict.fromkeys(r["method"] for r in kept))
+    wanted = sorted(indices)
+    for name in kept_names:
+        have = sorted(r["example"] for r in kept if r["method"] == name)
+        if have != wanted:
+            raise PRXAIError(f"merge=True needs the same examples as the run in {out}: its {name!r} rows cover "
+                             f"{len(have)} examples, this run {len(wanted)} (pass the n of that run).")
+    summary = out / "summary.json"
+    old_keys = json.loads(summary.read_text(encoding="utf-8"))["meta"].get("cache_keys", {}) if summary.is_file() else {}
+    return kept, kept_names, {k: v for k, v in old_keys.items() if k in kept_names}
 
 
 def _prepare_model(model: nn.Module, device: Union[str, torch.device, None]) -> torch.device:
@@ -455,9 +490,15 @@ def _explain_examples(indices: Sequence[int], data: _Data, keys: Dict[str, str],
 
 # ----------------------------------------------------------------------------- the last step
 def _write_outputs(out: Path, names: List[str], records: List[Dict[str, Any]], meta: Dict[str, Any],
-                   settings: MetricSettings, plot: bool) -> Tuple[Dict[str, Any], Dict[str, Path]]:
+                   settings: MetricSettings, plot: bool, kept: Sequence[Dict[str, Any]] = (),
+                   kept_names: Sequence[str] = ()) -> Tuple[Dict[str, Any], Dict[str, Path]]:
     from captum_prxai.bench.report import summarize, write_csv, write_markdown, write_plot, write_summary_json
 
+    plotted, plot_path = list(names), out / ("deletion_curves.png" if not kept_names else ADDED_PLOT)
+    records.sort(key=lambda r: (r["example"], plotted.index(r["method"])))
+    plot_records = list(records)
+    names = list(kept_names) + list(names)
+    records = list(kept) + list(records)
     order = {name: i for i, name in enumerate(names)}
     records.sort(key=lambda r: (r["example"], order[r["method"]]))
     summary = summarize(records, names)
@@ -473,8 +514,8 @@ def _write_outputs(out: Path, names: List[str], records: List[Dict[str, Any]], m
     files["csv"] = write_csv(records, out / "results.csv")
     files["markdown"] = write_markdown(summary, names, meta, out / "summary.md", settings=settings)
     files["json"] = write_summary_json(summary, meta, out / "summary.json")
-    if plot and records:
-        files["plot"] = write_plot(records, names, out / "deletion_curves.png")
+    if plot and plot_records:
+        files["plot"] = write_plot(plot_records, plotted, plot_path)
     return {"summary": summary, "meta": meta}, files
 
 
@@ -498,6 +539,7 @@ def run_benchmark(
     model_name: Optional[str] = None,
     warmup: bool = True,
     protect_explained: Optional[bool] = None,
+    merge: bool = False,
     **config_kwargs: Any,
 ) -> BenchmarkResult:
     """Benchmark attribution methods on a dataset with removal-based faithfulness metrics.
@@ -542,6 +584,15 @@ def run_benchmark(
             ``None`` (default): on for models whose attention is causal
             (:func:`captum_prxai.capture.model_is_causal`), off otherwise.
             Part of the cache key when on.
+        merge: Add ``methods`` to the finished run in ``out_dir`` rather than
+            replace it: the rows of the run's other methods are read back from
+            its ``results.csv`` and kept, so the tables cover them all, and
+            ``methods`` are computed (or taken from the cache) as usual. The
+            kept rows must cover exactly this run's examples (same ``n`` and
+            seed), checked before the first example. The CSV has no deletion
+            curves, so the added methods' curves go to
+            ``deletion_curves-added.png`` and ``deletion_curves.png`` is left
+            as it is.
 
     Returns:
         A :class:`BenchmarkResult`.
@@ -569,6 +620,7 @@ def run_benchmark(
     protect = resolve_protect_explained(protect_explained, model)
 
     out = Path(out_dir)
+    kept, kept_names, kept_keys = _kept_records(out, names, indices) if merge else ([], [], {})
     out.mkdir(parents=True, exist_ok=True)
     cache = RecordCache(out / CACHE_FILE)
     keys = _method_keys(names, method_options, config, max_length, model, tokenizer, data, device, protect)
@@ -598,8 +650,8 @@ def run_benchmark(
         "batch_size": batch_size,
         "protect_explained": protect,
         "errors": len(tally.errors),
-        "cache_keys": keys,
+        "cache_keys": {**kept_keys, **keys},
     }
-    written, files = _write_outputs(out, names, tally.records, meta, config.metrics_only(), plot)
+    written, files = _write_outputs(out, names, tally.records, meta, config.metrics_only(), plot, kept, kept_names)
     return BenchmarkResult(out, names, tally.records, tally.n_computed, tally.n_cached, tally.errors, files,
                            written["summary"], written["meta"])
