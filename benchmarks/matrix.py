@@ -31,10 +31,11 @@ RESULTS = Path(__file__).resolve().parent / "results"
 MATRIX_DIR = RESULTS / "matrix"
 
 #: Methods of short-text cells, and of long-text cells (attention flow and occlusion are too slow at 512 tokens).
-SHORT_METHODS = "pr-tag,pr-tag-pm,pr-g,pr-ag,pr-a,gae,rollout,raw-attention,attention-flow,ig,ixg,saliency,occlusion,random"
-LONG_METHODS = "pr-tag,pr-tag-pm,pr-g,pr-ag,gae,rollout,ig,random"
+SHORT_METHODS = ("pr-tag,pr-tag-pm,pr-tag-pm0.25,pr-g,pr-ag,pr-a,gae,rollout,raw-attention,attention-flow,ig,ixg,"
+                 "saliency,occlusion,random")
+LONG_METHODS = "pr-tag,pr-tag-pm,pr-tag-pm0.25,pr-g,pr-ag,gae,rollout,ig,random"
 #: Methods of the MPNet and SmolLM2 long cells (fewer, for CPU time).
-FEW_LONG_METHODS = "pr-tag,pr-tag-pm,pr-g,pr-ag,gae,ig,random"
+FEW_LONG_METHODS = "pr-tag,pr-tag-pm,pr-tag-pm0.25,pr-tag-pm0.25,pr-g,pr-ag,gae,ig,random"
 
 
 @dataclass(frozen=True)

@@ -469,6 +469,13 @@ def test_merge_adds_a_method_to_a_finished_run_without_its_cache_and_keeps_the_o
     with pytest.raises(PRXAIError, match=r"^merge=True needs the same examples as the run in .*: its 'pr-ag' rows "
                                          r"cover 3 examples, this run 2 \(pass the n of that run\)\.$"):
         run_benchmark(model, tokenizer, DATA, ["ixg"], n=2, out_dir=out, progress=False, merge=True)
+    # another model's rows are never paired with the kept ones, and nothing is written
+    torch.manual_seed(1)
+    other = type(model)(model.config).eval()
+    kept = (out / "results.csv").read_text()
+    with pytest.raises(PRXAIError, match=r"^merge=True: on example \d+ the model gives .* not the same model"):
+        run_benchmark(other, tokenizer, DATA, ["ixg"], n=3, out_dir=out, progress=False, merge=True)
+    assert (out / "results.csv").read_text() == kept
     with pytest.raises(PRXAIError, match="does not exist; run the benchmark without merge first"):
         run_benchmark(model, tokenizer, DATA, ["ixg"], n=2, out_dir=tmp_path / "none", progress=False, merge=True)
 

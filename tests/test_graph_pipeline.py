@@ -140,7 +140,7 @@ def test_both_walks_are_the_positive_minus_the_negative_walk_from_one_pass(kind,
     ids, mask = tiny_batch
     layers = cp.attention_layers(model)
     kw = dict(target=1, additional_forward_args=(mask,), attention_mask=mask)
-    both = cp.PRTemperedAttentionGradient(forward_for(model), layers, walks="both")
+    both = cp.PRTemperedAttentionGradient(forward_for(model), layers, walks="both", negative_weight=1.0)
     positive = cp.PRTemperedAttentionGradient(forward_for(model), layers)
     negative = cp.PageRankAttribution(forward_for(model), layers, edge_weight=_negative_tempered, walks="positive")
     passes = []
@@ -210,20 +210,30 @@ def test_both_walks_are_refused_where_there_is_no_negative_walk(tiny_model_facto
 
 
 def test_auto_walks_is_the_one_rule_the_class_and_the_apps_read(tiny_model_factory):
-    from captum_prxai.graph.spec import auto_walks
-    from captum_prxai.methods import default_method
+    from captum_prxai.graph.spec import auto_negative_weight, auto_walks
+    from captum_prxai.methods import METHODS, default_method
 
-    # the rule: both walks for causal attention with signed edges, one walk otherwise
-    assert auto_walks(True) == "both" and auto_walks(False) == "positive"
-    assert auto_walks(True, "attention") == "positive"  # attention edges have no negative walk
-    assert auto_walks(True, graph="layered") == "positive" and auto_walks(True, signed=True) == "positive"
-    assert auto_walks(True, lambda a, g: a) == "positive"  # a callable walks both only when asked
-    for kind, expected in [("bert", "positive"), ("llama", "both")]:
+    # the rule: both walks wherever the edges have a negative walk; the architecture weighs the negative one
+    assert auto_walks() == "both" and auto_walks("gradient") == "both"
+    assert auto_walks("attention") == "positive"  # attention edges have no negative walk
+    assert auto_walks(graph="layered") == "positive" and auto_walks(signed=True) == "positive"
+    assert auto_walks(lambda a, g: a) == "positive"  # a callable walks both only when asked
+    assert auto_negative_weight(True) == 1.0 and auto_negative_weight(False) == 0.25
+    for kind, weight in [("bert", 0.25), ("llama", 1.0)]:
         model = tiny_model_factory(kind)
         pr = cp.PageRankAttribution(forward_for(model), cp.attention_layers(model))
-        assert pr.walks == expected
-        # the apps' registry name runs the same walks as the class's default
-        assert default_method(model) == ("pr-tag-pm" if expected == "both" else "pr-tag")
+        assert pr.walks == "both" and pr.negative_weight == weight
+        # an explicit weight wins; the presets walk one way unless asked
+        assert cp.PageRankAttribution(forward_for(model), cp.attention_layers(model),
+                                      negative_weight=0.5).negative_weight == 0.5
+        assert cp.PRTemperedAttentionGradient(forward_for(model), cp.attention_layers(model)).walks == "positive"
+        # the apps' registry name runs the same walks, with the same weight, as the class's default
+        name = default_method(model)
+        assert name == ("pr-tag-pm" if weight == 1.0 else "pr-tag-pm0.25")
+        assert METHODS[name].defaults()["walks"] == "both"
+        assert METHODS[name].defaults()["negative_weight"] == weight
+    # PR-TAG± keeps its weight of 1 on every architecture: the matrix's rows of it stay what they were
+    assert METHODS["pr-tag-pm"].defaults()["negative_weight"] == 1.0
 
 
 def test_graph_spec_checks_every_option_before_any_pass():

@@ -52,7 +52,9 @@ def test_readme_usage_snippet_runs_and_returns_token_scores():
     exec(compile(blocks[0], "README.md", "exec"), namespace)
     scores, ids = namespace["scores"], namespace["input_ids"]
     assert scores.shape == ids.shape and scores.dtype == torch.float32
-    assert torch.allclose(scores.sum(-1), torch.ones(ids.shape[0]), atol=1e-5)
+    # the encoder default walks both ways with λ = 0.25: P⁺ − 0.25 P⁻ sums to 0.75
+    assert namespace["pr"].walks == "both" and namespace["pr"].negative_weight == 0.25
+    assert torch.allclose(scores.sum(-1), torch.full((ids.shape[0],), 0.75), atol=1e-5)
 
 
 def test_readme_graph_snippet_returns_the_graph_the_scores_came_from():

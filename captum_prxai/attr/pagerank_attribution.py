@@ -37,6 +37,7 @@ from captum_prxai.graph.spec import (
     BuiltGraph,
     GraphSpec,
     apply_sign,
+    auto_negative_weight,
     auto_walks,
     build_graph,
     score_graph,
@@ -154,13 +155,13 @@ class PageRankAttribution(AttentionGraphAttribution):
     which are averaged over heads. The layers form a graph (see ``graph``),
     and personalised PageRank with teleport to the explained token (``[CLS]``
     for encoders, the last token for decoders) scores every input token.
-    With one walk (``walks="positive"``, the default for encoders) the scores
-    of an example are non-negative and sum to one over its tokens. For
-    decoders the default walks the negative edges too (``walks="auto"``,
-    PR-TAG±): the scores are the positive walk's PageRank minus the negative
-    walk's, signed and summing to zero, so tokens that argue against the
-    target rank last. Padding gets exactly zero and is never part of the
-    graph.
+    With one walk (``walks="positive"``) the scores of an example are
+    non-negative and sum to one over its tokens. The default walks the
+    negative edges too (``walks="auto"``, PR-TAG±): the scores are the
+    positive walk's PageRank minus ``λ`` times the negative walk's, signed,
+    so tokens that argue against the target rank last; ``λ`` is 0.25 for
+    encoders and 1 for decoders (``negative_weight="auto"``). Padding gets
+    exactly zero and is never part of the graph.
 
     The paper describes the method at the level of its abstract: attention
     as a directed graph, edge weights from attention weights and gradients,
@@ -225,20 +226,25 @@ class PageRankAttribution(AttentionGraphAttribution):
             attention mask reaches :meth:`attribute` (see
             :class:`~captum_prxai.attr._base.AttentionGraphAttribution`).
         walks (str): ``"positive"``, ``"both"`` (also walk the negative edges
-            ``W(A, −dA)`` and return the positive walk's PageRank minus the
-            negative walk's: signed scores, summing to zero, from the same
-            pass; see :class:`~captum_prxai.graph.spec.GraphSpec`) or
+            ``W(A, −dA)`` and return the positive walk's PageRank minus
+            ``negative_weight`` times the negative walk's: signed scores, from
+            the same pass; see :class:`~captum_prxai.graph.spec.GraphSpec`) or
+            ``"auto"`` (default): ``"both"`` when the edges have a negative
+            walk (the built-in gradient edges on the token graph,
+            :func:`~captum_prxai.graph.spec.auto_walks`), ``"positive"``
+            otherwise. :attr:`walks` holds the resolved choice. The presets
+            :class:`PRGradient`, :class:`PRAttentionGradient` and
+            :class:`PRTemperedAttentionGradient` walk the positive edges only
+            unless given ``walks``.
+        negative_weight (float or str): With two walks, the weight ``λ ≥ 0``
+            of the negative walk: scores ``P⁺ − λ P⁻``, summing to ``1 − λ``.
             ``"auto"`` (default): the rule by architecture chosen on the tune
-            halves (docs/default_search.md), ``"both"`` when the layers declare
-            causal attention (decoders, :func:`~captum_prxai.capture.layers_are_causal`:
-            PR-TAG±) and the edges have a negative walk, ``"positive"``
-            otherwise (encoders: PR-TAG). :attr:`walks` holds the resolved
-            choice. The presets :class:`PRGradient`, :class:`PRAttentionGradient`
-            and :class:`PRTemperedAttentionGradient` walk the positive edges
-            only unless given ``walks``.
-        negative_weight (float): With two walks, the weight ``λ`` of the
-            negative walk: scores ``P⁺ − λ P⁻``. Default: 1.0 (see
-            :class:`~captum_prxai.graph.spec.GraphSpec`).
+            halves (docs/default_search.md, fourth round;
+            :func:`~captum_prxai.graph.spec.auto_negative_weight`): 1 when the
+            layers declare causal attention (decoders,
+            :func:`~captum_prxai.capture.layers_are_causal`: PR-TAG±), 0.25
+            otherwise (encoders: PR-TAG± (λ=0.25)). :attr:`negative_weight`
+            holds the resolved value.
 
     All graph options live in :attr:`spec`, a
     :class:`~captum_prxai.graph.spec.GraphSpec`, checked when the attribution
@@ -272,11 +278,13 @@ class PageRankAttribution(AttentionGraphAttribution):
         pad_token_id: Optional[int] = None,
         attention_power: float = 0.5,
         walks: str = "auto",
-        negative_weight: float = 1.0,
+        negative_weight: Union[float, str] = "auto",
     ) -> None:
         super().__init__(forward_func, layers, attention_fn, head_reduction, target_position, capture, pad_token_id)
         if isinstance(walks, str) and walks == "auto":
-            walks = auto_walks(layers_are_causal(self.layers), edge_weight, graph, signed)
+            walks = auto_walks(edge_weight, graph, signed)
+        if isinstance(negative_weight, str) and negative_weight == "auto":
+            negative_weight = auto_negative_weight(layers_are_causal(self.layers))
         #: every graph option, checked once; the attributes below mirror it
         self.spec = GraphSpec(
             edge_weight=edge_weight, head_reduction=head_reduction, graph=graph, residual=residual,

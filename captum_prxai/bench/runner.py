@@ -488,6 +488,25 @@ def _explain_examples(indices: Sequence[int], data: _Data, keys: Dict[str, str],
     return tally
 
 
+def _check_same_model(kept: Sequence[Dict[str, Any]], records: Sequence[Dict[str, Any]], out: Path,
+                      tolerance: float = 1e-6) -> None:
+    """``merge=True``: refuse to pair the kept rows with rows of another model (or tokenisation), seen as a
+    different probability of the explained class before any removal, or a different target or length."""
+    before = {r["example"]: r for r in kept}
+    for r in records:
+        old = before.get(r["example"])
+        if old is None:
+            continue
+        same = old["target"] == r["target"] and old["n_tokens"] == r["n_tokens"]
+        if not same or abs(old["prob"] - r["prob"]) > tolerance:
+            raise PRXAIError(
+                f"merge=True: on example {r['example']} the model gives target {r['target']}, {r['n_tokens']} "
+                f"tokens and probability {r['prob']:.6f}, but the rows kept in {out / 'results.csv'} have "
+                f"{old['target']}, {old['n_tokens']} and {old['prob']:.6f}: not the same model, so the methods "
+                "would not be paired. Nothing was merged (the new scores are in the cache); rerun the whole "
+                "benchmark on this model instead.")
+
+
 # ----------------------------------------------------------------------------- the last step
 def _write_outputs(out: Path, names: List[str], records: List[Dict[str, Any]], meta: Dict[str, Any],
                    settings: MetricSettings, plot: bool, kept: Sequence[Dict[str, Any]] = (),
@@ -652,6 +671,8 @@ def run_benchmark(
         "errors": len(tally.errors),
         "cache_keys": {**kept_keys, **keys},
     }
+    if kept:
+        _check_same_model(kept, tally.records, out)
     written, files = _write_outputs(out, names, tally.records, meta, config.metrics_only(), plot, kept, kept_names)
     return BenchmarkResult(out, names, tally.records, tally.n_computed, tally.n_cached, tally.errors, files,
                            written["summary"], written["meta"])

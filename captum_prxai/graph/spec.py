@@ -47,6 +47,8 @@ __all__ = [
     "DEFAULT_EDGE_WEIGHT",
     "BuiltGraph",
     "GraphSpec",
+    "ENCODER_NEGATIVE_WEIGHT",
+    "auto_negative_weight",
     "auto_walks",
     "build_graph",
     "has_negative_walk",
@@ -89,17 +91,34 @@ def _no_negative_walk(edge_weight: Union[str, EdgeWeight], graph: str, signed: b
     return None
 
 
-def auto_walks(causal: bool, edge_weight: Union[str, EdgeWeight] = DEFAULT_EDGE_WEIGHT, graph: str = "token",
+def auto_walks(edge_weight: Union[str, EdgeWeight] = DEFAULT_EDGE_WEIGHT, graph: str = "token",
                signed: bool = False) -> str:
-    """The walks ``walks="auto"`` resolves to: the rule by architecture chosen on the tune halves.
+    """The walks ``walks="auto"`` resolves to: both signs wherever the edges have a negative walk.
 
-    ``"both"`` for causal attention (decoders) whose edges have a negative walk
-    (:func:`has_negative_walk`), ``"positive"`` otherwise (encoders). The one
-    home of the rule: :class:`~captum_prxai.PageRankAttribution` applies it to
-    its layers, :func:`captum_prxai.methods.default_method` to a model
+    ``"both"`` for a built-in gradient edge weight on the unsigned token graph
+    (:func:`has_negative_walk`), ``"positive"`` otherwise. The architecture
+    sets the weight of the negative walk (:func:`auto_negative_weight`). The
+    one home of the rule: :class:`~captum_prxai.PageRankAttribution` applies
+    it, :func:`captum_prxai.methods.default_method` names it for a model
     (docs/default_search.md gives the measurements that chose it).
     """
-    return "both" if causal and has_negative_walk(edge_weight, graph, signed) else "positive"
+    return "both" if has_negative_walk(edge_weight, graph, signed) else "positive"
+
+
+#: The weight ``λ`` of the negative walk that ``negative_weight="auto"`` gives bidirectional attention (encoders):
+#: the smallest worst case over the encoder tune cells in the fourth round of docs/default_search.md.
+ENCODER_NEGATIVE_WEIGHT = 0.25
+
+
+def auto_negative_weight(causal: bool) -> float:
+    """The ``λ`` of ``negative_weight="auto"``: 1 for causal attention (decoders), 0.25 otherwise (encoders).
+
+    Chosen by the worst case on the tune halves (docs/default_search.md,
+    fourth round): on the encoder cells ``λ = 0.25`` has the smallest worst
+    case (``λ = 1`` loses 0.12 comprehensiveness on BBC News); on the SmolLM2
+    cells ``λ = 1`` leads ``λ = 0.25`` by 0.05-0.12.
+    """
+    return 1.0 if causal else ENCODER_NEGATIVE_WEIGHT
 
 
 def layer_edge_map(edge_weight: Union[str, EdgeWeight], head_reduction: str = "mean",
@@ -178,12 +197,14 @@ class GraphSpec:
             keeps both maps. Token graph and gradient edges only (see
             :func:`has_negative_walk`). Default: ``"positive"``
             (:class:`~captum_prxai.PageRankAttribution` resolves its own
-            ``"auto"`` to ``"both"`` for decoders).
+            ``"auto"`` to ``"both"``: :func:`auto_walks`).
         negative_weight (float): ``walks="both"``: the weight ``λ ≥ 0`` of the
             negative walk, scores ``P⁺ − λ P⁻`` (both PageRank vectors sum to
             one, so the scores sum to ``1 − λ``). ``λ = 0`` ranks as the positive
             walk alone; the fourth round of docs/default_search.md measures
-            0.25, 0.5 and 0.75. Ignored with one walk. Default: 1.0.
+            0.25, 0.5 and 0.75. Ignored with one walk. Default: 1.0
+            (:class:`~captum_prxai.PageRankAttribution` resolves its own
+            ``"auto"`` by architecture: :func:`auto_negative_weight`).
 
     All values are checked here, so a bad option fails when the attribution
     is constructed, before any pass through the model.

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import inspect
-from typing import Any, Callable, Dict, Iterable, Optional
+from typing import Any, Callable, Dict, Iterable, Optional, Tuple
 
 import torch
 from torch import Tensor, nn
@@ -102,8 +102,10 @@ def pr_factory(name: str, label: str, class_name: str = "PageRankAttribution", *
 #: Registry name of the PR-XAI preset for each built-in edge weight (PRAttention, PRGradient, PRAttentionGradient).
 PR_PRESETS: Dict[str, str] = {"attention": "pr-a", "gradient": "pr-g", "attention_gradient": "pr-ag",
                               "tempered_attention_gradient": "pr-tag"}
-#: Registry name of the preset that walks both signs of an edge weight (PR-TAG±).
-BOTH_WALKS_PRESETS: Dict[str, str] = {"tempered_attention_gradient": "pr-tag-pm"}
+#: Registry name of the preset that walks both signs of an edge weight, by the weight of its negative walk:
+#: PR-TAG± (λ = 1, the decoders' default) and PR-TAG± (λ=0.25) (the encoders' default).
+BOTH_WALKS_PRESETS: Dict[Tuple[str, float], str] = {("tempered_attention_gradient", 1.0): "pr-tag-pm",
+                                                    ("tempered_attention_gradient", 0.25): "pr-tag-pm0.25"}
 
 
 def default_method(model: Optional[nn.Module] = None, *, causal: Optional[bool] = None) -> str:
@@ -112,18 +114,20 @@ def default_method(model: Optional[nn.Module] = None, *, causal: Optional[bool] 
     The one place the apps (``explain``, the explorer, the dataset runner, the
     benchmark's matrix) read the default from: the preset whose edges are
     :data:`captum_prxai.graph.spec.DEFAULT_EDGE_WEIGHT`, walked as the class's
-    ``walks="auto"`` walks them: PR-TAG (``"pr-tag"``) for encoders and without
-    a model, PR-TAG± (``"pr-tag-pm"``, both walks) for decoders
+    ``walks="auto"`` and ``negative_weight="auto"`` walk them: PR-TAG± (λ=0.25)
+    (``"pr-tag-pm0.25"``) for encoders and without a model, PR-TAG±
+    (``"pr-tag-pm"``, λ = 1) for decoders
     (:func:`captum_prxai.capture.model_is_causal`). ``causal`` says which
     without a model (it takes precedence over ``model``).
     """
     from captum_prxai.capture import model_is_causal
-    from captum_prxai.graph.spec import DEFAULT_EDGE_WEIGHT, auto_walks
+    from captum_prxai.graph.spec import DEFAULT_EDGE_WEIGHT, auto_negative_weight, auto_walks
 
     if causal is None:
         causal = model is not None and model_is_causal(model)
-    presets = BOTH_WALKS_PRESETS if auto_walks(causal, DEFAULT_EDGE_WEIGHT) == "both" else PR_PRESETS
-    return presets[DEFAULT_EDGE_WEIGHT]
+    if auto_walks(DEFAULT_EDGE_WEIGHT) == "positive":
+        return PR_PRESETS[DEFAULT_EDGE_WEIGHT]
+    return BOTH_WALKS_PRESETS[(DEFAULT_EDGE_WEIGHT, auto_negative_weight(causal))]
 
 
 def register_pr_method(name: str, settings: Dict[str, Any], label: Optional[str] = None,
@@ -338,11 +342,12 @@ def register_defaults() -> None:
         register_method(name, label, "pr-xai", desc, pr_factory(name, label, cls), aliases, defaults=pr_defaults(cls))
     register_method("pr-tag-pm", "PR-TAG±", "pr-xai",
                     "PR-TAG's PageRank minus that of the negative walk, (A^0.5 (-dA))+: signed scores, one pass "
-                    "(PR-XAI)", pr_factory("pr-tag-pm", "PR-TAG±", "PRTemperedAttentionGradient", walks="both"),
-                    defaults=pr_defaults("PRTemperedAttentionGradient", walks="both"))
+                    "(PR-XAI)", pr_factory("pr-tag-pm", "PR-TAG±", "PRTemperedAttentionGradient", walks="both",
+                                           negative_weight=1.0),
+                    defaults=pr_defaults("PRTemperedAttentionGradient", walks="both", negative_weight=1.0))
     register_method("pr-tag-pm0.25", "PR-TAG± (λ=0.25)", "pr-xai",
-                    "PR-TAG's PageRank minus 0.25 x that of the negative walk: the fourth round's lead encoder "
-                    "candidate (docs/default_search.md), one pass (PR-XAI)",
+                    "PR-TAG's PageRank minus 0.25 x that of the negative walk: the encoders' default, chosen in "
+                    "the fourth round of docs/default_search.md; one pass (PR-XAI)",
                     pr_factory("pr-tag-pm0.25", "PR-TAG± (λ=0.25)", "PRTemperedAttentionGradient", walks="both",
                                negative_weight=0.25),
                     defaults=pr_defaults("PRTemperedAttentionGradient", walks="both", negative_weight=0.25))
