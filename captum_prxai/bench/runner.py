@@ -489,9 +489,11 @@ def _explain_examples(indices: Sequence[int], data: _Data, keys: Dict[str, str],
 
 
 def _check_same_model(kept: Sequence[Dict[str, Any]], records: Sequence[Dict[str, Any]], out: Path,
-                      tolerance: float = 1e-6) -> None:
+                      tolerance: float = 1e-4) -> None:
     """``merge=True``: refuse to pair the kept rows with rows of another model (or tokenisation), seen as a
-    different probability of the explained class before any removal, or a different target or length."""
+    different target or length, or a probability of the explained class (before any removal) more than
+    ``tolerance`` apart. (A rerun of the same weights agrees to about 2e-6 at 512 tokens on one CPU thread; a
+    retrained MPNet BBC News model that did not reproduce differed by 3e-3.)"""
     before = {r["example"]: r for r in kept}
     for r in records:
         old = before.get(r["example"])
