@@ -591,7 +591,8 @@ class PRTemperedAttentionGradient(PageRankAttribution):
     Between PR-G (``γ = 0``) and PR-AG (``γ = 1``); ``attention_power=γ``
     (default 0.5, chosen by the worst-case rule of docs/default_search.md).
     One walk, on the positive edges, unless given ``walks``:
-    ``walks="both"`` is PR-TAG±, :class:`PageRankAttribution`'s default.
+    ``walks="both"`` is :class:`PageRankAttribution`'s default, PR-TAG± (its
+    ``negative_weight="auto"``: λ = 0.25 on encoders, 1 on decoders).
     Other keyword arguments as in :class:`PageRankAttribution`.
     """
 

@@ -173,7 +173,7 @@ def attribute_dataset(
         model: ``"default"``, a checkpoint folder, a trained model's name, or a
             ``(model, tokenizer)`` pair.
         methods: Registry names, comma-separated or a list (e.g. ``"pr-g,pr-a"``); default: the
-            model's default method (:func:`captum_prxai.methods.default_method`: PR-TAG for
+            model's default method (:func:`captum_prxai.methods.default_method`: PR-TAG± (λ=0.25) for
             encoders, PR-TAG± for decoders).
         method_options: Per-method overrides, e.g. ``{"pr-g": {"damping": 0.5}}``.
         target: ``"predicted"``, ``"label"`` or a class index.
