@@ -158,8 +158,11 @@ def write_summary(path: Path = RESULTS / "matrix.md") -> Path:
              "rank = place among the cell's methods on comprehensiveness (1 = best, the random control unranked). "
              "Each cell's folder under [`matrix/`](matrix/) has its full table, deletion curves, per-example CSV "
              "and the exact command (`COMMAND`).")
-    # the default (PR-TAG) against each strong rival, then the former default and PR-AG
-    pairs = [("pr-tag-pm", "gae"), ("pr-tag-pm", "ig"), ("pr-tag-pm", "attnlrp"), ("pr-tag-pm", "lime"),
+    # the encoders' default, PR-TAG± (λ=0.25), and the decoders', PR-TAG±, against each strong rival; then the
+    # former encoder default (PR-TAG), PR-G and PR-AG
+    pairs = [("pr-tag-pm0.25", "gae"), ("pr-tag-pm0.25", "ig"), ("pr-tag-pm0.25", "attnlrp"),
+             ("pr-tag-pm0.25", "lime"), ("pr-tag-pm0.25", "kernel-shap"), ("pr-tag-pm0.25", "pr-tag"),
+             ("pr-tag-pm0.25", "pr-tag-pm"), ("pr-tag-pm", "gae"), ("pr-tag-pm", "ig"), ("pr-tag-pm", "attnlrp"), ("pr-tag-pm", "lime"),
              ("pr-tag-pm", "kernel-shap"), ("pr-tag-pm", "pr-tag"), ("pr-tag-pm", "pr-g"),
              ("pr-tag", "gae"), ("pr-tag", "ig"), ("pr-tag", "attnlrp"), ("pr-tag", "lime"),
              ("pr-tag", "kernel-shap"), ("pr-tag", "pr-g"), ("pr-tag", "pr-ag"), ("pr-g", "gae"), ("pr-ag", "gae"),
@@ -167,8 +170,8 @@ def write_summary(path: Path = RESULTS / "matrix.md") -> Path:
     write_matrix(cells, path, intro=intro, pairs=pairs)
     write_default_check([(f"{c.architecture} × {c.dataset}", MATRIX_DIR / c.name, c.default) for c in CELLS.values()],
                         RESULTS / "matrix_default.md",
-                        intro="The default of each cell's architecture (`captum_prxai.methods.default_method`: PR-TAG "
-                              "on encoders, PR-TAG± on decoders) against every other method of the cell, from each "
+                        intro="The default of each cell's architecture (`captum_prxai.methods.default_method`: PR-TAG± "
+                              "(λ=0.25) on encoders, PR-TAG± on decoders) against every other method of the cell, from each "
                               "cell's `results.csv` (`python benchmarks/matrix.py --summary`). The goal: "
                               "first or level within one paired standard error against GAE and LIG, on both metrics.")
     return path
