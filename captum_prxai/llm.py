@@ -102,10 +102,14 @@ class LLMGraphAttribution(LLMGradientAttribution):
     wrapped method's scores with the model's input being the causal prefix
     ``prompt + t_<k`` and the explained position the one that predicts
     ``t_k``. For PageRank methods a row is the PageRank of the attention graph
-    of that prefix, teleporting to that position; it is non-negative and sums
-    to one over the whole prefix, so the prompt columns of a row sum to the
-    share of its mass that reaches the prompt (the rest sits on earlier
-    generated tokens, reported too with ``include_generated=True``).
+    of that prefix, teleporting to that position; with one walk it is
+    non-negative and sums to one over the whole prefix, so the prompt columns
+    of a row sum to the share of its mass that reaches the prompt (the rest
+    sits on earlier generated tokens, reported too with
+    ``include_generated=True``). With two walks (``walks="both"``, the default
+    of :class:`~captum_prxai.PageRankAttribution` on a causal LM: PR-TAG±,
+    ``λ = 1``) a row is the positive walk's PageRank minus ``λ`` times the
+    negative walk's: signed, summing to ``1 − λ`` (zero for the default).
 
     All rows come from one forward pass over ``prompt + t_0 .. t_{n-2}``:
     attention-only edges need no backward at all, gradient edges need one
@@ -115,17 +119,17 @@ class LLMGraphAttribution(LLMGradientAttribution):
     Args:
         attr_method (AttentionGraphAttribution): A captum-prxai attention-graph
             attribution whose ``forward_func`` is the Hugging Face causal LM
-            itself (e.g. ``PRGradient(model, attention_layers(model))``), as
-            Captum's LLM wrappers require.
+            itself (e.g. ``PageRankAttribution(model, attention_layers(model))``,
+            the decoder default PR-TAG±), as Captum's LLM wrappers require.
         tokenizer: The model's tokenizer. :class:`~captum.attr.TextTemplateInput`
             needs a fast tokenizer (character offsets map template values to tokens).
 
     Examples::
 
         >>> from captum.attr import TextTokenInput
-        >>> from captum_prxai import PRGradient, attention_layers
+        >>> from captum_prxai import PageRankAttribution, attention_layers
         >>> from captum_prxai.llm import LLMGraphAttribution
-        >>> llm_attr = LLMGraphAttribution(PRGradient(model, attention_layers(model)), tokenizer)
+        >>> llm_attr = LLMGraphAttribution(PageRankAttribution(model, attention_layers(model)), tokenizer)
         >>> result = llm_attr.attribute(TextTokenInput("The capital of France is", tokenizer), target=" Paris")
         >>> result.token_attr.shape  # (n_out, n_in)
         >>> fig, ax = result.plot_token_attr()
@@ -475,7 +479,7 @@ def _check_causal_lm(model: Any) -> None:
     if not isinstance(model, nn.Module):
         raise PRXAIError(
             f"The wrapped method's forward_func must be the Hugging Face causal LM itself (an nn.Module), got "
-            f"{type(model).__name__}; build it as e.g. PRGradient(model, attention_layers(model))."
+            f"{type(model).__name__}; build it as e.g. PageRankAttribution(model, attention_layers(model))."
         )
     name = type(model).__name__
     config = getattr(model, "config", None)

@@ -45,6 +45,7 @@ VARIANTS = {
     "attention-flow": cp.AttentionFlow,
     "pr-ag-materialised-weights": functools.partial(cp.PRAttentionGradient, capture="weights"),
     "pr-tag-both-walks": functools.partial(cp.PRTemperedAttentionGradient, walks="both"),
+    "default": cp.PageRankAttribution,  # on a causal LM: PR-TAG±, both walks, λ = 1
 }
 PROMPT = "w1 w2 w3 w4 w5 w6"
 TARGET = "w7 w8 w9 w10"
@@ -158,7 +159,7 @@ def _check_one_pass_equals_per_token(model, tok, cls):
     torch.testing.assert_close(one.token_attr, chunked.token_attr, atol=1e-6, rtol=1e-5)
 
 
-@pytest.mark.parametrize("cls", [cp.PRGradient, cp.PRAttention])
+@pytest.mark.parametrize("cls", [cp.PRGradient, cp.PRAttention, cp.PageRankAttribution])
 def test_each_row_is_the_core_attribution_of_its_prefix(lms, tok, cls):
     """Row k equals the core PageRankAttribution.attribute on ids prompt + t_<k with the log-prob of t_k as target."""
     model = lms("llama")
@@ -187,6 +188,17 @@ def test_include_generated_rows_are_distributions_over_the_causal_prefix(lms, to
     generated = result.token_attr[:, n_in:]
     assert torch.equal(generated, generated.tril(-1))  # row k scores t_0 .. t_{k-1} only
     assert (generated.diagonal(-1) > 0).all()  # t_{k-1} is the explained position of row k
+
+
+def test_the_default_gives_signed_rows_summing_to_zero(lms, tok):
+    """PageRankAttribution's default on a causal LM walks both ways with λ = 1 (PR-TAG±): each row is the positive
+    walk's PageRank minus the negative walk's over the causal prefix, so it sums to zero and has both signs."""
+    method = cp.PageRankAttribution(lms("llama"), cp.attention_layers(lms("llama")))
+    assert method.walks == "both" and method.negative_weight == 1.0
+    result = LLMGraphAttribution(method, tok).attribute(TextTokenInput(PROMPT, tok), target=TARGET,
+                                                        include_generated=True)
+    torch.testing.assert_close(result.token_attr.sum(1), torch.zeros(4), atol=1e-5, rtol=0)
+    assert (result.token_attr > 0).any(dim=1).all() and (result.token_attr < 0).any(dim=1).all()
 
 
 def test_target_as_tensor_equals_target_as_string(lms, tok):
@@ -385,12 +397,14 @@ def test_packaged_smollm2_end_to_end():
     from captum_prxai.models.decoder import load_decoder
 
     model, tok = load_decoder("smollm2")
-    llm = LLMGraphAttribution(cp.PRGradient(model, cp.attention_layers(model)), tok)
+    llm = LLMGraphAttribution(cp.PageRankAttribution(model, cp.attention_layers(model)), tok)  # README's: PR-TAG±
     inp = TextTokenInput("The capital of France is", tok)
     with pytest.warns(UserWarning, match="first prompt token"):  # SmolLM2's tokenizer adds no BOS
         result = llm.attribute(inp, gen_args={"max_new_tokens": 4, "do_sample": False})
     assert result.output_tokens[:2] == ["Paris", "."]
-    assert result.token_attr.shape == (4, 5) and (result.token_attr[:, 1:] > 0).all()
+    # signed rows; the first token is the attention sink, whose edges are dropped (hence the warning)
+    assert result.token_attr.shape == (4, 5) and (result.token_attr[:, 1:] != 0).all()
+    assert torch.isfinite(result.token_attr).all()
     with pytest.warns(UserWarning, match="first prompt token"):
         per_token = llm.attribute(inp, target=" Paris.", one_pass=False)
     assert per_token.output_tokens == ["Paris", "."]
