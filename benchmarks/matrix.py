@@ -15,6 +15,10 @@ defaults were not tuned on.
 
 ``--add METHODS`` adds methods to finished cells without rerunning the others
 (``run_benchmark(merge=True)``): on the same examples, with the cell's ``n``.
+``--extend`` takes a finished cell to a larger ``--n`` from its committed
+``results.csv`` (``run_benchmark(reuse_results=True)``): rows whose cache key
+(model weights, settings, method options) matches are kept, and only the new
+examples are computed.
 """
 
 from __future__ import annotations
@@ -126,8 +130,10 @@ def _register_precomputed(cells: Sequence[Cell], labels_only: bool = False) -> N
             register_precomputed(name, RESULTS / scores, label=label, overwrite=True)
 
 
-def run_cell(cell: Cell, n: Optional[int], methods: Optional[str], argv: Sequence[str], add: bool = False) -> Path:
-    """Run one cell (``add``: only ``methods``, merged into the cell's finished run)."""
+def run_cell(cell: Cell, n: Optional[int], methods: Optional[str], argv: Sequence[str], add: bool = False,
+             extend: bool = False) -> Path:
+    """Run one cell (``add``: only ``methods``, merged into the cell's finished run; ``extend``: reuse the rows of
+    its ``results.csv`` that this run would compute, see the module docstring)."""
     from captum_prxai.bench.ablation import dataset_half
     from captum_prxai.bench.runner import run_benchmark, write_command
     from captum_prxai.data import load_dataset
@@ -141,7 +147,7 @@ def run_cell(cell: Cell, n: Optional[int], methods: Optional[str], argv: Sequenc
     default_methods = cell.methods or (LONG_METHODS if cell.long else SHORT_METHODS)
     run_benchmark(model, tokenizer, dataset, (methods or default_methods) + extra,
                   n=n or cell.n or (100 if cell.long else 200), out_dir=out, model_name=cell.model,
-                  max_length=cell.max_length, merge=add,
+                  max_length=cell.max_length, merge=add, reuse_results=extend,
                   method_options={"ig": {"internal_batch_size": cell.ig_batch}} if cell.ig_batch else None)
     write_command(out, "python benchmarks/matrix.py", argv, append=add)
     return out / "summary.md"
@@ -241,6 +247,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--methods", default=None, help="override the cell's methods")
     parser.add_argument("--add", default=None, metavar="METHODS",
                         help="add these methods to the finished cells, keeping their other rows")
+    parser.add_argument("--extend", action="store_true",
+                        help="take the cells to --n from their results.csv, computing only what is new")
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--summary", action="store_true",
                         help="write benchmarks/results/matrix.md and matrix_default.md")
@@ -251,7 +259,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
     for name in args.cell:
-        print(run_cell(CELLS[name], args.n, args.add or args.methods, argv, add=bool(args.add)), flush=True)
+        print(run_cell(CELLS[name], args.n, args.add or args.methods, argv, add=bool(args.add),
+                       extend=args.extend), flush=True)
     if args.summary:
         print(write_summary())
     if args.readme_table:

@@ -480,6 +480,37 @@ def test_merge_adds_a_method_to_a_finished_run_without_its_cache_and_keeps_the_o
         run_benchmark(model, tokenizer, DATA, ["ixg"], n=2, out_dir=tmp_path / "none", progress=False, merge=True)
 
 
+def test_reuse_results_extends_a_run_from_its_csv_computing_only_the_new_examples(tiny, tmp_path):
+    model, tokenizer = tiny
+    out, fresh = tmp_path / "out", tmp_path / "fresh"
+    run_benchmark(model, tokenizer, DATA, ["pr-ag", "random"], n=2, out_dir=out, progress=False)
+    (out / "cache.jsonl").unlink()  # a committed run: its results.csv and summary.json, no cache
+    (out / "deletion_curves.png").write_bytes(b"drawn for n=2")
+    grown = run_benchmark(model, tokenizer, DATA, ["pr-ag", "random"], n=4, out_dir=out, progress=False,
+                          reuse_results=True)
+    assert grown.n_cached == 4 and grown.n_computed == 4  # 2 examples x 2 methods taken, the 2 new ones computed
+    whole = run_benchmark(model, tokenizer, DATA, ["pr-ag", "random"], n=4, out_dir=fresh, progress=False)
+
+    def metrics(path):
+        with path.open() as fh:
+            return [{k: v for k, v in r.items() if k not in ("time_s", "peak_mem_mb")} for r in csv.DictReader(fh)]
+
+    assert whole.n_computed == 8 and metrics(out / "results.csv") == metrics(fresh / "results.csv")
+    # no curves for the reused rows: the old plot is left, not redrawn from half the examples
+    assert (out / "deletion_curves.png").read_bytes() == b"drawn for n=2"
+    # another model's key differs: nothing is reused, everything is computed again
+    torch.manual_seed(1)
+    other = type(model)(model.config).eval()
+    (out / "cache.jsonl").unlink()
+    again = run_benchmark(other, tokenizer, DATA, ["pr-ag", "random"], n=4, out_dir=out, progress=False,
+                          reuse_results=True)
+    assert again.n_cached == 0 and again.n_computed == 8
+    with pytest.raises(PRXAIError, match=r"^merge=True adds methods on the same examples and reuse_results=True "
+                                         r"extends a run to more examples: use one at a time\.$"):
+        run_benchmark(model, tokenizer, DATA, ["gae"], n=4, out_dir=out, progress=False, merge=True,
+                      reuse_results=True)
+
+
 def test_write_command_appends_after_a_merge(tmp_path):
     from captum_prxai.bench.runner import write_command
 

@@ -208,6 +208,31 @@ def _kept_records(out: Path, names: Sequence[str], indices: Sequence[int]) -> Tu
     return kept, kept_names, {k: v for k, v in old_keys.items() if k in kept_names}
 
 
+def _reusable_rows(out: Path, keys: Dict[str, str], indices: Sequence[int],
+                   data: _Data) -> Dict[tuple, Dict[str, Any]]:
+    """For ``reuse_results=True``: the rows of ``out/results.csv`` whose method's cache key (kept in
+    ``summary.json``) equals this run's, for this run's examples, keyed as :func:`_cached_records` looks them up.
+    The key covers the model's weights, the tokenizer, the dataset, the settings and the method's options, so a
+    row taken here is the row this run would compute (its time and memory aside)."""
+    import json
+
+    from captum_prxai.bench.report import read_csv
+
+    path, summary = out / "results.csv", out / "summary.json"
+    if not path.is_file() or not summary.is_file():
+        return {}
+    old_keys = json.loads(summary.read_text(encoding="utf-8"))["meta"].get("cache_keys", {})
+    wanted = set(indices)
+    rows: Dict[tuple, Dict[str, Any]] = {}
+    for r in read_csv(path):
+        key = keys.get(r["method"])
+        if key is None or old_keys.get(r["method"]) != key or r["example"] not in wanted:
+            continue
+        sha = _text_sha(data.texts[r["example"]])
+        rows[(key, r["example"], r["method"], sha, r["label"])] = {**r, "config_key": key, "text_sha": sha}
+    return rows
+
+
 def _prepare_model(model: nn.Module, device: Union[str, torch.device, None]) -> torch.device:
     if device is None:
         try:
@@ -561,6 +586,7 @@ def run_benchmark(
     warmup: bool = True,
     protect_explained: Optional[bool] = None,
     merge: bool = False,
+    reuse_results: bool = False,
     **config_kwargs: Any,
 ) -> BenchmarkResult:
     """Benchmark attribution methods on a dataset with removal-based faithfulness metrics.
@@ -614,6 +640,14 @@ def run_benchmark(
             curves, so the added methods' curves go to
             ``deletion_curves-added.png`` and ``deletion_curves.png`` is left
             as it is.
+        reuse_results: Also resume from the run's ``results.csv`` (with
+            ``resume``), for a folder whose ``cache.jsonl`` is gone, e.g. a
+            committed run: a row is taken when its method's cache key, kept in
+            ``summary.json``, equals this run's (the same weights, tokenizer,
+            dataset, settings and options), so a larger ``n`` computes only
+            the new examples. The CSV has no deletion curves, so when rows
+            are taken from it ``deletion_curves.png`` is not redrawn (and
+            those records carry no tokens, scores or curves).
 
     Returns:
         A :class:`BenchmarkResult`.
@@ -640,6 +674,9 @@ def run_benchmark(
     max_length = resolve_max_length(config.max_length, model, tokenizer)
     protect = resolve_protect_explained(protect_explained, model)
 
+    if merge and reuse_results:
+        raise PRXAIError("merge=True adds methods on the same examples and reuse_results=True extends a run to "
+                         "more examples: use one at a time.")
     out = Path(out_dir)
     kept, kept_names, kept_keys = _kept_records(out, names, indices) if merge else ([], [], {})
     out.mkdir(parents=True, exist_ok=True)
@@ -647,6 +684,8 @@ def run_benchmark(
     keys = _method_keys(names, method_options, config, max_length, model, tokenizer, data, device, protect)
     if resume:
         cached = cache.read(set(keys.values()))
+        if reuse_results:  # records from the cache first: they carry curves and scores
+            cached = {**_reusable_rows(out, keys, indices, data), **cached}
     else:
         cache.clear()
         cached = {}
@@ -675,6 +714,7 @@ def run_benchmark(
     }
     if kept:
         _check_same_model(kept, tally.records, out)
+    plot = plot and all("curve_most" in r for r in tally.records)  # rows reused from a CSV have no curves
     written, files = _write_outputs(out, names, tally.records, meta, config.metrics_only(), plot, kept, kept_names)
     return BenchmarkResult(out, names, tally.records, tally.n_computed, tally.n_cached, tally.errors, files,
                            written["summary"], written["meta"])
