@@ -183,19 +183,30 @@ def write_command(out_dir: Union[str, Path], program: str, argv: Sequence[str], 
 ADDED_PLOT = "deletion_curves-added.png"
 
 
-def _kept_records(out: Path, names: Sequence[str], indices: Sequence[int]) -> Tuple[List[Dict[str, Any]],
-                                                                                   List[str], Dict[str, str]]:
-    """For ``merge=True``: the rows of ``out/results.csv`` of the methods not in ``names``, their names in the
-    file's order and their cache keys (from ``summary.json``); checked to cover exactly ``indices``."""
+def _finished_run(out: Path) -> Optional[Tuple[List[Dict[str, Any]], Dict[str, str]]]:
+    """The rows of ``out/results.csv`` and the cache key of each method (from ``summary.json``, empty without
+    it); ``None`` when the folder has no ``results.csv``."""
     import json
 
     from captum_prxai.bench.report import read_csv
 
-    path = out / "results.csv"
+    path, summary = out / "results.csv", out / "summary.json"
     if not path.is_file():
-        raise PRXAIError(f"merge=True adds methods to a finished run, but {path} does not exist; "
+        return None
+    keys = json.loads(summary.read_text(encoding="utf-8"))["meta"].get("cache_keys", {}) if summary.is_file() else {}
+    return read_csv(path), keys
+
+
+def _kept_records(out: Path, names: Sequence[str], indices: Sequence[int]) -> Tuple[List[Dict[str, Any]],
+                                                                                   List[str], Dict[str, str]]:
+    """For ``merge=True``: the rows of ``out/results.csv`` of the methods not in ``names``, their names in the
+    file's order and their cache keys (from ``summary.json``); checked to cover exactly ``indices``."""
+    run = _finished_run(out)
+    if run is None:
+        raise PRXAIError(f"merge=True adds methods to a finished run, but {out / 'results.csv'} does not exist; "
                          "run the benchmark without merge first.")
-    kept = [r for r in read_csv(path) if r["method"] not in names]
+    rows, old_keys = run
+    kept = [r for r in rows if r["method"] not in names]
     kept_names = list(dict.fromkeys(r["method"] for r in kept))
     wanted = sorted(indices)
     for name in kept_names:
@@ -203,8 +214,6 @@ def _kept_records(out: Path, names: Sequence[str], indices: Sequence[int]) -> Tu
         if have != wanted:
             raise PRXAIError(f"merge=True needs the same examples as the run in {out}: its {name!r} rows cover "
                              f"{len(have)} examples, this run {len(wanted)} (pass the n of that run).")
-    summary = out / "summary.json"
-    old_keys = json.loads(summary.read_text(encoding="utf-8"))["meta"].get("cache_keys", {}) if summary.is_file() else {}
     return kept, kept_names, {k: v for k, v in old_keys.items() if k in kept_names}
 
 
@@ -214,17 +223,13 @@ def _reusable_rows(out: Path, keys: Dict[str, str], indices: Sequence[int],
     ``summary.json``) equals this run's, for this run's examples, keyed as :func:`_cached_records` looks them up.
     The key covers the model's weights, the tokenizer, the dataset, the settings and the method's options, so a
     row taken here is the row this run would compute (its time and memory aside)."""
-    import json
-
-    from captum_prxai.bench.report import read_csv
-
-    path, summary = out / "results.csv", out / "summary.json"
-    if not path.is_file() or not summary.is_file():
+    run = _finished_run(out)
+    if run is None:
         return {}
-    old_keys = json.loads(summary.read_text(encoding="utf-8"))["meta"].get("cache_keys", {})
+    old_rows, old_keys = run
     wanted = set(indices)
     rows: Dict[tuple, Dict[str, Any]] = {}
-    for r in read_csv(path):
+    for r in old_rows:
         key = keys.get(r["method"])
         if key is None or old_keys.get(r["method"]) != key or r["example"] not in wanted:
             continue
