@@ -39,7 +39,7 @@ SHORT_METHODS = ("pr-tag,pr-tag-pm,pr-tag-pm0.25,pr-g,pr-ag,pr-a,gae,rollout,raw
                  "saliency,occlusion,random")
 LONG_METHODS = "pr-tag,pr-tag-pm,pr-tag-pm0.25,pr-g,pr-ag,gae,rollout,ig,random"
 #: Methods of the MPNet and SmolLM2 long cells (fewer, for CPU time).
-FEW_LONG_METHODS = "pr-tag,pr-tag-pm,pr-tag-pm0.25,pr-tag-pm0.25,pr-g,pr-ag,gae,ig,random"
+FEW_LONG_METHODS = "pr-tag,pr-tag-pm,pr-tag-pm0.25,pr-g,pr-ag,gae,ig,random"
 
 
 @dataclass(frozen=True)

@@ -511,6 +511,32 @@ def test_reuse_results_extends_a_run_from_its_csv_computing_only_the_new_example
                       reuse_results=True)
 
 
+def test_reuse_results_checks_each_reused_example_against_the_current_text_and_model(tiny, tmp_path):
+    """The cache key names the dataset only by name and split: a dataset whose content changed under the same name
+    must not hand its old rows to other texts. Two same-label texts trade places; their rows are computed again."""
+    model, tokenizer = tiny
+    out, fresh = tmp_path / "out", tmp_path / "fresh"
+    run_benchmark(model, tokenizer, DATA, ["pr-ag", "random"], n=4, out_dir=out, progress=False)
+    (out / "cache.jsonl").unlink()
+    swapped = list(DATA)
+    swapped[1], swapped[4] = DATA[4], DATA[1]  # both label 0: the label cannot tell them apart
+    picked = set(select_examples(len(DATA), 4))
+    assert {1, 4} <= picked  # both are in the sample, so without the check their rows would be reused
+    with pytest.warns(UserWarning, match=r"^reuse_results=True: the rows of 2 of 4 examples in .*results\.csv do not "
+                                         r"match this run \(example 1: the model gives target \d, 6 tokens .*"
+                                         r"have \d, 5 and .*Those examples are computed again"):
+        grown = run_benchmark(model, tokenizer, swapped, ["pr-ag", "random"], n=4, out_dir=out, progress=False,
+                              reuse_results=True)
+    assert grown.n_cached == 4 and grown.n_computed == 4  # examples 1 and 4 computed again, 2 and 3 reused
+    run_benchmark(model, tokenizer, swapped, ["pr-ag", "random"], n=4, out_dir=fresh, progress=False)
+
+    def metrics(path):
+        with path.open() as fh:
+            return [{k: v for k, v in r.items() if k not in ("time_s", "peak_mem_mb")} for r in csv.DictReader(fh)]
+
+    assert metrics(out / "results.csv") == metrics(fresh / "results.csv")
+
+
 def test_write_command_appends_after_a_merge(tmp_path):
     from captum_prxai.bench.runner import write_command
 

@@ -33,7 +33,7 @@ import time
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 import torch
 from torch import Tensor, nn
@@ -217,23 +217,56 @@ def _kept_records(out: Path, names: Sequence[str], indices: Sequence[int]) -> Tu
     return kept, kept_names, {k: v for k, v in old_keys.items() if k in kept_names}
 
 
-def _reusable_rows(out: Path, keys: Dict[str, str], indices: Sequence[int],
-                   data: _Data) -> Dict[tuple, Dict[str, Any]]:
+#: how far apart the explained class's probability (before any removal) may be in a stored row and a rerun of the
+#: same model: a rerun of the same weights agrees to about 2e-6 at 512 tokens on one CPU thread; a retrained MPNet
+#: BBC News model that did not reproduce differed by 3e-3
+SAME_MODEL_TOLERANCE = 1e-4
+
+
+def _row_mismatch(row: Dict[str, Any], target: int, n_tokens: int, prob: float,
+                  tolerance: float = SAME_MODEL_TOLERANCE) -> Optional[str]:
+    """Why a stored row was not computed by this run's model on this run's text (``None`` when it was): another
+    target, another token count or an explained-class probability more than ``tolerance`` apart."""
+    if row["target"] == target and row["n_tokens"] == n_tokens and abs(row["prob"] - prob) <= tolerance:
+        return None
+    return (f"the model gives target {target}, {n_tokens} tokens and probability {prob:.6f}, but the stored rows "
+            f"have {row['target']}, {row['n_tokens']} and {row['prob']:.6f}")
+
+
+def _reusable_rows(out: Path, keys: Dict[str, str], indices: Sequence[int], data: _Data,
+                   probe: Callable[[int], Tuple[int, int, float]]) -> Dict[tuple, Dict[str, Any]]:
     """For ``reuse_results=True``: the rows of ``out/results.csv`` whose method's cache key (kept in
     ``summary.json``) equals this run's, for this run's examples, keyed as :func:`_cached_records` looks them up.
-    The key covers the model's weights, the tokenizer, the dataset, the settings and the method's options, so a
-    row taken here is the row this run would compute (its time and memory aside)."""
+
+    The key covers the model's weights, the tokenizer, the dataset's name and split, the settings and the
+    method's options, but not the dataset's content, and ``results.csv`` keeps no text. So each example is
+    checked once more before its rows are taken: ``probe(index)`` (one forward pass of this run's model on this
+    run's text) must give the rows' target, token count and probability (:func:`_row_mismatch`). The rows of an
+    example that fails are not taken, and the example is computed again; a warning says how many."""
     run = _finished_run(out)
     if run is None:
         return {}
     old_rows, old_keys = run
     wanted = set(indices)
+    candidates = [r for r in old_rows if r["example"] in wanted and keys.get(r["method"]) is not None
+                  and old_keys.get(r["method"]) == keys[r["method"]]]
+    mismatched: Dict[int, str] = {}
+    for index in sorted({r["example"] for r in candidates}):
+        row = next(r for r in candidates if r["example"] == index)
+        why = _row_mismatch(row, *probe(index))
+        if why is not None:
+            mismatched[index] = why
+    if mismatched:
+        first = min(mismatched)
+        warnings.warn(f"reuse_results=True: the rows of {len(mismatched)} of {len({r['example'] for r in candidates})} "
+                      f"examples in {out / 'results.csv'} do not match this run (example {first}: "
+                      f"{mismatched[first]}): the dataset's content or the model differs under the same cache key. "
+                      "Those examples are computed again; their stored rows are replaced.", stacklevel=3)
     rows: Dict[tuple, Dict[str, Any]] = {}
-    for r in old_rows:
-        key = keys.get(r["method"])
-        if key is None or old_keys.get(r["method"]) != key or r["example"] not in wanted:
+    for r in candidates:
+        if r["example"] in mismatched:
             continue
-        sha = _text_sha(data.texts[r["example"]])
+        key, sha = keys[r["method"]], _text_sha(data.texts[r["example"]])
         rows[(key, r["example"], r["method"], sha, r["label"])] = {**r, "config_key": key, "text_sha": sha}
     return rows
 
@@ -380,6 +413,21 @@ def _encode(tokenizer: Any, text: str, max_length: int, device: torch.device) ->
     return _Encoded(ids, mask, special, tokenizer.convert_ids_to_tokens(ids[0].tolist()))
 
 
+def _prober(data: _Data, tokenizer: Any, max_length: int, device: torch.device,
+            forward: ForwardFunc) -> Callable[[int], Tuple[int, int, float]]:
+    """``probe(index)``: ``(target, token count, target probability)`` of example ``index`` under this run's model,
+    tokenisation and text, as a record stores them (one forward pass)."""
+
+    def probe(index: int) -> Tuple[int, int, float]:
+        enc = _encode(tokenizer, data.texts[index], max_length, device)
+        with torch.no_grad():
+            probs = torch.softmax(forward(enc.ids, enc.mask).float(), dim=-1)[0]
+        target = int(probs.argmax())
+        return target, int(enc.mask[0].sum()), float(probs[target])
+
+    return probe
+
+
 class _Methods:
     """Builds each method once (with an untimed warm-up call), then times and measures its calls."""
 
@@ -518,24 +566,17 @@ def _explain_examples(indices: Sequence[int], data: _Data, keys: Dict[str, str],
     return tally
 
 
-def _check_same_model(kept: Sequence[Dict[str, Any]], records: Sequence[Dict[str, Any]], out: Path,
-                      tolerance: float = 1e-4) -> None:
-    """``merge=True``: refuse to pair the kept rows with rows of another model (or tokenisation), seen as a
-    different target or length, or a probability of the explained class (before any removal) more than
-    ``tolerance`` apart. (A rerun of the same weights agrees to about 2e-6 at 512 tokens on one CPU thread; a
-    retrained MPNet BBC News model that did not reproduce differed by 3e-3.)"""
+def _check_same_model(kept: Sequence[Dict[str, Any]], records: Sequence[Dict[str, Any]], out: Path) -> None:
+    """``merge=True``: refuse to pair the kept rows with rows of another model (or tokenisation), seen as
+    :func:`_row_mismatch` sees it."""
     before = {r["example"]: r for r in kept}
     for r in records:
         old = before.get(r["example"])
-        if old is None:
-            continue
-        same = old["target"] == r["target"] and old["n_tokens"] == r["n_tokens"]
-        if not same or abs(old["prob"] - r["prob"]) > tolerance:
+        why = None if old is None else _row_mismatch(old, r["target"], r["n_tokens"], r["prob"])
+        if why is not None:
             raise PRXAIError(
-                f"merge=True: on example {r['example']} the model gives target {r['target']}, {r['n_tokens']} "
-                f"tokens and probability {r['prob']:.6f}, but the rows kept in {out / 'results.csv'} have "
-                f"{old['target']}, {old['n_tokens']} and {old['prob']:.6f}: not the same model, so the methods "
-                "would not be paired. Nothing was merged (the new scores are in the cache); rerun the whole "
+                f"merge=True: on example {r['example']} {why} in {out / 'results.csv'}: not the same model, so the "
+                "methods would not be paired. Nothing was merged (the new scores are in the cache); rerun the whole "
                 "benchmark on this model instead.")
 
 
@@ -650,7 +691,11 @@ def run_benchmark(
             committed run: a row is taken when its method's cache key, kept in
             ``summary.json``, equals this run's (the same weights, tokenizer,
             dataset, settings and options), so a larger ``n`` computes only
-            the new examples. The CSV has no deletion curves, so when rows
+            the new examples. The key names the dataset but not its texts,
+            so each reused example is checked with one forward pass: a row
+            whose target, token count or explained-class probability (to
+            1e-4) differs from this run's is not taken, and the example is
+            computed again, with a warning. The CSV has no deletion curves, so when rows
             are taken from it ``deletion_curves.png`` is not redrawn (and
             those records carry no tokens, scores or curves).
 
@@ -690,7 +735,8 @@ def run_benchmark(
     if resume:
         cached = cache.read(set(keys.values()))
         if reuse_results:  # records from the cache first: they carry curves and scores
-            cached = {**_reusable_rows(out, keys, indices, data), **cached}
+            cached = {**_reusable_rows(out, keys, indices, data, _prober(data, tokenizer, max_length, device, forward)),
+                      **cached}
     else:
         cache.clear()
         cached = {}
