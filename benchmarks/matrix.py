@@ -88,7 +88,7 @@ CELLS: Dict[str, Cell] = {c.name: c for c in [
     Cell("minilm", "bbc-news", "minilm-bbc-news", long=True, 
          precomputed=(("attnlrp", "AttnLRP (lxt)", "attnlrp-minilm-bbc-news/scores.jsonl"),)),
     # MPNet is ~8x MiniLM's cost per pass: fewer methods and examples on this CPU
-    Cell("mpnet", "movie-sentences", "mpnet-movie-sentences", methods=LONG_METHODS, n=100,
+    Cell("mpnet", "movie-sentences", "mpnet-movie-sentences", methods=LONG_METHODS,
          precomputed=(("attnlrp", "AttnLRP (lxt)", "attnlrp-mpnet-movie-sentences/scores.jsonl"),)),
     Cell("mpnet", "uncertainty", "mpnet-uncertainty", methods=LONG_METHODS,
          precomputed=(("attnlrp", "AttnLRP (lxt)", "attnlrp-mpnet-uncertainty/scores.jsonl"),)),
@@ -104,9 +104,9 @@ CELLS: Dict[str, Cell] = {c.name: c for c in [
     # decoder-only: SmolLM2-135M fine-tuned with a classification head on the last token (see models.md);
     # its long cells run at 256 tokens and 30 examples, for CPU time, and IG 10 steps per pass (all 50 steps
     # of a 256-token input at once took more than this 24 GB machine)
-    Cell("smollm2", "movie-sentences", "smollm2-movie-sentences", methods=LONG_METHODS, n=100,
+    Cell("smollm2", "movie-sentences", "smollm2-movie-sentences", methods=LONG_METHODS,
          precomputed=(("attnlrp", "AttnLRP (lxt)", "attnlrp-smollm2-movie-sentences/scores.jsonl"),)),
-    Cell("smollm2", "uncertainty", "smollm2-uncertainty", methods=LONG_METHODS, n=100,
+    Cell("smollm2", "uncertainty", "smollm2-uncertainty", methods=LONG_METHODS,
          precomputed=(("attnlrp", "AttnLRP (lxt)", "attnlrp-smollm2-uncertainty/scores.jsonl"),)),
     Cell("smollm2", "tweets", "smollm2-tweets", methods=LONG_METHODS + ",kernel-shap,lime", n=100,
          precomputed=(("attnlrp", "AttnLRP (lxt)", "attnlrp-smollm2-tweets/scores.jsonl"),)),

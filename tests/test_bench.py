@@ -496,8 +496,23 @@ def test_reuse_results_extends_a_run_from_its_csv_computing_only_the_new_example
             return [{k: v for k, v in r.items() if k not in ("time_s", "peak_mem_mb")} for r in csv.DictReader(fh)]
 
     assert whole.n_computed == 8 and metrics(out / "results.csv") == metrics(fresh / "results.csv")
-    # no curves for the reused rows: the old plot is left, not redrawn from half the examples
+    # no curves for the reused rows: the old plot is left, not redrawn from half the examples, and the reports say
+    # which examples it averages
     assert (out / "deletion_curves.png").read_bytes() == b"drawn for n=2"
+    assert json.loads((out / "summary.json").read_text())["meta"]["plot_examples"] == 2
+    assert ("`deletion_curves.png` averages the first 2 of these 4 examples in sample order: rows taken from "
+            "`results.csv` keep no curves, so it was not redrawn.") in (out / "summary.md").read_text()
+    assert json.loads((fresh / "summary.json").read_text())["meta"]["plot_examples"] == 4
+    assert "deletion_curves.png" not in (fresh / "summary.md").read_text()
+    # a run from before the count was kept: the report says the plot is of an earlier run, not how many
+    summary = json.loads((out / "summary.json").read_text())
+    del summary["meta"]["plot_examples"]
+    (out / "summary.json").write_text(json.dumps(summary))
+    (out / "cache.jsonl").unlink()
+    run_benchmark(model, tokenizer, DATA, ["pr-ag", "random"], n=5, out_dir=out, progress=False, reuse_results=True)
+    assert json.loads((out / "summary.json").read_text())["meta"]["plot_examples"] is None
+    assert ("`deletion_curves.png` was not redrawn: it averages the examples of an earlier run of this sample, whose "
+            "size was not recorded") in (out / "summary.md").read_text()
     # another model's key differs: nothing is reused, everything is computed again
     torch.manual_seed(1)
     other = type(model)(model.config).eval()

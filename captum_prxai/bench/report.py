@@ -136,6 +136,21 @@ def _table(header: List[str], rows: List[List[str]]) -> List[str]:
     return lines
 
 
+def _plot_note(meta: Dict[str, Any]) -> List[str]:
+    """A line saying which examples ``deletion_curves.png`` averages, when not all of the run's (an extended run
+    takes rows from ``results.csv``, which keeps no curves, so the plot is not redrawn)."""
+    if "plot_examples" not in meta:
+        return []
+    shown, n = meta["plot_examples"], meta.get("n_examples")
+    if shown is None:
+        return ["", "`deletion_curves.png` was not redrawn: it averages the examples of an earlier run of this sample, "
+                    "whose size was not recorded (rows taken from `results.csv` keep no curves)."]
+    if n is not None and shown < n:
+        return ["", f"`deletion_curves.png` averages the first {shown} of these {n} examples in sample order: rows "
+                    "taken from `results.csv` keep no curves, so it was not redrawn."]
+    return []
+
+
 def write_markdown(summary: Dict[str, Dict[str, Dict[str, float]]], methods: Sequence[str], meta: Dict[str, Any],
                    path: Path, bins: Sequence[float] = (), settings: Optional[MetricSettings] = None) -> Path:
     """Markdown report: settings, the method x metric table (mean ± s.e.), per-bin tables.
@@ -162,6 +177,7 @@ def write_markdown(summary: Dict[str, Dict[str, Dict[str, float]]], methods: Seq
     if meta.get("model_accuracy") is not None:
         lines += ["", f"Model accuracy on these examples before any removal: {meta['model_accuracy']:.3f}; "
                       f"mean probability of the predicted class: {meta.get('mean_prob', float('nan')):.3f}."]
+    lines += _plot_note(meta)
     lines += ["", "Mean ± standard error over examples; ↑ higher is better, ↓ lower is better; "
                   "the best non-random method per column is in bold.", ""]
     header = ["Method", "n"] + [h for _, h, _ in MAIN_COLUMNS] + ["Time / example (s)", "Peak memory (MB)"]

@@ -233,6 +233,15 @@ def _row_mismatch(row: Dict[str, Any], target: int, n_tokens: int, prob: float,
             f"have {row['target']}, {row['n_tokens']} and {row['prob']:.6f}")
 
 
+def _plotted_before(out: Path) -> Optional[int]:
+    """How many examples (the first of the sample order) ``out/deletion_curves.png`` averages, as the folder's
+    last ``summary.json`` recorded it; ``None`` when it did not (runs before the count was kept)."""
+    import json
+
+    path = out / "summary.json"
+    return json.loads(path.read_text(encoding="utf-8"))["meta"].get("plot_examples") if path.is_file() else None
+
+
 def _reusable_rows(out: Path, keys: Dict[str, str], indices: Sequence[int], data: _Data,
                    probe: Callable[[int], Tuple[int, int, float]]) -> Dict[tuple, Dict[str, Any]]:
     """For ``reuse_results=True``: the rows of ``out/results.csv`` whose method's cache key (kept in
@@ -765,7 +774,10 @@ def run_benchmark(
     }
     if kept:
         _check_same_model(kept, tally.records, out)
-    plot = plot and all("curve_most" in r for r in tally.records)  # rows reused from a CSV have no curves
+    if plot:  # rows reused from a CSV have no curves, and a merge leaves the first run's plot as it is
+        redrawn = not kept_names and all("curve_most" in r for r in tally.records)
+        meta["plot_examples"] = len(indices) if redrawn else _plotted_before(out)
+        plot = redrawn or bool(kept_names)
     written, files = _write_outputs(out, names, tally.records, meta, config.metrics_only(), plot, kept, kept_names)
     return BenchmarkResult(out, names, tally.records, tally.n_computed, tally.n_cached, tally.errors, files,
                            written["summary"], written["meta"])
