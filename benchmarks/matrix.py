@@ -18,7 +18,9 @@ defaults were not tuned on.
 ``--extend`` takes a finished cell to a larger ``--n`` from its committed
 ``results.csv`` (``run_benchmark(reuse_results=True)``): rows whose cache key
 (model weights, settings, method options) matches are kept, and only the new
-examples are computed.
+examples are computed. ``--finished`` computes nothing: it summarises the longest
+prefix of the sample whose examples have every method in the cache, e.g. of a run
+that was stopped (``--n`` then bounds it).
 """
 
 from __future__ import annotations
@@ -131,9 +133,10 @@ def _register_precomputed(cells: Sequence[Cell], labels_only: bool = False) -> N
 
 
 def run_cell(cell: Cell, n: Optional[int], methods: Optional[str], argv: Sequence[str], add: bool = False,
-             extend: bool = False) -> Path:
+             extend: bool = False, finished: bool = False) -> Path:
     """Run one cell (``add``: only ``methods``, merged into the cell's finished run; ``extend``: reuse the rows of
-    its ``results.csv`` that this run would compute, see the module docstring)."""
+    its ``results.csv`` that this run would compute; ``finished``: compute nothing, summarise the examples whose
+    every method is done; see the module docstring)."""
     from captum_prxai.bench.ablation import dataset_half
     from captum_prxai.bench.runner import run_benchmark, write_command
     from captum_prxai.data import load_dataset
@@ -145,12 +148,29 @@ def run_cell(cell: Cell, n: Optional[int], methods: Optional[str], argv: Sequenc
     _register_precomputed([cell])
     extra = "" if add else "".join(f",{name}" for name, _, _ in cell.precomputed)
     default_methods = cell.methods or (LONG_METHODS if cell.long else SHORT_METHODS)
-    run_benchmark(model, tokenizer, dataset, (methods or default_methods) + extra,
+    result = run_benchmark(model, tokenizer, dataset, (methods or default_methods) + extra,
                   n=n or cell.n or (100 if cell.long else 200), out_dir=out, model_name=cell.model,
-                  max_length=cell.max_length, merge=add, reuse_results=extend,
+                  max_length=cell.max_length, merge=add, reuse_results=extend, finished_only=finished,
                   method_options={"ig": {"internal_batch_size": cell.ig_batch}} if cell.ig_batch else None)
+    if finished:  # the command that computes what was summarised: this n, computed (or resumed) in full
+        argv = _with_n([a for a in argv if a != "--finished"], result.meta["n_examples"])
     write_command(out, "python benchmarks/matrix.py", argv, append=add)
     return out / "summary.md"
+
+
+def _with_n(argv: Sequence[str], n: int) -> list:
+    """``argv`` with ``--n`` set to ``n`` (replaced where given, else added)."""
+    out, skip = [], False
+    for a in argv:
+        if skip:
+            skip = False
+            continue
+        if a == "--n":
+            skip = True
+            continue
+        if not a.startswith("--n="):
+            out.append(a)
+    return out + ["--n", str(n)]
 
 
 def write_summary(path: Path = RESULTS / "matrix.md") -> Path:
@@ -250,6 +270,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                         help="add these methods to the finished cells, keeping their other rows")
     parser.add_argument("--extend", action="store_true",
                         help="take the cells to --n from their results.csv, computing only what is new")
+    parser.add_argument("--finished", action="store_true",
+                        help="compute nothing: summarise the longest prefix of the sample (at most --n) whose examples "
+                             "have every method in the cache (with --extend, or in results.csv), e.g. of a run that "
+                             "was stopped")
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--summary", action="store_true",
                         help="write benchmarks/results/matrix.md and matrix_default.md")
@@ -261,7 +285,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         torch.set_num_threads(args.threads)
     for name in args.cell:
         print(run_cell(CELLS[name], args.n, args.add or args.methods, argv, add=bool(args.add),
-                       extend=args.extend), flush=True)
+                       extend=args.extend, finished=args.finished), flush=True)
     if args.summary:
         print(write_summary())
     if args.readme_table:

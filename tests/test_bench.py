@@ -442,6 +442,12 @@ def test_precomputed_scores_become_a_method(tmp_path):
         register_precomputed("ext-none", tmp_path / "none.jsonl")
 
 
+def _metric_rows(path):
+    """A results.csv's rows without the columns that differ between two runs of the same work (time, memory)."""
+    with path.open() as fh:
+        return [{k: v for k, v in r.items() if k not in ("time_s", "peak_mem_mb")} for r in csv.DictReader(fh)]
+
+
 def test_merge_adds_a_method_to_a_finished_run_without_its_cache_and_keeps_the_other_rows(tiny, tmp_path):
     model, tokenizer = tiny
     out = tmp_path / "out"
@@ -491,11 +497,7 @@ def test_reuse_results_extends_a_run_from_its_csv_computing_only_the_new_example
     assert grown.n_cached == 4 and grown.n_computed == 4  # 2 examples x 2 methods taken, the 2 new ones computed
     whole = run_benchmark(model, tokenizer, DATA, ["pr-ag", "random"], n=4, out_dir=fresh, progress=False)
 
-    def metrics(path):
-        with path.open() as fh:
-            return [{k: v for k, v in r.items() if k not in ("time_s", "peak_mem_mb")} for r in csv.DictReader(fh)]
-
-    assert whole.n_computed == 8 and metrics(out / "results.csv") == metrics(fresh / "results.csv")
+    assert whole.n_computed == 8 and _metric_rows(out / "results.csv") == _metric_rows(fresh / "results.csv")
     # no curves for the reused rows: the old plot is left, not redrawn from half the examples, and the reports say
     # which examples it averages
     assert (out / "deletion_curves.png").read_bytes() == b"drawn for n=2"
@@ -545,11 +547,48 @@ def test_reuse_results_checks_each_reused_example_against_the_current_text_and_m
     assert grown.n_cached == 4 and grown.n_computed == 4  # examples 1 and 4 computed again, 2 and 3 reused
     run_benchmark(model, tokenizer, swapped, ["pr-ag", "random"], n=4, out_dir=fresh, progress=False)
 
-    def metrics(path):
-        with path.open() as fh:
-            return [{k: v for k, v in r.items() if k not in ("time_s", "peak_mem_mb")} for r in csv.DictReader(fh)]
+    assert _metric_rows(out / "results.csv") == _metric_rows(fresh / "results.csv")
 
-    assert metrics(out / "results.csv") == metrics(fresh / "results.csv")
+
+def test_finished_only_summarises_the_finished_prefix_of_a_stopped_run_and_computes_nothing(tiny, tmp_path):
+    model, tokenizer = tiny
+    out, fresh = tmp_path / "out", tmp_path / "fresh"
+    run_benchmark(model, tokenizer, DATA, ["pr-ag", "random"], n=3, out_dir=out, progress=False)
+    # a run to n=5 stopped after one more record: the fourth example of the sample order has pr-ag, not random
+    cache = (out / "cache.jsonl").read_text().splitlines()
+    run_benchmark(model, tokenizer, DATA, ["pr-ag"], n=4, out_dir=out, progress=False)
+    assert len((out / "cache.jsonl").read_text().splitlines()) == len(cache) + 1
+    done = run_benchmark(model, tokenizer, DATA, ["pr-ag", "random"], n=5, out_dir=out, progress=False,
+                         finished_only=True)
+    assert done.n_computed == 0 and done.n_cached == 6 and done.meta["n_examples"] == 3
+    run_benchmark(model, tokenizer, DATA, ["pr-ag", "random"], n=3, out_dir=fresh, progress=False)
+
+    assert _metric_rows(out / "results.csv") == _metric_rows(fresh / "results.csv")
+    with pytest.raises(PRXAIError, match=r"^finished_only=True: .* has no example with a record of every method "
+                                         r"\(pr-ag, gae\) for these settings; nothing to summarise\.$"):
+        run_benchmark(model, tokenizer, DATA, ["pr-ag", "gae"], n=5, out_dir=out, progress=False, finished_only=True)
+    with pytest.raises(PRXAIError, match=r"^finished_only=True summarises what a run's cache .* cannot merge\.$"):
+        run_benchmark(model, tokenizer, DATA, ["gae"], n=3, out_dir=out, progress=False, finished_only=True,
+                      merge=True)
+
+
+def test_matrix_finished_writes_the_command_that_computes_what_it_summarised():
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    spec = importlib.util.spec_from_file_location("matrix_script", Path(__file__).resolve().parents[1] / "benchmarks"
+                                                  / "matrix.py")
+    matrix = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = matrix  # its dataclasses look their module up
+    try:
+        spec.loader.exec_module(matrix)
+    finally:
+        del sys.modules[spec.name]
+    assert matrix._with_n(["--cell", "c", "--extend", "--n", "100"], 37) == ["--cell", "c", "--extend", "--n", "37"]
+    assert matrix._with_n(["--cell", "c", "--n=100", "--threads", "1"], 5) == ["--cell", "c", "--threads", "1", "--n",
+                                                                               "5"]
+    assert matrix._with_n(["--cell", "c"], 200) == ["--cell", "c", "--n", "200"]
 
 
 def test_write_command_appends_after_a_merge(tmp_path):

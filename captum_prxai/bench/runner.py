@@ -280,6 +280,20 @@ def _reusable_rows(out: Path, keys: Dict[str, str], indices: Sequence[int], data
     return rows
 
 
+def _finished_prefix(indices: Sequence[int], data: _Data, keys: Dict[str, str], cached: Dict[tuple, Dict[str, Any]],
+                     out: Path) -> int:
+    """``finished_only=True``: how many examples, from the start of the sample order, have every method's record."""
+    done = 0
+    for index in indices:
+        if _cached_records(cached, keys, index, _text_sha(data.texts[index]), data.labels[index])[1]:
+            break
+        done += 1
+    if not done:
+        raise PRXAIError(f"finished_only=True: {out} has no example with a record of every method ({', '.join(keys)}) "
+                         "for these settings; nothing to summarise.")
+    return done
+
+
 def _prepare_model(model: nn.Module, device: Union[str, torch.device, None]) -> torch.device:
     if device is None:
         try:
@@ -642,6 +656,7 @@ def run_benchmark(
     protect_explained: Optional[bool] = None,
     merge: bool = False,
     reuse_results: bool = False,
+    finished_only: bool = False,
     **config_kwargs: Any,
 ) -> BenchmarkResult:
     """Benchmark attribution methods on a dataset with removal-based faithfulness metrics.
@@ -707,6 +722,10 @@ def run_benchmark(
             computed again, with a warning. The CSV has no deletion curves, so when rows
             are taken from it ``deletion_curves.png`` is not redrawn (and
             those records carry no tokens, scores or curves).
+        finished_only: Compute nothing: summarise the longest prefix of the
+            sample order whose examples have every method's record (in the
+            cache, or with ``reuse_results`` in ``results.csv``), e.g. the
+            part an interrupted run finished. ``n`` is then an upper bound.
 
     Returns:
         A :class:`BenchmarkResult`.
@@ -736,6 +755,9 @@ def run_benchmark(
     if merge and reuse_results:
         raise PRXAIError("merge=True adds methods on the same examples and reuse_results=True extends a run to "
                          "more examples: use one at a time.")
+    if finished_only and (merge or not resume):
+        raise PRXAIError("finished_only=True summarises what a run's cache (or results.csv) already holds: it needs "
+                         "resume=True and cannot merge.")
     out = Path(out_dir)
     kept, kept_names, kept_keys = _kept_records(out, names, indices) if merge else ([], [], {})
     out.mkdir(parents=True, exist_ok=True)
@@ -749,6 +771,8 @@ def run_benchmark(
     else:
         cache.clear()
         cached = {}
+    if finished_only:
+        indices = indices[: _finished_prefix(indices, data, keys, cached, out)]
 
     runner = _Methods(model, forward, ctx, config.seed, warmup, device)
     bar = tqdm(total=len(indices) * len(names), disable=not progress, desc="benchmark", unit="expl")
