@@ -173,6 +173,19 @@ def _with_n(argv: Sequence[str], n: int) -> list:
     return out + ["--n", str(n)]
 
 
+def write_bins(path: Path = RESULTS / "matrix_bins.md") -> Path:
+    """``benchmarks/results/matrix_bins.md``: the default against LIG and AttnLRP at each removal bin, per cell."""
+    from captum_prxai.bench.report import write_bin_breakdown
+
+    _register_precomputed(list(CELLS.values()), labels_only=True)
+    cells = [(f"{ARCH_NAMES[c.architecture]} · {DATA_NAMES[c.dataset]}", MATRIX_DIR / c.name, c.default)
+             for c in CELLS.values()]
+    return write_bin_breakdown(cells, path, intro=(
+        "From each cell's `results.csv` (`python benchmarks/matrix.py --bins`). Comprehensiveness @k% is the drop "
+        "in the explained class's probability when the top-scored k% of the tokens are deleted, sufficiency @k% "
+        "when only they are kept; the matrix's two metrics are the means over the five bins."))
+
+
 def write_summary(path: Path = RESULTS / "matrix.md") -> Path:
     """Collect every finished cell into ``benchmarks/results/matrix.md``."""
     from captum_prxai.bench.report import write_default_check, write_matrix
@@ -278,6 +291,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--summary", action="store_true",
                         help="write benchmarks/results/matrix.md and matrix_default.md")
     parser.add_argument("--readme-table", action="store_true", help="print the README's default-in-the-matrix table")
+    parser.add_argument("--bins", action="store_true",
+                        help="write benchmarks/results/matrix_bins.md: the default against LIG and AttnLRP per bin")
     parser.add_argument("--compare-former", action="store_true",
                         help="write matrix-former-default/reproduction.md: each rerun against its former run")
     args = parser.parse_args(argv)
@@ -290,6 +305,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(write_summary())
     if args.readme_table:
         print(readme_table())
+    if args.bins:
+        print(write_bins())
     if args.compare_former:
         print(compare_former())
     return 0

@@ -377,6 +377,25 @@ def test_speed_ratios_are_relative_to_forward_backward_within_a_cell():
     assert "| m | 128 | 1 | pr-ag | 1.000 | 2.00× | 8 |  |" in table and "skipped" in table
 
 
+def test_write_bin_breakdown_pairs_the_default_with_each_rival_per_bin(tmp_path):
+    from captum_prxai.bench.report import write_bin_breakdown
+
+    run = tmp_path / "run"
+    run.mkdir()
+    # default pr-tag against ig: comprehensiveness@1 differences +0.1, +0.3 (mean +0.2, ahead); @50 differences
+    # -0.2, -0.4 (mean -0.3, s.e. 0.1: a loss, in bold); sufficiency equal everywhere
+    rows = [(0, "pr-tag", 0.5, 0.4), (0, "ig", 0.4, 0.6), (1, "pr-tag", 0.6, 0.2), (1, "ig", 0.3, 0.6),
+            (0, "random", 0.0, 0.0), (1, "random", 0.0, 0.0)]
+    (run / "results.csv").write_text("example,method,comprehensiveness@1,comprehensiveness@50,sufficiency@1,"
+                                     "sufficiency@50\n" + "".join(f"{e},{m},{c1},{c50},0.1,0.2\n"
+                                                                  for e, m, c1, c50 in rows))
+    path = write_bin_breakdown([("toy", run, "pr-tag"), ("not run", tmp_path / "none", "pr-tag")],
+                               tmp_path / "bins.md", rivals=("ig", "attnlrp"), bins=("1", "50"))
+    lines = [line for line in path.read_text().splitlines() if line.startswith("| toy")]
+    assert lines == ["| toy | Integrated Gradients | 2 | +0.200 ± 0.100 | **−0.300 ± 0.100** | +0.000 ± 0.000 | "
+                     "+0.000 ± 0.000 |"]  # no AttnLRP rows in the run, and the run without results is left out
+
+
 def test_write_matrix_ranks_methods_per_run_and_overall(tmp_path):
     from captum_prxai.bench.report import write_matrix
 

@@ -485,3 +485,43 @@ def write_default_check(cells: Sequence[Tuple[str, Path, str]], path: Path,
     if missing:
         lines += ["", "Not run with the default yet: " + "; ".join(missing) + "."]
     return write_atomic(path, "\n".join(lines) + "\n")
+
+
+def write_bin_breakdown(cells: Sequence[Tuple[str, Path, str]], path: Path,
+                        rivals: Sequence[str] = ("ig", "attnlrp"), bins: Sequence[str] = ("1", "5", "10", "20", "50"),
+                        title: str = "Where the default gains and loses, by bin", intro: str = "") -> Path:
+    """Per run and rival, the paired difference default − rival at each removal bin, comprehensiveness and
+    sufficiency (``comprehensiveness@<bin>``, ``sufficiency@<bin>`` of ``results.csv``): which part of the ranking
+    (the top 1 %, ..., the top half) a gap comes from. A loss is marked in bold when larger than one standard error.
+
+    Args:
+        cells: ``(heading, out_dir, default method)``; runs without a ``results.csv`` or the rival are skipped.
+        path: The Markdown file to write.
+        rivals: The methods compared with.
+        bins: The bins' percentages, as the CSV's column suffixes.
+    """
+    lines = [f"# {title}", ""] + ([intro, ""] if intro else [])
+    lines += ["Paired difference default − rival, mean ± standard error over the same examples (comprehensiveness: "
+              "> 0 means the default is better; sufficiency: < 0 means the default is better); a loss larger than "
+              "one standard error in bold.", ""]
+    header = ["run", "rival", "n"] + [f"comp. @{b}%" for b in bins] + [f"suff. @{b}%" for b in bins]
+    rows = []
+    for heading, out_dir, default in cells:
+        csv_file = Path(out_dir) / "results.csv"
+        if not csv_file.is_file():
+            continue
+        columns = {(metric, b): _per_example(csv_file, f"{metric}@{b}") for metric in ("comprehensiveness",
+                                                                                        "sufficiency") for b in bins}
+        for rival in rivals:
+            first = columns[("comprehensiveness", bins[0])]
+            if default not in first or rival not in first:
+                continue
+            row = [heading, _label(rival), str(len(first[default]))]
+            for metric in ("comprehensiveness", "sufficiency"):
+                for b in bins:
+                    diff = _paired(columns[(metric, b)][default], columns[(metric, b)][rival])
+                    loss = -diff["mean"] if metric == "comprehensiveness" else diff["mean"]
+                    row.append(f"**{_signed(diff)}**" if loss > diff["sem"] else _signed(diff))
+            rows.append(row)
+    lines += _table(header, rows)
+    return write_atomic(path, "\n".join(lines) + "\n")
