@@ -426,14 +426,23 @@ def _same_runs(mine: Dict[str, Dict[str, Dict[int, float]]], theirs: Dict[str, D
     return True
 
 
+def _add_matrix_rows(values: Dict[str, Dict[str, Dict[int, float]]], matrix: Dict[str, Dict[str, Dict[int, float]]],
+                     names: Sequence[str], examples: Optional[set] = None) -> None:
+    """Add the matrix's rows of ``names`` to ``values`` as ``matrix:<name>`` (in place); with ``examples``, only
+    methods the matrix ran on all of them, cut to them."""
+    for name in names:
+        for metric, _ in METRICS:
+            got = matrix[metric].get(name)
+            if not got or (examples is not None and not examples <= set(got)):
+                continue
+            values[metric][f"matrix:{name}"] = got if examples is None else {e: got[e] for e in examples}
+
+
 def _with_matrix(cell: Cell, values: Dict[str, Dict[str, Dict[int, float]]]) -> Dict[str, Dict[str, Dict[int, float]]]:
     """``values`` with the committed matrix's FOURTH_MATRIX rows of the cell added as ``matrix:<name>`` (in place)."""
     matrix_csv = MATRIX_DIR / cell.name / "results.csv"
     if matrix_csv.is_file():
-        for metric, table in _read_csv(matrix_csv).items():
-            for m in FOURTH_MATRIX:
-                if m in table:
-                    values[metric][f"matrix:{m}"] = table[m]
+        _add_matrix_rows(values, _read_csv(matrix_csv), FOURTH_MATRIX)
     return values
 
 
@@ -662,13 +671,8 @@ def _merge_matrix(cell: Cell, values: Dict[str, Dict[str, Dict[int, float]]]) ->
             common = set(a) & set(b)
             if common:
                 check[f"{ours} vs matrix {theirs} {metric}"] = max(abs(a[e] - b[e]) for e in common)
-    for name in MATRIX_METHODS:
-        if _SAME.get(name) in values["comprehensiveness"]:
-            continue
-        for metric, _ in METRICS:
-            got = matrix[metric].get(name)
-            if got and mine <= set(got):
-                values[metric][f"matrix:{name}"] = {e: got[e] for e in mine}
+    _add_matrix_rows(values, matrix, [m for m in MATRIX_METHODS if _SAME.get(m) not in values["comprehensiveness"]],
+                     examples=mine)
     return check
 
 
