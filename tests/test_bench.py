@@ -538,8 +538,11 @@ def test_reuse_results_extends_a_run_from_its_csv_computing_only_the_new_example
     torch.manual_seed(1)
     other = type(model)(model.config).eval()
     (out / "cache.jsonl").unlink()
-    again = run_benchmark(other, tokenizer, DATA, ["pr-ag", "random"], n=4, out_dir=out, progress=False,
-                          reuse_results=True)
+    with pytest.warns(UserWarning, match=r"^reuse_results=True: the rows of pr-ag, random in .*results\.csv were made "
+                                         r"under another cache key .* computed again on every example not in "
+                                         r"this run's cache\.$"):
+        again = run_benchmark(other, tokenizer, DATA, ["pr-ag", "random"], n=4, out_dir=out, progress=False,
+                              reuse_results=True)
     assert again.n_cached == 0 and again.n_computed == 8
     with pytest.raises(PRXAIError, match=r"^merge=True adds methods on the same examples and reuse_results=True "
                                          r"extends a run to more examples: use one at a time\.$"):

@@ -251,7 +251,8 @@ def _reusable_rows(out: Path, keys: Dict[str, str], indices: Sequence[int], data
     method's options, but not the dataset's content, and ``results.csv`` keeps no text. So each example is
     checked once more before its rows are taken: ``probe(index)`` (one forward pass of this run's model on this
     run's text) must give the rows' target, token count and probability (:func:`_row_mismatch`). The rows of an
-    example that fails are not taken, and the example is computed again; a warning says how many."""
+    example that fails are not taken, and the example is computed again; a warning says how many. A method whose
+    stored key differs from this run's (e.g. a retrained model) has none of its rows taken, with a warning."""
     run = _finished_run(out)
     if run is None:
         return {}
@@ -259,6 +260,13 @@ def _reusable_rows(out: Path, keys: Dict[str, str], indices: Sequence[int], data
     wanted = set(indices)
     candidates = [r for r in old_rows if r["example"] in wanted and keys.get(r["method"]) is not None
                   and old_keys.get(r["method"]) == keys[r["method"]]]
+    stale = list(dict.fromkeys(r["method"] for r in old_rows if r["example"] in wanted and r["method"] in keys
+                               and old_keys.get(r["method"]) != keys[r["method"]]))
+    if stale:
+        warnings.warn(f"reuse_results=True: the rows of {', '.join(stale)} in {out / 'results.csv'} were made under "
+                      "another cache key (other model weights, tokenizer, dataset, settings or method options), so "
+                      "none of them is reused: those methods are computed again on every example not in this run's cache.",
+                      stacklevel=3)
     mismatched: Dict[int, str] = {}
     for index in sorted({r["example"] for r in candidates}):
         row = next(r for r in candidates if r["example"] == index)
@@ -719,7 +727,9 @@ def run_benchmark(
             so each reused example is checked with one forward pass: a row
             whose target, token count or explained-class probability (to
             1e-4) differs from this run's is not taken, and the example is
-            computed again, with a warning. The CSV has no deletion curves, so when rows
+            computed again, with a warning. A method whose stored key
+            differs (e.g. a retrained model) reuses nothing, also with a
+            warning. The CSV has no deletion curves, so when rows
             are taken from it ``deletion_curves.png`` is not redrawn (and
             those records carry no tokens, scores or curves).
         finished_only: Compute nothing: summarise the longest prefix of the
