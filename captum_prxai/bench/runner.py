@@ -258,24 +258,30 @@ def _reusable_rows(out: Path, keys: Dict[str, str], indices: Sequence[int], data
         return {}
     old_rows, old_keys = run
     wanted = set(indices)
-    candidates = [r for r in old_rows if r["example"] in wanted and keys.get(r["method"]) is not None
-                  and old_keys.get(r["method"]) == keys[r["method"]]]
-    stale = list(dict.fromkeys(r["method"] for r in old_rows if r["example"] in wanted and r["method"] in keys
-                               and old_keys.get(r["method"]) != keys[r["method"]]))
+    candidates: List[Dict[str, Any]] = []
+    stale: Dict[str, None] = {}  # methods whose stored key is not this run's, in file order
+    for r in old_rows:
+        if r["example"] in wanted and r["method"] in keys:
+            if old_keys.get(r["method"]) == keys[r["method"]]:
+                candidates.append(r)
+            else:
+                stale[r["method"]] = None
     if stale:
         warnings.warn(f"reuse_results=True: the rows of {', '.join(stale)} in {out / 'results.csv'} were made under "
                       "another cache key (other model weights, tokenizer, dataset, settings or method options), so "
-                      "none of them is reused: those methods are computed again on every example not in this run's cache.",
-                      stacklevel=3)
+                      "none of them is reused: those methods are computed again on every example not in this "
+                      "run's cache.", stacklevel=3)
+    first_rows: Dict[int, Dict[str, Any]] = {}
+    for r in candidates:
+        first_rows.setdefault(r["example"], r)
     mismatched: Dict[int, str] = {}
-    for index in sorted({r["example"] for r in candidates}):
-        row = next(r for r in candidates if r["example"] == index)
-        why = _row_mismatch(row, *probe(index))
+    for index in sorted(first_rows):
+        why = _row_mismatch(first_rows[index], *probe(index))
         if why is not None:
             mismatched[index] = why
     if mismatched:
         first = min(mismatched)
-        warnings.warn(f"reuse_results=True: the rows of {len(mismatched)} of {len({r['example'] for r in candidates})} "
+        warnings.warn(f"reuse_results=True: the rows of {len(mismatched)} of {len(first_rows)} "
                       f"examples in {out / 'results.csv'} do not match this run (example {first}: "
                       f"{mismatched[first]}): the dataset's content or the model differs under the same cache key. "
                       "Those examples are computed again; their stored rows are replaced.", stacklevel=3)
