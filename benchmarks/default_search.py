@@ -173,17 +173,21 @@ CANDIDATES: Dict[str, Dict[str, Any]] = {
     "ds:pow0.5:pm0.75": {"edge_weight": "pow0.5"},
     # the positive walk's order among tokens it ranks above the negative walk; the others last (see DEMOTE)
     "ds:pow0.5:pmd": {"edge_weight": "pow0.5"},
+    # fifth round: the default's two walks (λ = 0.25) at other dampings (the library's is 0.7)
+    "ds:pow0.5:pm0.25:d0.5": {"edge_weight": "pow0.5", "damping": 0.5},
+    "ds:pow0.5:pm0.25:d0.85": {"edge_weight": "pow0.5", "damping": 0.85},
 }
 #: candidates with a negative walk subtracted (see SIGNED_WALKS) and with gradient-norm layer weights
 SIGNED_WALKS = {"ds:pow0.5:pm", "ds:pow0.5:lp:pm", "ds:pow0.5:pm0.5", "ds:pow0.5:pmw", "ds:pow0.5:pmd",
-                "ds:pow0.5:pm0.25", "ds:pow0.5:pm0.75"}
+                "ds:pow0.5:pm0.25", "ds:pow0.5:pm0.75", "ds:pow0.5:pm0.25:d0.5", "ds:pow0.5:pm0.25:d0.85"}
 #: two walks, demoting only: a token keeps its positive-walk score P⁺ when P⁺ ≥ P⁻ and gets P⁺ − P⁻ < 0
 #: otherwise, so PR-TAG's order is kept among the net-positive tokens and the net-negative ones rank last
 DEMOTE = {"ds:pow0.5:pmd"}
 #: the weight of the negative walk's PageRank in the difference (default 1); "mass": per example, the
 #: negative token graph's total edge mass over the positive one's (a weak negative graph counts little)
 NEGATIVE_WEIGHT: Dict[str, Any] = {"ds:pow0.5:pm0.5": 0.5, "ds:pow0.5:pmw": "mass", "ds:pow0.5:pm0.25": 0.25,
-                                   "ds:pow0.5:pm0.75": 0.75}
+                                   "ds:pow0.5:pm0.75": 0.75, "ds:pow0.5:pm0.25:d0.5": 0.25,
+                                   "ds:pow0.5:pm0.25:d0.85": 0.25}
 NORM_WEIGHTED = {"ds:pow0.5:l2w"}
 #: candidates whose score is the PageRank score times |gradient x input| at the word embeddings
 #: (Captum LayerGradientXActivation, summed over the hidden size; here a second backward pass,
@@ -213,7 +217,10 @@ FOURTH_HOLDOUT = ["ds:pow0.5", "ds:pow0.5:pm0.25", "ds:pow0.5:pm0.5", "ds:pow0.5
                   "ds:pow0.5:pmd"]
 FOURTH_LONG = ["ds:pow0.5", "ds:pow0.5:pm", "ds:pow0.5:lp", "ds:pow0.5:max", "ds:pow0.5:pm0.5", "ds:pow0.5:pmw",
                "ds:pow0.5:pmd"]
-TUNE_METHODS = [m for m in CANDIDATES if m not in EXTRA and m not in LATER and m not in FOURTH] + REFERENCES
+#: 'fifth': the default (λ = 0.25, damping 0.7) against the same walks at dampings 0.5 and 0.85, with LIG-50
+FIFTH = ["ds:pow0.5:pm0.25", "ds:pow0.5:pm0.25:d0.5", "ds:pow0.5:pm0.25:d0.85", "ig"]
+TUNE_METHODS = [m for m in CANDIDATES if m not in EXTRA and m not in LATER and m not in FOURTH and m not in FIFTH] \
+    + REFERENCES
 #: 'long': the candidates run on the 256-token cells (a long explanation costs ~10x a short one on this
 #: shared CPU): each edge family, the interpolation, the best damping of the earlier BBC ablation (0.5)
 LONG_METHODS = ["ds:g", "ds:ag", "ds:sg", "ds:pow0.25", "ds:pow0.5", "ds:pow0.75", "ds:ag:d0.5", "ds:pow0.5:d0.5",
@@ -572,6 +579,40 @@ def write_fourth_table(path: Optional[Path] = None) -> Path:
     return path
 
 
+FIFTH_DIR = RESULTS / "fifth"
+
+
+def write_fifth_table(path: Optional[Path] = None) -> Path:
+    """``results/default-search/fifth.md``: the default's walks at other dampings, and LIG-50, against the default
+    (``ds:pow0.5:pm0.25``, rerun in the same process) on the tune halves; the pairing check is the default's largest
+    difference from its fourth-round run on the same examples."""
+    lead = FOURTH_LEAD
+    lines = ["# Fifth round: the default's damping, and LIG-50 on the tune halves", "",
+             "`python benchmarks/default_search.py --fifth-table`. Mean ± s.e. of the per-example difference "
+             f"method − the default (`{lead}`: PR-TAG's edges, two walks, λ = 0.25, damping 0.7); comprehensiveness: "
+             "> 0 is better, sufficiency: < 0 is better. Each run's command is in its folder's `COMMAND`.", ""]
+    others = [m for m in FIFTH if m != lead]
+    rows = []
+    for cell in CELLS.values():
+        csv_path = FIFTH_DIR / "tune" / cell.name / "results.csv"
+        if not csv_path.is_file():
+            continue
+        values = _read_csv(csv_path)
+        earlier = FOURTH_DIR / "tune" / cell.name / "results.csv"
+        check = "–"
+        if earlier.is_file():
+            mine, theirs = values["comprehensiveness"][lead], _read_csv(earlier)["comprehensiveness"].get(lead, {})
+            common = set(mine) & set(theirs)
+            check = f"{max(abs(mine[e] - theirs[e]) for e in common):.0e}" if common else "–"
+        texts = [_paired(values, m, lead) for m in others]
+        rows.append([cell.name, str(max(n for n, _ in texts))] + [t for _, t in texts] + [check])
+    lines += _table(["tune half", "n"] + [f"`{m}` − default" if m != "ig" else "LIG-50 − default" for m in others]
+                    + ["default vs fourth round (max \\|Δ comp.\\|)"], rows) + [""]
+    path = path or RESULTS / "fifth.md"
+    path.write_text("\n".join(lines), encoding="utf-8")
+    return path
+
+
 def _mean_sem(xs: Sequence[float]) -> Tuple[float, float]:
     from captum_prxai.metrics.stats import mean_sem
 
@@ -914,6 +955,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                         help="write results/default-search/length-rule.md: two walks on short encoder inputs")
     parser.add_argument("--fourth-table", action="store_true",
                         help="write results/default-search/fourth.md: the fourth round's constructions, paired")
+    parser.add_argument("--fifth-table", action="store_true",
+                        help="write results/default-search/fifth.md: the default's damping and LIG-50, paired")
     parser.add_argument("--tables", default=None, metavar="DIR",
                         help="write DIR/losses.md: the tables of --summary for one side run (with --cell, --half)")
     args = parser.parse_args(argv)
@@ -922,7 +965,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     methods: List[str] = []
     for item in (m.strip() for m in args.methods.split(",")):
         groups = {"tune": TUNE_METHODS, "extra": EXTRA, "long": LONG_METHODS, "later": LATER, "fourth": FOURTH,
-                  "fourth-long": FOURTH_LONG, "fourth-holdout": FOURTH_HOLDOUT}
+                  "fourth-long": FOURTH_LONG, "fourth-holdout": FOURTH_HOLDOUT, "fifth": FIFTH}
         methods += groups[item] if item in groups else [item] if item else []
     if args.half == "holdout" and args.cell and not args.tables and "tune" in args.methods.split(","):
         parser.error("the held-out half only confirms: pass --methods with the chosen candidate and references")
@@ -943,6 +986,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(write_length_rule_table())
     if args.fourth_table:
         print(write_fourth_table())
+    if args.fifth_table:
+        print(write_fifth_table())
     return 0
 
 

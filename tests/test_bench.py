@@ -778,3 +778,42 @@ def test_length_rule_takes_the_two_way_walk_on_short_inputs_only():
     default_search._add_length_rule(values, {0: 10, 1: 64, 2: 65}, 64, "two", "one", "rule")
     for metric, _ in default_search.METRICS:
         assert values[metric]["rule"] == {0: 1.0, 1: 2.0, 2: -3.0}
+
+
+def test_fifth_table_pairs_each_method_with_the_default_and_checks_the_rerun(tmp_path, monkeypatch):
+    import csv
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    try:
+        import default_search
+    finally:
+        sys.path.pop(0)
+    lead = default_search.FOURTH_LEAD
+
+    def write(folder, rows):
+        folder.mkdir(parents=True)
+        with (folder / "results.csv").open("w", newline="") as fh:
+            w = csv.DictWriter(fh, fieldnames=["example", "method", "comprehensiveness", "sufficiency"])
+            w.writeheader()
+            for example, method, comp, suff in rows:
+                w.writerow({"example": example, "method": method, "comprehensiveness": comp, "sufficiency": suff})
+
+    cell = "minilm--tweets"
+    # default comp 0.5, 0.3; LIG 0.4, 0.4 -> differences -0.1, +0.1: mean 0.000, s.e. 0.100
+    # suff: default 0.1, 0.1; LIG 0.3, 0.2 -> +0.2, +0.1: mean +0.150, s.e. 0.050
+    write(tmp_path / "fifth" / "tune" / cell, [(0, lead, 0.5, 0.1), (1, lead, 0.3, 0.1),
+                                                (0, "ig", 0.4, 0.3), (1, "ig", 0.4, 0.2)])
+    write(tmp_path / "fourth" / "tune" / cell, [(0, lead, 0.5, 0.1), (1, lead, 0.302, 0.1)])
+    monkeypatch.setattr(default_search, "FIFTH_DIR", tmp_path / "fifth")
+    monkeypatch.setattr(default_search, "FOURTH_DIR", tmp_path / "fourth")
+    text = default_search.write_fifth_table(tmp_path / "fifth.md").read_text(encoding="utf-8")
+    row = next(line for line in text.splitlines() if line.startswith(f"| {cell} |"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    header = next(line for line in text.splitlines() if line.startswith("| tune half |"))
+    names = [c.strip() for c in header.strip("|").split("|")]
+    assert cells[names.index("n")] == "2"
+    assert cells[names.index("LIG-50 − default")] == "+0.000 ± 0.100 / +0.150 ± 0.050"
+    assert cells[-1] == "2e-03"  # the rerun differs from the fourth round's default by 0.002 on example 1
+    assert [c for c in cells[2:-1] if c != "+0.000 ± 0.100 / +0.150 ± 0.050"] == ["", ""]  # dampings not run here
