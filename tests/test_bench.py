@@ -817,3 +817,94 @@ def test_fifth_table_pairs_each_method_with_the_default_and_checks_the_rerun(tmp
     assert cells[names.index("LIG-50 − default")] == "+0.000 ± 0.100 / +0.150 ± 0.050"
     assert cells[-1] == "2e-03"  # the rerun differs from the fourth round's default by 0.002 on example 1
     assert [c for c in cells[2:-1] if c != "+0.000 ± 0.100 / +0.150 ± 0.050"] == ["", ""]  # dampings not run here
+
+
+def test_reuse_retrained_takes_a_nearly_equal_models_rows_after_a_spot_check(tiny, tmp_path):
+    """A model retrained with the same recipe but not bit-for-bit equal: its cache key differs, so plain reuse takes
+    nothing. reuse_retrained recomputes the first stored examples, compares, then takes the other stored rows."""
+    import copy
+
+    from captum_prxai.bench import runner as runner_module
+
+    model, tokenizer = tiny
+    out = tmp_path / "out"
+    run_benchmark(model, tokenizer, DATA, ["pr-ag", "random"], n=4, out_dir=out, progress=False)
+    (out / "cache.jsonl").unlink()
+    def by_id():
+        return {(int(r["example"]), r["method"]): r for r in _metric_rows(out / "results.csv")}
+
+    before = by_id()
+    near = copy.deepcopy(model)
+    with torch.no_grad():
+        list(near.parameters())[-1].add_(1e-5)  # the classifier's bias: other weights, nearly the same outputs
+    with pytest.raises(PRXAIError, match=r"^reuse_retrained=True takes the rows of a retrained model from "
+                                         r"results\.csv: it needs reuse_results=True\.$"):
+        run_benchmark(near, tokenizer, DATA, ["pr-ag", "random"], n=5, out_dir=out, progress=False,
+                      reuse_retrained=True)
+
+    with pytest.raises(PRXAIError, match=r"^finished_only=True computes nothing, but reuse_retrained=True first "
+                                         r"checks examples \[\d+, \d+\] with this model and the cache does not have "
+                                         r"them all: run once without finished_only\.$"):
+        run_benchmark(near, tokenizer, DATA, ["pr-ag", "random"], n=5, out_dir=out, progress=False,
+                      reuse_results=True, reuse_retrained=True, finished_only=True)
+    grown = run_benchmark(near, tokenizer, DATA, ["pr-ag", "random"], n=5, out_dir=out, progress=False,
+                          reuse_results=True, reuse_retrained=True)
+    order = runner_module._sample_order(len(DATA), 5)
+    spot, taken, new = order[:2], order[2:4], order[4]
+    # the 2 spot-check examples and the new one computed (x 2 methods), the other 2 stored examples taken
+    assert grown.n_computed == 6 and grown.n_cached == 4
+    after = by_id()
+    for key, value in before.items():  # taken rows are the former model's, exactly
+        if key[0] in taken:
+            assert after[key] == value
+    for key, value in before.items():  # the spot-checked ones were computed again, and agree within the tolerance
+        if key[0] in spot:
+            assert abs(float(after[key]["comprehensiveness"]) - float(value["comprehensiveness"])) <= 1e-2
+    assert {k[0] for k in after} == set(order)
+    note = json.loads((out / "summary.json").read_text())["meta"]["reused_retrained"]
+    assert note["examples"] == 2 and note["spot_check"] == sorted(spot) and note["tolerance"] == 1e-2
+    assert 0 <= note["max_metric_difference"] <= 1e-2 and 0 <= note["max_prob_difference"] <= 1e-2
+    assert "The rows of 2 of these examples were made by a former model" in (out / "summary.md").read_text()
+
+    # a model that is not the same recipe: the spot check fails, nothing is written, its records stay in the cache
+    torch.manual_seed(1)
+    other = type(model)(model.config).eval()
+    (out / "cache.jsonl").unlink()
+    kept = (out / "results.csv").read_text()
+    with pytest.raises(PRXAIError, match=r"^reuse_retrained=True: on example \d+ the model gives target \d, \d+ "
+                                         r"tokens and probability .* but the stored rows have .* more than 0\.01 apart: "
+                                         r"the stored rows are not reused\."):
+        run_benchmark(other, tokenizer, DATA, ["pr-ag", "random"], n=6, out_dir=out, progress=False,
+                      reuse_results=True, reuse_retrained=True)
+    assert (out / "results.csv").read_text() == kept
+    assert (out / "cache.jsonl").read_text().count("\n") >= 1
+
+
+def test_retrained_spot_check_refuses_metrics_that_moved_and_methods_it_could_not_check(tmp_path):
+    from captum_prxai.bench import runner as runner_module
+
+    def row(example, method, comp, prob=0.9):
+        return {"example": example, "method": method, "label": 1, "target": 1, "prob": prob, "n_tokens": 5,
+                "metrics": {"comprehensiveness": comp, "sufficiency": 0.1}}
+
+    data = runner_module._Data(texts=["a", "b", "c"], labels=[1, 1, 1], label_names=["neg", "pos"], name="d",
+                               split="test")
+    keys = {"pr-ag": "k1", "random": "k2"}
+    stale = {("pr-ag", 0): row(0, "pr-ag", 0.50), ("pr-ag", 1): row(1, "pr-ag", 0.4),
+             ("random", 0): row(0, "random", 0.2), ("random", 1): row(1, "random", 0.3)}
+    probe = lambda index: (1, 5, 0.9004)  # noqa: E731 - every stored example agrees to 4e-4 in probability
+    # pr-ag's comprehensiveness moved by 0.02 on the spot-check example: refused, with where
+    with pytest.raises(PRXAIError, match=r"^reuse_retrained=True: on example 0, pr-ag's comprehensiveness is 0\.5200 "
+                                         r"with this model and 0\.5000 in .*results\.csv, more than 0\.01 apart"):
+        runner_module._retrained_rows(stale, [row(0, "pr-ag", 0.52), row(0, "random", 0.2)], keys, data, probe,
+                                      tmp_path)
+    # random has no record on the spot-check example (it failed there): its rows cannot be checked
+    with pytest.raises(PRXAIError, match=r"^reuse_retrained=True: random has no record on the spot-check examples "
+                                         r"\[0\], so its stored rows cannot be checked and are not reused\.$"):
+        runner_module._retrained_rows(stale, [row(0, "pr-ag", 0.505)], keys, data, probe, tmp_path)
+    # within the tolerance: example 1's rows are taken under this run's keys, the spot example's are not
+    rows, note = runner_module._retrained_rows(stale, [row(0, "pr-ag", 0.505), row(0, "random", 0.2)], keys, data,
+                                               probe, tmp_path)
+    assert sorted((k[0], k[1], k[2]) for k in rows) == [("k1", 1, "pr-ag"), ("k2", 1, "random")]
+    assert note["examples"] == 1 and note["spot_check"] == [0]
+    assert note["max_metric_difference"] == pytest.approx(0.005) and note["max_prob_difference"] == pytest.approx(4e-4)

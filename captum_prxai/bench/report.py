@@ -151,6 +151,20 @@ def _plot_note(meta: Dict[str, Any]) -> List[str]:
     return []
 
 
+def _retrained_note(meta: Dict[str, Any]) -> List[str]:
+    """A line saying how many examples' rows were taken from a former model (``reuse_retrained=True``)."""
+    note = meta.get("reused_retrained")
+    if not note:
+        return []
+    return ["", f"The rows of {note['examples']} of these examples were made by a former model trained with the same "
+                f"recipe (weights not bit-for-bit the same; `reuse_retrained`). Before they were taken, examples "
+                f"{', '.join(str(e) for e in note['spot_check'])} were computed again with this model: every method's "
+                f"comprehensiveness and sufficiency there are within {note['max_metric_difference']:.1e} of the former "
+                f"rows, and the explained-class probabilities of the taken examples within "
+                f"{note['max_prob_difference']:.1e} (tolerance {note['tolerance']:g}). Each example's rows come from "
+                "one model, so the methods stay paired."]
+
+
 def write_markdown(summary: Dict[str, Dict[str, Dict[str, float]]], methods: Sequence[str], meta: Dict[str, Any],
                    path: Path, bins: Sequence[float] = (), settings: Optional[MetricSettings] = None) -> Path:
     """Markdown report: settings, the method x metric table (mean ± s.e.), per-bin tables.
@@ -177,7 +191,7 @@ def write_markdown(summary: Dict[str, Dict[str, Dict[str, float]]], methods: Seq
     if meta.get("model_accuracy") is not None:
         lines += ["", f"Model accuracy on these examples before any removal: {meta['model_accuracy']:.3f}; "
                       f"mean probability of the predicted class: {meta.get('mean_prob', float('nan')):.3f}."]
-    lines += _plot_note(meta)
+    lines += _plot_note(meta) + _retrained_note(meta)
     lines += ["", "Mean ± standard error over examples; ↑ higher is better, ↓ lower is better; "
                   "the best non-random method per column is in bold.", ""]
     header = ["Method", "n"] + [h for _, h, _ in MAIN_COLUMNS] + ["Time / example (s)", "Peak memory (MB)"]

@@ -233,6 +233,16 @@ def _row_mismatch(row: Dict[str, Any], target: int, n_tokens: int, prob: float,
             f"have {row['target']}, {row['n_tokens']} and {row['prob']:.6f}")
 
 
+#: ``reuse_retrained=True``: how many of the stored examples (the first in sample order) are computed again with this
+#: run's model and compared with the stored rows before any other row of another model is taken
+RETRAINED_SPOT_CHECK = 2
+#: ``reuse_retrained=True``: how far apart a stored row and this run's may be, on comprehensiveness and sufficiency
+#: (the spot check) and on the explained-class probability (every other reused example); a retrained MPNet movie-
+#: reviews model that did not reproduce its weights differed from the former one by 4.5e-4 in probability, while
+#: the matrix's paired standard errors are 0.003 to 0.04
+RETRAINED_TOLERANCE = 1e-2
+
+
 def _plotted_before(out: Path) -> Optional[int]:
     """How many examples (the first of the sample order) ``out/deletion_curves.png`` averages, as the folder's
     last ``summary.json`` recorded it; ``None`` when it did not (runs before the count was kept)."""
@@ -243,7 +253,8 @@ def _plotted_before(out: Path) -> Optional[int]:
 
 
 def _reusable_rows(out: Path, keys: Dict[str, str], indices: Sequence[int], data: _Data,
-                   probe: Callable[[int], Tuple[int, int, float]]) -> Dict[tuple, Dict[str, Any]]:
+                   probe: Callable[[int], Tuple[int, int, float]], retrained: bool = False
+                   ) -> Tuple[Dict[tuple, Dict[str, Any]], Dict[Tuple[str, int], Dict[str, Any]]]:
     """For ``reuse_results=True``: the rows of ``out/results.csv`` whose method's cache key (kept in
     ``summary.json``) equals this run's, for this run's examples, keyed as :func:`_cached_records` looks them up.
 
@@ -252,21 +263,25 @@ def _reusable_rows(out: Path, keys: Dict[str, str], indices: Sequence[int], data
     checked once more before its rows are taken: ``probe(index)`` (one forward pass of this run's model on this
     run's text) must give the rows' target, token count and probability (:func:`_row_mismatch`). The rows of an
     example that fails are not taken, and the example is computed again; a warning says how many. A method whose
-    stored key differs from this run's (e.g. a retrained model) has none of its rows taken, with a warning."""
+    stored key differs from this run's (e.g. a retrained model) has none of its rows taken, with a warning; with
+    ``retrained`` those rows are returned instead, as ``{(method, example): row}``, for :func:`_retrained_rows`.
+    """
     run = _finished_run(out)
     if run is None:
-        return {}
+        return {}, {}
     old_rows, old_keys = run
     wanted = set(indices)
     candidates: List[Dict[str, Any]] = []
     stale: Dict[str, None] = {}  # methods whose stored key is not this run's, in file order
+    stale_rows: Dict[Tuple[str, int], Dict[str, Any]] = {}
     for r in old_rows:
         if r["example"] in wanted and r["method"] in keys:
             if old_keys.get(r["method"]) == keys[r["method"]]:
                 candidates.append(r)
             else:
                 stale[r["method"]] = None
-    if stale:
+                stale_rows[(r["method"], r["example"])] = r
+    if stale and not retrained:
         warnings.warn(f"reuse_results=True: the rows of {', '.join(stale)} in {out / 'results.csv'} were made under "
                       "another cache key (other model weights, tokenizer, dataset, settings or method options), so "
                       "none of them is reused: those methods are computed again on every example not in this "
@@ -291,7 +306,71 @@ def _reusable_rows(out: Path, keys: Dict[str, str], indices: Sequence[int], data
             continue
         key, sha = keys[r["method"]], _text_sha(data.texts[r["example"]])
         rows[(key, r["example"], r["method"], sha, r["label"])] = {**r, "config_key": key, "text_sha": sha}
-    return rows
+    return rows, (stale_rows if retrained else {})
+
+
+def _retrained_rows(stale: Dict[Tuple[str, int], Dict[str, Any]], fresh: Sequence[Dict[str, Any]],
+                    keys: Dict[str, str], data: _Data, probe: Callable[[int], Tuple[int, int, float]],
+                    out: Path) -> Tuple[Dict[tuple, Dict[str, Any]], Dict[str, Any]]:
+    """For ``reuse_retrained=True``: the stored rows made under another cache key, once the spot check passed.
+
+    ``fresh`` are this run's records of the spot-check examples. Every method with stored rows must have one on a
+    spot-check example whose target and token count equal the stored row's and whose probability, comprehensiveness
+    and sufficiency are within :data:`RETRAINED_TOLERANCE` of them, else nothing is reused and :class:`PRXAIError` says where they differ (the fresh records stay in the
+    cache). The other stored examples are then checked as :func:`_reusable_rows` checks them, with the probability
+    to :data:`RETRAINED_TOLERANCE`. Returns the rows keyed for :func:`_cached_records` and what the reports say of
+    them (``meta["reused_retrained"]``)."""
+    by_id = {(r["method"], r["example"]): r for r in fresh}
+    spot = sorted({r["example"] for r in fresh})
+    worst, compared = 0.0, set()
+    for (method, example), row in stale.items():
+        rec = by_id.get((method, example))
+        if rec is None:
+            continue
+        compared.add(method)
+        why = _row_mismatch(row, rec["target"], rec["n_tokens"], rec["prob"], RETRAINED_TOLERANCE)
+        if why is not None:
+            raise PRXAIError(f"reuse_retrained=True: on example {example} {why} in {out / 'results.csv'}, more than "
+                             f"{RETRAINED_TOLERANCE:g} apart: the stored rows are not reused. This run's records of "
+                             "the checked examples are in the cache; run without reuse_retrained to compute the rest "
+                             "with this model.")
+        for metric in ("comprehensiveness", "sufficiency"):
+            now, then = rec["metrics"][metric], row["metrics"][metric]
+            if abs(now - then) > RETRAINED_TOLERANCE:
+                raise PRXAIError(
+                    f"reuse_retrained=True: on example {example}, {method}'s {metric} is {now:.4f} with this model "
+                    f"and {then:.4f} in {out / 'results.csv'}, more than {RETRAINED_TOLERANCE:g} apart: the stored "
+                    "rows are not reused. This run's records of the checked examples are in the cache; run without "
+                    "reuse_retrained to compute the rest with this model.")
+            worst = max(worst, abs(now - then))
+    unchecked = sorted({m for m, _ in stale} - compared)
+    if unchecked:
+        raise PRXAIError(f"reuse_retrained=True: {', '.join(unchecked)} has no record on the spot-check examples "
+                         f"{spot}, so its stored rows cannot be checked and are not reused.")
+    rows: Dict[tuple, Dict[str, Any]] = {}
+    firsts: Dict[int, Dict[str, Any]] = {}
+    for (method, example), row in stale.items():
+        if example not in spot:
+            firsts.setdefault(example, row)
+    mismatched, prob_diff = set(), 0.0
+    for example in sorted(firsts):
+        target, n_tokens, prob = probe(example)
+        if _row_mismatch(firsts[example], target, n_tokens, prob, RETRAINED_TOLERANCE) is not None:
+            mismatched.add(example)
+        else:
+            prob_diff = max(prob_diff, abs(firsts[example]["prob"] - prob))
+    if mismatched:
+        warnings.warn(f"reuse_retrained=True: {len(mismatched)} of {len(firsts)} stored examples differ from this "
+                      f"run by more than {RETRAINED_TOLERANCE:g} in target, token count or probability (first: "
+                      f"{min(mismatched)}); they are computed again.", stacklevel=3)
+    for (method, example), row in stale.items():
+        if example in spot or example in mismatched:
+            continue
+        key, sha = keys[method], _text_sha(data.texts[example])
+        rows[(key, example, method, sha, row["label"])] = {**row, "config_key": key, "text_sha": sha}
+    note = {"examples": len(firsts) - len(mismatched), "spot_check": spot, "max_metric_difference": worst,
+            "max_prob_difference": prob_diff, "tolerance": RETRAINED_TOLERANCE}
+    return rows, note
 
 
 def _finished_prefix(indices: Sequence[int], data: _Data, keys: Dict[str, str], cached: Dict[tuple, Dict[str, Any]],
@@ -670,6 +749,7 @@ def run_benchmark(
     protect_explained: Optional[bool] = None,
     merge: bool = False,
     reuse_results: bool = False,
+    reuse_retrained: bool = False,
     finished_only: bool = False,
     **config_kwargs: Any,
 ) -> BenchmarkResult:
@@ -738,6 +818,21 @@ def run_benchmark(
             warning. The CSV has no deletion curves, so when rows
             are taken from it ``deletion_curves.png`` is not redrawn (and
             those records carry no tokens, scores or curves).
+        reuse_retrained: With ``reuse_results``, also take the rows of a
+            method whose stored key differs, for a model retrained with
+            the same recipe whose weights are not bit-for-bit the former
+            ones. First the first :data:`RETRAINED_SPOT_CHECK` stored
+            examples are computed with this run's model; there every
+            method's target and token count must equal its stored rows', and
+            its explained-class probability, comprehensiveness and
+            sufficiency be within :data:`RETRAINED_TOLERANCE` of them, else
+            :class:`PRXAIError` and nothing is reused. Each other stored
+            example is checked as above, with the probability to that
+            tolerance. All of an example's rows come from one model, so the
+            methods stay paired; the cell then mixes two models, and
+            ``summary.json`` (``meta["reused_retrained"]``) and
+            ``summary.md`` say how many examples, and how far apart the
+            models were on the checks.
         finished_only: Compute nothing: summarise the longest prefix of the
             sample order whose examples have every method's record (in the
             cache, or with ``reuse_results`` in ``results.csv``), e.g. the
@@ -771,6 +866,9 @@ def run_benchmark(
     if merge and reuse_results:
         raise PRXAIError("merge=True adds methods on the same examples and reuse_results=True extends a run to "
                          "more examples: use one at a time.")
+    if reuse_retrained and not reuse_results:
+        raise PRXAIError("reuse_retrained=True takes the rows of a retrained model from results.csv: it needs "
+                         "reuse_results=True.")
     if finished_only and (merge or not resume):
         raise PRXAIError("finished_only=True summarises what a run's cache (or results.csv) already holds: it needs "
                          "resume=True and cannot merge.")
@@ -779,24 +877,44 @@ def run_benchmark(
     out.mkdir(parents=True, exist_ok=True)
     cache = RecordCache(out / CACHE_FILE)
     keys = _method_keys(names, method_options, config, max_length, model, tokenizer, data, device, protect)
+    runner = _Methods(model, forward, ctx, config.seed, warmup, device)
+    retrained_note: Optional[Dict[str, Any]] = None
+    spot_computed = 0  # records the spot check computed: counted as computed, not as taken from the cache
     if resume:
         cached = cache.read(set(keys.values()))
         if reuse_results:  # records from the cache first: they carry curves and scores
-            cached = {**_reusable_rows(out, keys, indices, data, _prober(data, tokenizer, max_length, device, forward)),
-                      **cached}
+            probe = _prober(data, tokenizer, max_length, device, forward)
+            rows, stale = _reusable_rows(out, keys, indices, data, probe, retrained=reuse_retrained)
+            cached = {**rows, **cached}
+            if stale:  # reuse_retrained: check the first stored examples against this model, then take the rest
+                spot = [i for i in indices if i in {e for _, e in stale}][:RETRAINED_SPOT_CHECK]
+                if finished_only and any(_cached_records(cached, keys, i, _text_sha(data.texts[i]),
+                                                         data.labels[i])[1] for i in spot):
+                    raise PRXAIError(f"finished_only=True computes nothing, but reuse_retrained=True first checks "
+                                     f"examples {sorted(spot)} with this model and the cache does not have them all: "
+                                     "run once without finished_only.")
+                with tqdm(total=len(spot) * len(names), disable=not progress, desc="spot check", unit="expl") as b:
+                    checked = _explain_examples(spot, data, keys, cached, cache, tokenizer, max_length, device,
+                                                forward, runner, metric_kwargs, b, protect)
+                spot_computed = checked.n_computed
+                for rec in checked.records:
+                    cached[(rec["config_key"], rec["example"], rec["method"], rec["text_sha"], rec["label"])] = rec
+                rows, retrained_note = _retrained_rows(stale, checked.records, keys, data, probe, out)
+                cached = {**rows, **cached}
     else:
         cache.clear()
         cached = {}
     if finished_only:
         indices = indices[: _finished_prefix(indices, data, keys, cached, out)]
 
-    runner = _Methods(model, forward, ctx, config.seed, warmup, device)
     bar = tqdm(total=len(indices) * len(names), disable=not progress, desc="benchmark", unit="expl")
     try:
         tally = _explain_examples(indices, data, keys, cached, cache, tokenizer, max_length, device, forward,
                                   runner, metric_kwargs, bar, protect)
     finally:
         bar.close()
+    tally.n_computed += spot_computed
+    tally.n_cached -= spot_computed
 
     meta = {
         "dataset": data.name,
@@ -812,6 +930,8 @@ def run_benchmark(
         "errors": len(tally.errors),
         "cache_keys": {**kept_keys, **keys},
     }
+    if retrained_note is not None:
+        meta["reused_retrained"] = retrained_note
     if kept:
         _check_same_model(kept, tally.records, out)
     if plot:  # rows reused from a CSV have no curves, and a merge leaves the first run's plot as it is
