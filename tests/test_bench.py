@@ -902,6 +902,12 @@ def test_retrained_spot_check_refuses_metrics_that_moved_and_methods_it_could_no
     with pytest.raises(PRXAIError, match=r"^reuse_retrained=True: random has no record on the spot-check examples "
                                          r"\[0\], so its stored rows cannot be checked and are not reused\.$"):
         runner_module._retrained_rows(stale, [row(0, "pr-ag", 0.505)], keys, data, probe, tmp_path)
+    # a method of this run with no stored row on a taken example would mix the two models there: refused
+    with pytest.raises(PRXAIError, match=r"^reuse_retrained=True: gae has no row for example 1 in .*results\.csv; "
+                                         r"computed now it would come from this model beside the former model's rows "
+                                         r"of the same example\. Leave it out of this run's methods\.$"):
+        runner_module._retrained_rows(stale, [row(0, "pr-ag", 0.505), row(0, "random", 0.2), row(0, "gae", 0.3)],
+                                      {**keys, "gae": "k3"}, data, probe, tmp_path)
     # within the tolerance: example 1's rows are taken under this run's keys, the spot example's are not
     rows, note = runner_module._retrained_rows(stale, [row(0, "pr-ag", 0.505), row(0, "random", 0.2)], keys, data,
                                                probe, tmp_path)

@@ -317,7 +317,8 @@ def _retrained_rows(stale: Dict[Tuple[str, int], Dict[str, Any]], fresh: Sequenc
     ``fresh`` are this run's records of the spot-check examples. Every method with stored rows must have one on a
     spot-check example whose target and token count equal the stored row's and whose probability, comprehensiveness
     and sufficiency are within :data:`RETRAINED_TOLERANCE` of them, else nothing is reused and :class:`PRXAIError` says where they differ (the fresh records stay in the
-    cache). The other stored examples are then checked as :func:`_reusable_rows` checks them, with the probability
+    cache). Every method of the run must have a stored row on each example taken (so that no example mixes the two
+    models). The other stored examples are then checked as :func:`_reusable_rows` checks them, with the probability
     to :data:`RETRAINED_TOLERANCE`. Returns the rows keyed for :func:`_cached_records` and what the reports say of
     them (``meta["reused_retrained"]``)."""
     by_id = {(r["method"], r["example"]): r for r in fresh}
@@ -352,6 +353,12 @@ def _retrained_rows(stale: Dict[Tuple[str, int], Dict[str, Any]], fresh: Sequenc
     for (method, example), row in stale.items():
         if example not in spot:
             firsts.setdefault(example, row)
+    for example in sorted(firsts):  # all of an example's rows from one model: none computed beside the former ones
+        missing = [m for m in keys if (m, example) not in stale]
+        if missing:
+            raise PRXAIError(f"reuse_retrained=True: {', '.join(missing)} has no row for example {example} in "
+                             f"{out / 'results.csv'}; computed now it would come from this model beside the former "
+                             "model's rows of the same example. Leave it out of this run's methods.")
     mismatched, prob_diff = set(), 0.0
     for example in sorted(firsts):
         target, n_tokens, prob = probe(example)
@@ -829,7 +836,8 @@ def run_benchmark(
             :class:`PRXAIError` and nothing is reused. Each other stored
             example is checked as above, with the probability to that
             tolerance. All of an example's rows come from one model, so the
-            methods stay paired; the cell then mixes two models, and
+            methods stay paired (a method with no stored row on a taken
+            example is refused); the cell then mixes two models, and
             ``summary.json`` (``meta["reused_retrained"]``) and
             ``summary.md`` say how many examples, and how far apart the
             models were on the checks.
