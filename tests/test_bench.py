@@ -872,8 +872,8 @@ def test_reuse_retrained_takes_a_nearly_equal_models_rows_after_a_spot_check(tin
     (out / "cache.jsonl").unlink()
     kept = (out / "results.csv").read_text()
     with pytest.raises(PRXAIError, match=r"^reuse_retrained=True: on example \d+ the model gives target \d, \d+ "
-                                         r"tokens and probability .* but the stored rows have .* more than 0\.01 apart: "
-                                         r"the stored rows are not reused\."):
+                                         r"tokens and probability .* but the stored rows have .* more than 0\.01 "
+                                         r"apart: the stored rows are not reused\."):
         run_benchmark(other, tokenizer, DATA, ["pr-ag", "random"], n=6, out_dir=out, progress=False,
                       reuse_results=True, reuse_retrained=True)
     assert (out / "results.csv").read_text() == kept

@@ -316,8 +316,8 @@ def _retrained_rows(stale: Dict[Tuple[str, int], Dict[str, Any]], fresh: Sequenc
 
     ``fresh`` are this run's records of the spot-check examples. Every method with stored rows must have one on a
     spot-check example whose target and token count equal the stored row's and whose probability, comprehensiveness
-    and sufficiency are within :data:`RETRAINED_TOLERANCE` of them, else nothing is reused and :class:`PRXAIError` says where they differ (the fresh records stay in the
-    cache). Every method of the run must have a stored row on each example taken (so that no example mixes the two
+    and sufficiency are within :data:`RETRAINED_TOLERANCE` of them, else nothing is reused and :class:`PRXAIError`
+    says where they differ (the fresh records stay in the cache). Every method of the run must have a stored row on each example taken (so that no example mixes the two
     models). The other stored examples are then checked as :func:`_reusable_rows` checks them, with the probability
     to :data:`RETRAINED_TOLERANCE`. Returns the rows keyed for :func:`_cached_records` and what the reports say of
     them (``meta["reused_retrained"]``)."""
