@@ -18,10 +18,11 @@ defaults were not tuned on.
 ``--extend`` takes a finished cell to a larger ``--n`` from its committed
 ``results.csv`` (``run_benchmark(reuse_results=True)``): rows whose cache key
 (model weights, settings, method options) matches are kept, and only the new
-examples are computed; with ``--retrained`` also the rows of a model retrained with the same recipe whose
-weights differ a little, after a spot check (``run_benchmark(reuse_retrained=True)``). ``--finished`` computes nothing: it summarises the longest
-prefix of the sample whose examples have every method in the cache, e.g. of a run
-that was stopped (``--n`` then bounds it).
+examples are computed; with ``--retrained`` also the rows of a model retrained
+with the same recipe whose weights differ a little, after a spot check
+(``run_benchmark(reuse_retrained=True)``). ``--finished`` computes nothing: it
+summarises the longest prefix of the sample whose examples have every method in
+the cache, e.g. of a run that was stopped (``--n`` then bounds it).
 """
 
 from __future__ import annotations
@@ -98,7 +99,7 @@ CELLS: Dict[str, Cell] = {c.name: c for c in [
     Cell("mpnet", "tweets", "mpnet-tweets", methods=LONG_METHODS + ",kernel-shap,lime",
          precomputed=(("attnlrp", "AttnLRP (lxt)", "attnlrp-mpnet-tweets/scores.jsonl"),)),
     # trained and benchmarked at 256 wordpieces (a 512-token MPNet pass is ~8x MiniLM's on this CPU)
-    Cell("mpnet", "movie-reviews", "mpnet-movie-reviews", long=True, methods=FEW_LONG_METHODS, n=50,
+    Cell("mpnet", "movie-reviews", "mpnet-movie-reviews", long=True, methods=FEW_LONG_METHODS, n=100,
          max_length=256,
          precomputed=(("attnlrp", "AttnLRP (lxt)", "attnlrp-mpnet-movie-reviews/scores.jsonl"),)),
     Cell("mpnet", "bbc-news", "mpnet-bbc-news", long=True, methods=FEW_LONG_METHODS, n=50,
@@ -116,7 +117,7 @@ CELLS: Dict[str, Cell] = {c.name: c for c in [
     Cell("smollm2", "movie-reviews", "smollm2-movie-reviews", long=True, methods=FEW_LONG_METHODS, n=30,
          max_length=256, ig_batch=10,
          precomputed=(("attnlrp", "AttnLRP (lxt)", "attnlrp-smollm2-movie-reviews/scores.jsonl"),)),
-    Cell("smollm2", "bbc-news", "smollm2-bbc-news", long=True, methods=FEW_LONG_METHODS, n=30,
+    Cell("smollm2", "bbc-news", "smollm2-bbc-news", long=True, methods=FEW_LONG_METHODS, n=100,
          max_length=256, ig_batch=10, precomputed=(("attnlrp", "AttnLRP (lxt)", "attnlrp-smollm2-bbc-news/scores.jsonl"),)),
 ]}
 
@@ -290,8 +291,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                              "have every method in the cache (with --extend, or in results.csv), e.g. of a run that "
                              "was stopped")
     parser.add_argument("--retrained", action="store_true",
-                        help="with --extend: also keep the rows of a model retrained with the same recipe whose weights "
-                             "are not bit-for-bit the former ones, after recomputing the first examples to check them")
+                        help="with --extend: also keep the rows of a model retrained with the same recipe whose "
+                             "weights are not bit-for-bit the former ones, after recomputing the first examples to "
+                             "check them")
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--summary", action="store_true",
                         help="write benchmarks/results/matrix.md and matrix_default.md")
