@@ -836,7 +836,8 @@ def test_reuse_retrained_takes_a_nearly_equal_models_rows_after_a_spot_check(tin
     before = by_id()
     near = copy.deepcopy(model)
     with torch.no_grad():
-        list(near.parameters())[-1].add_(1e-5)  # the classifier's bias: other weights, nearly the same outputs
+        for p in list(near.parameters())[-2:]:  # the classifier: logits x 4, the same argmax, probabilities apart
+            p.mul_(4.0)
     with pytest.raises(PRXAIError, match=r"^reuse_retrained=True takes the rows of a retrained model from "
                                          r"results\.csv: it needs reuse_results=True\.$"):
         run_benchmark(near, tokenizer, DATA, ["pr-ag", "random"], n=5, out_dir=out, progress=False,
@@ -865,11 +866,24 @@ def test_reuse_retrained_takes_a_nearly_equal_models_rows_after_a_spot_check(tin
     assert note["examples"] == 2 and note["spot_check"] == sorted(spot) and note["tolerance"] == 1e-2
     assert 0 <= note["max_metric_difference"] <= 1e-2 and 0 <= note["max_prob_difference"] <= 1e-2
     assert "The rows of 2 of these examples were made by a former model" in (out / "summary.md").read_text()
+    assert note["max_prob_difference"] > 1e-4  # beyond the same-model check: a plain extension would not keep them
+    # resuming the extended run (its summary now holds this model's keys over the former model's rows) takes them
+    # again with reuse_retrained; without it, their probabilities fail the same-model check and they are recomputed
+    (out / "cache.jsonl").unlink()
+    again = run_benchmark(near, tokenizer, DATA, ["pr-ag", "random"], n=5, out_dir=out, progress=False,
+                          reuse_results=True, reuse_retrained=True)
+    assert again.n_computed == 0 and again.n_cached == 10
+    assert by_id() == after
+    (out / "cache.jsonl").unlink(missing_ok=True)
+    with pytest.warns(UserWarning, match=r"^reuse_results=True: the rows of \d of 5 examples .* do not match"):
+        plain = run_benchmark(near, tokenizer, DATA, ["pr-ag", "random"], n=5, out_dir=out, progress=False,
+                              reuse_results=True)
+    assert plain.n_computed > 0
 
     # a model that is not the same recipe: the spot check fails, nothing is written, its records stay in the cache
     torch.manual_seed(1)
     other = type(model)(model.config).eval()
-    (out / "cache.jsonl").unlink()
+    (out / "cache.jsonl").unlink(missing_ok=True)
     kept = (out / "results.csv").read_text()
     with pytest.raises(PRXAIError, match=r"^reuse_retrained=True: on example \d+ the model gives target \d, \d+ "
                                          r"tokens and probability .* but the stored rows have .* more than 0\.01 "
@@ -908,6 +922,10 @@ def test_retrained_spot_check_refuses_metrics_that_moved_and_methods_it_could_no
                                          r"of the same example\. Leave it out of this run's methods\.$"):
         runner_module._retrained_rows(stale, [row(0, "pr-ag", 0.505), row(0, "random", 0.2), row(0, "gae", 0.3)],
                                       {**keys, "gae": "k3"}, data, probe, tmp_path)
+    # ... unless that row is in results.csv under this run's key already (a method whose key did not change)
+    rows, _ = runner_module._retrained_rows(stale, [row(0, "pr-ag", 0.505), row(0, "random", 0.2), row(0, "gae", 0.3)],
+                                            {**keys, "gae": "k3"}, data, probe, tmp_path, covered={("gae", 1)})
+    assert sorted((k[1], k[2]) for k in rows) == [(1, "pr-ag"), (1, "random")]
     # within the tolerance: example 1's rows are taken under this run's keys, the spot example's are not
     rows, note = runner_module._retrained_rows(stale, [row(0, "pr-ag", 0.505), row(0, "random", 0.2)], keys, data,
                                                probe, tmp_path)

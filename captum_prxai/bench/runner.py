@@ -264,7 +264,9 @@ def _reusable_rows(out: Path, keys: Dict[str, str], indices: Sequence[int], data
     run's text) must give the rows' target, token count and probability (:func:`_row_mismatch`). The rows of an
     example that fails are not taken, and the example is computed again; a warning says how many. A method whose
     stored key differs from this run's (e.g. a retrained model) has none of its rows taken, with a warning; with
-    ``retrained`` those rows are returned instead, as ``{(method, example): row}``, for :func:`_retrained_rows`.
+    ``retrained`` those rows are returned instead, as ``{(method, example): row}``, for :func:`_retrained_rows`, and
+    the probability check is to :data:`RETRAINED_TOLERANCE` (a run extended this way keeps the former model's rows
+    under this model's key, and resuming it must take them again).
     """
     run = _finished_run(out)
     if run is None:
@@ -291,7 +293,8 @@ def _reusable_rows(out: Path, keys: Dict[str, str], indices: Sequence[int], data
         first_rows.setdefault(r["example"], r)
     mismatched: Dict[int, str] = {}
     for index in sorted(first_rows):
-        why = _row_mismatch(first_rows[index], *probe(index))
+        why = _row_mismatch(first_rows[index], *probe(index),
+                            RETRAINED_TOLERANCE if retrained else SAME_MODEL_TOLERANCE)
         if why is not None:
             mismatched[index] = why
     if mismatched:
@@ -311,15 +314,16 @@ def _reusable_rows(out: Path, keys: Dict[str, str], indices: Sequence[int], data
 
 def _retrained_rows(stale: Dict[Tuple[str, int], Dict[str, Any]], fresh: Sequence[Dict[str, Any]],
                     keys: Dict[str, str], data: _Data, probe: Callable[[int], Tuple[int, int, float]],
-                    out: Path) -> Tuple[Dict[tuple, Dict[str, Any]], Dict[str, Any]]:
+                    out: Path, covered: Optional[set] = None) -> Tuple[Dict[tuple, Dict[str, Any]], Dict[str, Any]]:
     """For ``reuse_retrained=True``: the stored rows made under another cache key, once the spot check passed.
 
     ``fresh`` are this run's records of the spot-check examples. Every method with stored rows must have one on a
     spot-check example whose target and token count equal the stored row's and whose probability, comprehensiveness
     and sufficiency are within :data:`RETRAINED_TOLERANCE` of them, else nothing is reused and :class:`PRXAIError`
-    says where they differ (the fresh records stay in the cache). Every method of the run must have a stored row on each example taken (so that no example mixes the two
-    models). The other stored examples are then checked as :func:`_reusable_rows` checks them, with the probability
-    to :data:`RETRAINED_TOLERANCE`. Returns the rows keyed for :func:`_cached_records` and what the reports say of
+    says where they differ (the fresh records stay in the cache). Every method of the run must have a stored row on
+    each example taken, stale or under this run's key (``covered``: the ``(method, example)`` pairs that
+    :func:`_reusable_rows` took), so that no example mixes the two models. The other stored examples are then
+    checked as :func:`_reusable_rows` checks them, with the probability to :data:`RETRAINED_TOLERANCE`. Returns the rows keyed for :func:`_cached_records` and what the reports say of
     them (``meta["reused_retrained"]``)."""
     by_id = {(r["method"], r["example"]): r for r in fresh}
     spot = sorted({r["example"] for r in fresh})
@@ -354,7 +358,7 @@ def _retrained_rows(stale: Dict[Tuple[str, int], Dict[str, Any]], fresh: Sequenc
         if example not in spot:
             firsts.setdefault(example, row)
     for example in sorted(firsts):  # all of an example's rows from one model: none computed beside the former ones
-        missing = [m for m in keys if (m, example) not in stale]
+        missing = [m for m in keys if (m, example) not in stale and (m, example) not in (covered or set())]
         if missing:
             raise PRXAIError(f"reuse_retrained=True: {', '.join(missing)} has no row for example {example} in "
                              f"{out / 'results.csv'}; computed now it would come from this model beside the former "
@@ -907,7 +911,8 @@ def run_benchmark(
                 spot_computed = checked.n_computed
                 for rec in checked.records:
                     cached[(rec["config_key"], rec["example"], rec["method"], rec["text_sha"], rec["label"])] = rec
-                rows, retrained_note = _retrained_rows(stale, checked.records, keys, data, probe, out)
+                covered = {(k[2], k[1]) for k in rows}
+                rows, retrained_note = _retrained_rows(stale, checked.records, keys, data, probe, out, covered)
                 cached = {**rows, **cached}
     else:
         cache.clear()
