@@ -323,8 +323,8 @@ def _retrained_rows(stale: Dict[Tuple[str, int], Dict[str, Any]], fresh: Sequenc
     says where they differ (the fresh records stay in the cache). Every method of the run must have a stored row on
     each example taken, stale or under this run's key (``covered``: the ``(method, example)`` pairs that
     :func:`_reusable_rows` took), so that no example mixes the two models. The other stored examples are then
-    checked as :func:`_reusable_rows` checks them, with the probability to :data:`RETRAINED_TOLERANCE`. Returns the rows keyed for :func:`_cached_records` and what the reports say of
-    them (``meta["reused_retrained"]``)."""
+    checked as :func:`_reusable_rows` checks them, with the probability to :data:`RETRAINED_TOLERANCE`. Returns the
+    rows keyed for :func:`_cached_records` and what the reports say of them (``meta["reused_retrained"]``)."""
     by_id = {(r["method"], r["example"]): r for r in fresh}
     spot = sorted({r["example"] for r in fresh})
     worst, compared = 0.0, set()
