@@ -899,7 +899,8 @@ def run_benchmark(
             rows, stale = _reusable_rows(out, keys, indices, data, probe, retrained=reuse_retrained)
             cached = {**rows, **cached}
             if stale:  # reuse_retrained: check the first stored examples against this model, then take the rest
-                spot = [i for i in indices if i in {e for _, e in stale}][:RETRAINED_SPOT_CHECK]
+                stored = {e for _, e in stale}
+                spot = [i for i in indices if i in stored][:RETRAINED_SPOT_CHECK]
                 if finished_only and any(_cached_records(cached, keys, i, _text_sha(data.texts[i]),
                                                          data.labels[i])[1] for i in spot):
                     raise PRXAIError(f"finished_only=True computes nothing, but reuse_retrained=True first checks "
