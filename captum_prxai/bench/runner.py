@@ -252,6 +252,18 @@ def _plotted_before(out: Path) -> Optional[int]:
     return json.loads(path.read_text(encoding="utf-8"))["meta"].get("plot_examples") if path.is_file() else None
 
 
+def _take_row(rows: Dict[tuple, Dict[str, Any]], row: Dict[str, Any], key: str, data: _Data) -> None:
+    """Put a stored ``results.csv`` row into ``rows`` under this run's cache ``key``, as :func:`_cached_records`
+    looks it up."""
+    sha = _text_sha(data.texts[row["example"]])
+    rows[(key, row["example"], row["method"], sha, row["label"])] = {**row, "config_key": key, "text_sha": sha}
+
+
+#: the end of a refused spot check's message (the records it computed are kept)
+_SPOT_REFUSED = ("the stored rows are not reused. This run's records of the checked examples are in the cache; run "
+                 "without reuse_retrained to compute the rest with this model.")
+
+
 def _reusable_rows(out: Path, keys: Dict[str, str], indices: Sequence[int], data: _Data,
                    probe: Callable[[int], Tuple[int, int, float]], retrained: bool = False
                    ) -> Tuple[Dict[tuple, Dict[str, Any]], Dict[Tuple[str, int], Dict[str, Any]]]:
@@ -307,8 +319,7 @@ def _reusable_rows(out: Path, keys: Dict[str, str], indices: Sequence[int], data
     for r in candidates:
         if r["example"] in mismatched:
             continue
-        key, sha = keys[r["method"]], _text_sha(data.texts[r["example"]])
-        rows[(key, r["example"], r["method"], sha, r["label"])] = {**r, "config_key": key, "text_sha": sha}
+        _take_row(rows, r, keys[r["method"]], data)
     return rows, (stale_rows if retrained else {})
 
 
@@ -336,17 +347,14 @@ def _retrained_rows(stale: Dict[Tuple[str, int], Dict[str, Any]], fresh: Sequenc
         why = _row_mismatch(row, rec["target"], rec["n_tokens"], rec["prob"], RETRAINED_TOLERANCE)
         if why is not None:
             raise PRXAIError(f"reuse_retrained=True: on example {example} {why} in {out / 'results.csv'}, more than "
-                             f"{RETRAINED_TOLERANCE:g} apart: the stored rows are not reused. This run's records of "
-                             "the checked examples are in the cache; run without reuse_retrained to compute the rest "
-                             "with this model.")
+                             f"{RETRAINED_TOLERANCE:g} apart: {_SPOT_REFUSED}")
         for metric in ("comprehensiveness", "sufficiency"):
             now, then = rec["metrics"][metric], row["metrics"][metric]
             if abs(now - then) > RETRAINED_TOLERANCE:
                 raise PRXAIError(
                     f"reuse_retrained=True: on example {example}, {method}'s {metric} is {now:.4f} with this model "
-                    f"and {then:.4f} in {out / 'results.csv'}, more than {RETRAINED_TOLERANCE:g} apart: the stored "
-                    "rows are not reused. This run's records of the checked examples are in the cache; run without "
-                    "reuse_retrained to compute the rest with this model.")
+                    f"and {then:.4f} in {out / 'results.csv'}, more than {RETRAINED_TOLERANCE:g} apart: "
+                    f"{_SPOT_REFUSED}")
             worst = max(worst, abs(now - then))
     unchecked = sorted({m for m, _ in stale} - compared)
     if unchecked:
@@ -377,8 +385,7 @@ def _retrained_rows(stale: Dict[Tuple[str, int], Dict[str, Any]], fresh: Sequenc
     for (method, example), row in stale.items():
         if example in spot or example in mismatched:
             continue
-        key, sha = keys[method], _text_sha(data.texts[example])
-        rows[(key, example, method, sha, row["label"])] = {**row, "config_key": key, "text_sha": sha}
+        _take_row(rows, row, keys[method], data)
     note = {"examples": len(firsts) - len(mismatched), "spot_check": spot, "max_metric_difference": worst,
             "max_prob_difference": prob_diff, "tolerance": RETRAINED_TOLERANCE}
     return rows, note
