@@ -862,8 +862,9 @@ def test_reuse_retrained_takes_a_nearly_equal_models_rows_after_a_spot_check(tin
         if key[0] in spot:
             assert abs(float(after[key]["comprehensiveness"]) - float(value["comprehensiveness"])) <= 1e-2
     assert {k[0] for k in after} == set(order)
-    note = json.loads((out / "summary.json").read_text())["meta"]["reused_retrained"]
+    [note] = json.loads((out / "summary.json").read_text())["meta"]["reused_retrained"]
     assert note["examples"] == 2 and note["spot_check"] == sorted(spot) and note["tolerance"] == 1e-2
+    assert note["example_ids"] == sorted(taken) and note["methods"] == ["pr-ag", "random"]
     assert 0 <= note["max_metric_difference"] <= 1e-2 and 0 <= note["max_prob_difference"] <= 1e-2
     assert "The rows of 2 of these examples were made by a former model" in (out / "summary.md").read_text()
     assert note["max_prob_difference"] > 1e-4  # beyond the same-model check: a plain extension would not keep them
@@ -874,6 +875,10 @@ def test_reuse_retrained_takes_a_nearly_equal_models_rows_after_a_spot_check(tin
                           reuse_results=True, reuse_retrained=True)
     assert again.n_computed == 0 and again.n_cached == 10
     assert by_id() == after
+    # nothing was under another key this time, but the taken examples' rows are still the former model's: the
+    # note is carried, and the report still says so
+    assert json.loads((out / "summary.json").read_text())["meta"]["reused_retrained"] == [note]
+    assert "The rows of 2 of these examples were made by a former model" in (out / "summary.md").read_text()
     (out / "cache.jsonl").unlink(missing_ok=True)
     with pytest.warns(UserWarning, match=r"^reuse_results=True: the rows of \d of 5 examples .* do not match"):
         plain = run_benchmark(near, tokenizer, DATA, ["pr-ag", "random"], n=5, out_dir=out, progress=False,
@@ -892,6 +897,49 @@ def test_reuse_retrained_takes_a_nearly_equal_models_rows_after_a_spot_check(tin
                       reuse_results=True, reuse_retrained=True)
     assert (out / "results.csv").read_text() == kept
     assert (out / "cache.jsonl").read_text().count("\n") >= 1
+
+
+def test_reuse_retrained_notes_name_the_methods_and_carry_the_earlier_runs(tiny, tmp_path):
+    """A run where one method's key changed alone (its options or inputs) says so, naming the method, not "a former
+    model"; an earlier run's note stays, counting only the examples whose rows are still taken from results.csv."""
+    from captum_prxai.bench import runner as runner_module
+
+    model, tokenizer = tiny
+    out = tmp_path / "out"
+    run_benchmark(model, tokenizer, DATA, ["pr-ag", "random"], n=4, out_dir=out, progress=False)
+    (out / "cache.jsonl").unlink()
+    order = runner_module._sample_order(len(DATA), 5)
+    summary = json.loads((out / "summary.json").read_text())
+    summary["meta"]["cache_keys"]["random"] = "an-older-key"
+    earlier = {"examples": 2, "example_ids": sorted(order[2:4]), "spot_check": sorted(order[:2]),
+               "max_metric_difference": 0.003, "max_prob_difference": 0.0004, "tolerance": 0.01}
+    summary["meta"]["reused_retrained"] = earlier  # one note as a dict, as the first runs wrote it
+    (out / "summary.json").write_text(json.dumps(summary))
+
+    grown = run_benchmark(model, tokenizer, DATA, ["pr-ag", "random"], n=5, out_dir=out, progress=False,
+                          reuse_results=True, reuse_retrained=True)
+    assert grown.n_computed == 4  # random on the two spot-check examples, both methods on the new one
+    first, this = json.loads((out / "summary.json").read_text())["meta"]["reused_retrained"]
+    assert first == earlier
+    assert this["methods"] == ["random"] and this["example_ids"] == sorted(order[2:4]) and this["examples"] == 2
+    assert this["max_metric_difference"] == 0.0  # the random scores are seeded per example: computed again, equal
+    md = (out / "summary.md").read_text()
+    assert "The rows of 2 of these examples were made by a former model" in md
+    assert ("The rows of Random on 2 of these examples were stored under another cache key of that method alone"
+            in md)
+
+    # a later plain extension that computes one of the earlier note's examples again counts only the other
+    (out / "cache.jsonl").unlink()
+    with (out / "results.csv").open(newline="") as f:
+        rows = [r for r in csv.DictReader(f) if int(r["example"]) != order[2]]
+    with (out / "results.csv").open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    run_benchmark(model, tokenizer, DATA, ["pr-ag", "random"], n=5, out_dir=out, progress=False, reuse_results=True)
+    notes = json.loads((out / "summary.json").read_text())["meta"]["reused_retrained"]
+    assert [n["example_ids"] for n in notes] == [[order[3]], [order[3]]]
+    assert [n["examples"] for n in notes] == [1, 1]
 
 
 def test_retrained_spot_check_refuses_metrics_that_moved_and_methods_it_could_not_check(tmp_path):

@@ -152,17 +152,28 @@ def _plot_note(meta: Dict[str, Any]) -> List[str]:
 
 
 def _retrained_note(meta: Dict[str, Any]) -> List[str]:
-    """A line saying how many examples' rows were taken from a former model (``reuse_retrained=True``)."""
-    note = meta.get("reused_retrained")
-    if not note:
-        return []
-    return ["", f"The rows of {note['examples']} of these examples were made by a former model trained with the same "
-                f"recipe (weights not bit-for-bit the same; `reuse_retrained`). Before they were taken, examples "
-                f"{', '.join(str(e) for e in note['spot_check'])} were computed again with this model: every method's "
-                f"comprehensiveness and sufficiency there are within {note['max_metric_difference']:.1e} of the former "
-                f"rows, and the explained-class probabilities of the taken examples within "
-                f"{note['max_prob_difference']:.1e} (tolerance {note['tolerance']:g}). Each example's rows come from "
-                "one model, so the methods stay paired."]
+    """One line per ``reuse_retrained=True`` run whose rows this one holds (``meta["reused_retrained"]``): how many
+    examples' rows were taken under another cache key, of which methods, and how the spot check came out."""
+    notes = meta.get("reused_retrained") or []
+    lines: List[str] = []
+    every = set(meta.get("cache_keys", {}))
+    for note in [notes] if isinstance(notes, dict) else notes:
+        methods = note.get("methods")
+        check = (f"Before they were taken, examples {', '.join(str(e) for e in note['spot_check'])} were computed "
+                 f"again: every such method's comprehensiveness and sufficiency there are within "
+                 f"{note['max_metric_difference']:.1e} of the stored rows, and the explained-class probabilities of the "
+                 f"taken examples within {note['max_prob_difference']:.1e} (tolerance {note['tolerance']:g}).")
+        if methods is None or every <= set(methods):
+            lines += ["", f"The rows of {note['examples']} of these examples were made by a former model trained with "
+                          "the same recipe (weights not bit-for-bit the same; `reuse_retrained`). " + check +
+                          " Each example's rows come from one model, so the methods stay paired."]
+        else:
+            names = ", ".join(_label(m) for m in methods)
+            lines += ["", f"The rows of {names} on {note['examples']} of these examples were stored under another "
+                          f"cache key of {'that method' if len(methods) == 1 else 'those methods'} alone (the model's "
+                          "and the other methods' keys were this run's, so the method's options or inputs, such as a "
+                          "scores file, had changed; `reuse_retrained`). " + check]
+    return lines
 
 
 def write_markdown(summary: Dict[str, Dict[str, Dict[str, float]]], methods: Sequence[str], meta: Dict[str, Any],

@@ -386,9 +386,38 @@ def _retrained_rows(stale: Dict[Tuple[str, int], Dict[str, Any]], fresh: Sequenc
         if example in spot or example in mismatched:
             continue
         _take_row(rows, row, keys[method], data)
-    note = {"examples": len(firsts) - len(mismatched), "spot_check": spot, "max_metric_difference": worst,
-            "max_prob_difference": prob_diff, "tolerance": RETRAINED_TOLERANCE}
+    taken = sorted(set(firsts) - mismatched)
+    note = {"examples": len(taken), "example_ids": taken, "methods": sorted({m for m, _ in stale}),
+            "spot_check": spot, "max_metric_difference": worst, "max_prob_difference": prob_diff,
+            "tolerance": RETRAINED_TOLERANCE}
     return rows, note
+
+
+def _earlier_retrained(out: Path) -> List[Dict[str, Any]]:
+    """The ``reused_retrained`` notes of the run last summarised in ``out`` (``summary.json``), oldest first: each
+    says which stored rows an earlier ``reuse_retrained=True`` run took under another cache key."""
+    import json
+
+    path = out / "summary.json"
+    if not path.is_file():
+        return []
+    notes = json.loads(path.read_text(encoding="utf-8"))["meta"].get("reused_retrained") or []
+    return [notes] if isinstance(notes, dict) else list(notes)
+
+
+def _carried_retrained(earlier: Sequence[Dict[str, Any]], from_csv: set) -> List[Dict[str, Any]]:
+    """The earlier notes whose examples this run took from ``results.csv`` again (``from_csv``: examples with a row
+    taken from there), each counting only those; a note with no example left is dropped. A note without
+    ``example_ids`` (written before they were kept) is carried as it is."""
+    carried = []
+    for note in earlier:
+        if "example_ids" not in note:
+            carried.append(dict(note))
+            continue
+        ids = [e for e in note["example_ids"] if e in from_csv]
+        if ids:
+            carried.append({**note, "examples": len(ids), "example_ids": ids})
+    return carried
 
 
 def _finished_prefix(indices: Sequence[int], data: _Data, keys: Dict[str, str], cached: Dict[tuple, Dict[str, Any]],
@@ -849,9 +878,12 @@ def run_benchmark(
             tolerance. All of an example's rows come from one model, so the
             methods stay paired (a method with no stored row on a taken
             example is refused); the cell then mixes two models, and
-            ``summary.json`` (``meta["reused_retrained"]``) and
+            ``summary.json`` (``meta["reused_retrained"]``, one note per
+            such run, with the examples and methods it took) and
             ``summary.md`` say how many examples, and how far apart the
-            models were on the checks.
+            models were on the checks. Later runs that take those rows from
+            ``results.csv`` again keep the notes, counting the examples
+            still taken.
         finished_only: Compute nothing: summarise the longest prefix of the
             sample order whose examples have every method's record (in the
             cache, or with ``reuse_results`` in ``results.csv``), e.g. the
@@ -898,6 +930,7 @@ def run_benchmark(
     keys = _method_keys(names, method_options, config, max_length, model, tokenizer, data, device, protect)
     runner = _Methods(model, forward, ctx, config.seed, warmup, device)
     retrained_note: Optional[Dict[str, Any]] = None
+    earlier_notes = _earlier_retrained(out) if resume and (reuse_results or merge) else []
     spot_computed = 0  # records the spot check computed: counted as computed, not as taken from the cache
     if resume:
         cached = cache.read(set(keys.values()))
@@ -951,8 +984,11 @@ def run_benchmark(
         "errors": len(tally.errors),
         "cache_keys": {**kept_keys, **keys},
     }
-    if retrained_note is not None:
-        meta["reused_retrained"] = retrained_note
+    # rows taken from results.csv carry no curves: those examples keep what earlier runs said of their rows
+    from_csv = {r["example"] for r in [*tally.records, *kept] if "curve_most" not in r}
+    notes = _carried_retrained(earlier_notes, from_csv) + ([retrained_note] if retrained_note is not None else [])
+    if notes:
+        meta["reused_retrained"] = notes
     if kept:
         _check_same_model(kept, tally.records, out)
     if plot:  # rows reused from a CSV have no curves, and a merge leaves the first run's plot as it is
