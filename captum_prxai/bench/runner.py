@@ -264,6 +264,23 @@ _SPOT_REFUSED = ("the stored rows are not reused. This run's records of the chec
                  "without reuse_retrained to compute the rest with this model.")
 
 
+def _probe_rows(firsts: Dict[int, Dict[str, Any]], probe: Callable[[int], Tuple[int, int, float]],
+                tolerance: float) -> Tuple[Dict[int, str], float]:
+    """Check one stored row per example (``firsts``) against this run's model: ``probe(index)`` must give its
+    target and token count, and its probability within ``tolerance`` (:func:`_row_mismatch`). Returns the examples
+    that fail, with why, and the largest probability difference among those that pass."""
+    mismatched: Dict[int, str] = {}
+    worst = 0.0
+    for index in sorted(firsts):
+        target, n_tokens, prob = probe(index)
+        why = _row_mismatch(firsts[index], target, n_tokens, prob, tolerance)
+        if why is not None:
+            mismatched[index] = why
+        else:
+            worst = max(worst, abs(firsts[index]["prob"] - prob))
+    return mismatched, worst
+
+
 def _reusable_rows(out: Path, keys: Dict[str, str], indices: Sequence[int], data: _Data,
                    probe: Callable[[int], Tuple[int, int, float]], retrained: bool = False
                    ) -> Tuple[Dict[tuple, Dict[str, Any]], Dict[Tuple[str, int], Dict[str, Any]]]:
@@ -303,12 +320,7 @@ def _reusable_rows(out: Path, keys: Dict[str, str], indices: Sequence[int], data
     first_rows: Dict[int, Dict[str, Any]] = {}
     for r in candidates:
         first_rows.setdefault(r["example"], r)
-    mismatched: Dict[int, str] = {}
-    for index in sorted(first_rows):
-        why = _row_mismatch(first_rows[index], *probe(index),
-                            RETRAINED_TOLERANCE if retrained else SAME_MODEL_TOLERANCE)
-        if why is not None:
-            mismatched[index] = why
+    mismatched, _ = _probe_rows(first_rows, probe, RETRAINED_TOLERANCE if retrained else SAME_MODEL_TOLERANCE)
     if mismatched:
         first = min(mismatched)
         warnings.warn(f"reuse_results=True: the rows of {len(mismatched)} of {len(first_rows)} "
@@ -371,13 +383,7 @@ def _retrained_rows(stale: Dict[Tuple[str, int], Dict[str, Any]], fresh: Sequenc
             raise PRXAIError(f"reuse_retrained=True: {', '.join(missing)} has no row for example {example} in "
                              f"{out / 'results.csv'}; computed now it would come from this model beside the former "
                              "model's rows of the same example. Leave it out of this run's methods.")
-    mismatched, prob_diff = set(), 0.0
-    for example in sorted(firsts):
-        target, n_tokens, prob = probe(example)
-        if _row_mismatch(firsts[example], target, n_tokens, prob, RETRAINED_TOLERANCE) is not None:
-            mismatched.add(example)
-        else:
-            prob_diff = max(prob_diff, abs(firsts[example]["prob"] - prob))
+    mismatched, prob_diff = _probe_rows(firsts, probe, RETRAINED_TOLERANCE)
     if mismatched:
         warnings.warn(f"reuse_retrained=True: {len(mismatched)} of {len(firsts)} stored examples differ from this "
                       f"run by more than {RETRAINED_TOLERANCE:g} in target, token count or probability (first: "
@@ -386,7 +392,7 @@ def _retrained_rows(stale: Dict[Tuple[str, int], Dict[str, Any]], fresh: Sequenc
         if example in spot or example in mismatched:
             continue
         _take_row(rows, row, keys[method], data)
-    taken = sorted(set(firsts) - mismatched)
+    taken = sorted(set(firsts) - set(mismatched))
     note = {"examples": len(taken), "example_ids": taken, "methods": sorted({m for m, _ in stale}),
             "spot_check": spot, "max_metric_difference": worst, "max_prob_difference": prob_diff,
             "tolerance": RETRAINED_TOLERANCE}
