@@ -864,7 +864,7 @@ def test_reuse_retrained_takes_a_nearly_equal_models_rows_after_a_spot_check(tin
     assert {k[0] for k in after} == set(order)
     [note] = json.loads((out / "summary.json").read_text())["meta"]["reused_retrained"]
     assert note["examples"] == 2 and note["spot_check"] == sorted(spot) and note["tolerance"] == 1e-2
-    assert note["example_ids"] == sorted(taken) and note["methods"] == ["pr-ag", "random"]
+    assert note["example_ids"] == sorted(taken) and note["methods"] == ["pr-ag", "random"] and note["every_method"]
     assert 0 <= note["max_metric_difference"] <= 1e-2 and 0 <= note["max_prob_difference"] <= 1e-2
     assert "The rows of 2 of these examples were made by a former model" in (out / "summary.md").read_text()
     assert note["max_prob_difference"] > 1e-4  # beyond the same-model check: a plain extension would not keep them
@@ -922,6 +922,7 @@ def test_reuse_retrained_notes_name_the_methods_and_carry_the_earlier_runs(tiny,
     first, this = json.loads((out / "summary.json").read_text())["meta"]["reused_retrained"]
     assert first == earlier
     assert this["methods"] == ["random"] and this["example_ids"] == sorted(order[2:4]) and this["examples"] == 2
+    assert this["every_method"] is False
     assert this["max_metric_difference"] == 0.0  # the random scores are seeded per example: computed again, equal
     md = (out / "summary.md").read_text()
     assert "The rows of 2 of these examples were made by a former model" in md
@@ -940,6 +941,22 @@ def test_reuse_retrained_notes_name_the_methods_and_carry_the_earlier_runs(tiny,
     notes = json.loads((out / "summary.json").read_text())["meta"]["reused_retrained"]
     assert [n["example_ids"] for n in notes] == [[order[3]], [order[3]]]
     assert [n["examples"] for n in notes] == [1, 1]
+
+
+def test_retrained_note_keeps_its_kind_when_a_method_is_added_later():
+    """A note says "a former model" when every method's key had changed in its run, whatever methods the cell has
+    since (a method added with merge); one written for a single method keeps naming it."""
+    from captum_prxai.bench.report import _retrained_note
+
+    base = {"examples": 3, "example_ids": [1, 2, 3], "spot_check": [0, 4], "max_metric_difference": 0.001,
+            "max_prob_difference": 0.0002, "tolerance": 0.01}
+    meta = {"cache_keys": {"pr-ag": "a", "random": "b", "gae": "c"},
+            "reused_retrained": [{**base, "methods": ["pr-ag", "random"], "every_method": True},
+                                 {**base, "methods": ["random"], "every_method": False}]}
+    whole, one = [line for line in _retrained_note(meta) if line]
+    assert whole.startswith("The rows of 3 of these examples were made by a former model")
+    assert one.startswith("The rows of Random on 3 of these examples were stored under another cache key of that "
+                          "method alone")
 
 
 def test_retrained_spot_check_refuses_metrics_that_moved_and_methods_it_could_not_check(tmp_path):

@@ -159,11 +159,12 @@ def _retrained_note(meta: Dict[str, Any]) -> List[str]:
     every = set(meta.get("cache_keys", {}))
     for note in [notes] if isinstance(notes, dict) else notes:
         methods = note.get("methods")
+        whole = note.get("every_method", methods is None or every <= set(methods))
         check = (f"Before they were taken, examples {', '.join(str(e) for e in note['spot_check'])} were computed "
                  f"again: every such method's comprehensiveness and sufficiency there are within "
-                 f"{note['max_metric_difference']:.1e} of the stored rows, and the explained-class probabilities of the "
-                 f"taken examples within {note['max_prob_difference']:.1e} (tolerance {note['tolerance']:g}).")
-        if methods is None or every <= set(methods):
+                 f"{note['max_metric_difference']:.1e} of the stored rows, and the explained-class probabilities of "
+                 f"the taken examples within {note['max_prob_difference']:.1e} (tolerance {note['tolerance']:g}).")
+        if whole:
             lines += ["", f"The rows of {note['examples']} of these examples were made by a former model trained with "
                           "the same recipe (weights not bit-for-bit the same; `reuse_retrained`). " + check +
                           " Each example's rows come from one model, so the methods stay paired."]

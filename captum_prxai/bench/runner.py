@@ -393,7 +393,9 @@ def _retrained_rows(stale: Dict[Tuple[str, int], Dict[str, Any]], fresh: Sequenc
             continue
         _take_row(rows, row, keys[method], data)
     taken = sorted(set(firsts) - set(mismatched))
-    note = {"examples": len(taken), "example_ids": taken, "methods": sorted({m for m, _ in stale}),
+    methods = sorted({m for m, _ in stale})
+    # every method's key changed: another model (the key holds the weights); else only those methods' options or inputs
+    note = {"examples": len(taken), "example_ids": taken, "methods": methods, "every_method": set(keys) <= set(methods),
             "spot_check": spot, "max_metric_difference": worst, "max_prob_difference": prob_diff,
             "tolerance": RETRAINED_TOLERANCE}
     return rows, note
