@@ -151,20 +151,24 @@ def _plot_note(meta: Dict[str, Any]) -> List[str]:
     return []
 
 
+def retrained_notes(meta: Dict[str, Any]) -> List[Dict[str, Any]]:
+    """A run's ``meta["reused_retrained"]`` as a list of notes, oldest first: one per ``reuse_retrained=True`` run
+    whose rows it holds (the first runs wrote a single note as a dict)."""
+    notes = meta.get("reused_retrained") or []
+    return [notes] if isinstance(notes, dict) else list(notes)
+
+
 def _retrained_note(meta: Dict[str, Any]) -> List[str]:
     """One line per ``reuse_retrained=True`` run whose rows this one holds (``meta["reused_retrained"]``): how many
     examples' rows were taken under another cache key, of which methods, and how the spot check came out."""
-    notes = meta.get("reused_retrained") or []
     lines: List[str] = []
-    every = set(meta.get("cache_keys", {}))
-    for note in [notes] if isinstance(notes, dict) else notes:
+    for note in retrained_notes(meta):
         methods = note.get("methods")
-        whole = note.get("every_method", methods is None or every <= set(methods))
         check = (f"Before they were taken, examples {', '.join(str(e) for e in note['spot_check'])} were computed "
                  f"again: every such method's comprehensiveness and sufficiency there are within "
                  f"{note['max_metric_difference']:.1e} of the stored rows, and the explained-class probabilities of "
                  f"the taken examples within {note['max_prob_difference']:.1e} (tolerance {note['tolerance']:g}).")
-        if whole:
+        if note.get("every_method", methods is None):  # notes without the flag predate per-method notes
             lines += ["", f"The rows of {note['examples']} of these examples were made by a former model trained with "
                           "the same recipe (weights not bit-for-bit the same; `reuse_retrained`). " + check +
                           " Each example's rows come from one model, so the methods stay paired."]

@@ -183,18 +183,23 @@ def write_command(out_dir: Union[str, Path], program: str, argv: Sequence[str], 
 ADDED_PLOT = "deletion_curves-added.png"
 
 
+def _last_meta(out: Path) -> Dict[str, Any]:
+    """The ``"meta"`` of the run last summarised in ``out`` (``summary.json``); empty without the file."""
+    import json
+
+    path = out / "summary.json"
+    return json.loads(path.read_text(encoding="utf-8"))["meta"] if path.is_file() else {}
+
+
 def _finished_run(out: Path) -> Optional[Tuple[List[Dict[str, Any]], Dict[str, str]]]:
     """The rows of ``out/results.csv`` and the cache key of each method (from ``summary.json``, empty without
     it); ``None`` when the folder has no ``results.csv``."""
-    import json
-
     from captum_prxai.bench.report import read_csv
 
-    path, summary = out / "results.csv", out / "summary.json"
+    path = out / "results.csv"
     if not path.is_file():
         return None
-    keys = json.loads(summary.read_text(encoding="utf-8"))["meta"].get("cache_keys", {}) if summary.is_file() else {}
-    return read_csv(path), keys
+    return read_csv(path), _last_meta(out).get("cache_keys", {})
 
 
 def _kept_records(out: Path, names: Sequence[str], indices: Sequence[int]) -> Tuple[List[Dict[str, Any]],
@@ -246,10 +251,7 @@ RETRAINED_TOLERANCE = 1e-2
 def _plotted_before(out: Path) -> Optional[int]:
     """How many examples (the first of the sample order) ``out/deletion_curves.png`` averages, as the folder's
     last ``summary.json`` recorded it; ``None`` when it did not (runs before the count was kept)."""
-    import json
-
-    path = out / "summary.json"
-    return json.loads(path.read_text(encoding="utf-8"))["meta"].get("plot_examples") if path.is_file() else None
+    return _last_meta(out).get("plot_examples")
 
 
 def _take_row(rows: Dict[tuple, Dict[str, Any]], row: Dict[str, Any], key: str, data: _Data) -> None:
@@ -399,18 +401,6 @@ def _retrained_rows(stale: Dict[Tuple[str, int], Dict[str, Any]], fresh: Sequenc
             "spot_check": spot, "max_metric_difference": worst, "max_prob_difference": prob_diff,
             "tolerance": RETRAINED_TOLERANCE}
     return rows, note
-
-
-def _earlier_retrained(out: Path) -> List[Dict[str, Any]]:
-    """The ``reused_retrained`` notes of the run last summarised in ``out`` (``summary.json``), oldest first: each
-    says which stored rows an earlier ``reuse_retrained=True`` run took under another cache key."""
-    import json
-
-    path = out / "summary.json"
-    if not path.is_file():
-        return []
-    notes = json.loads(path.read_text(encoding="utf-8"))["meta"].get("reused_retrained") or []
-    return [notes] if isinstance(notes, dict) else list(notes)
 
 
 def _carried_retrained(earlier: Sequence[Dict[str, Any]], from_csv: set) -> List[Dict[str, Any]]:
@@ -938,7 +928,9 @@ def run_benchmark(
     keys = _method_keys(names, method_options, config, max_length, model, tokenizer, data, device, protect)
     runner = _Methods(model, forward, ctx, config.seed, warmup, device)
     retrained_note: Optional[Dict[str, Any]] = None
-    earlier_notes = _earlier_retrained(out) if resume and (reuse_results or merge) else []
+    from captum_prxai.bench.report import retrained_notes
+
+    earlier_notes = retrained_notes(_last_meta(out)) if resume and (reuse_results or merge) else []
     spot_computed = 0  # records the spot check computed: counted as computed, not as taken from the cache
     if resume:
         cached = cache.read(set(keys.values()))
