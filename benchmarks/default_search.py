@@ -114,6 +114,29 @@ def _gradient_norm_weighted(attr: Any) -> Any:
     return attr
 
 
+def _leaky_walk(adjacency: Tensor, teleport: Tensor, mask: Tensor, damping: float, beta: float,
+                tol: float = 1e-10, max_iter: int = 1000) -> Tensor:
+    r"""``x = (1 − α) p + α x D_s⁻¹ A`` with ``s_i = d_i^(1−β) (max_k d_k)^β`` (see :data:`LEAK`).
+
+    ``(B, T)`` scores summing to one over the real tokens; a row with no out-weight leaks all its mass.
+    """
+    valid = mask.to(adjacency.dtype)
+    a = adjacency * valid.unsqueeze(-1) * valid.unsqueeze(-2)
+    d = a.sum(-1)
+    top = d.amax(-1, keepdim=True)
+    s = d.clamp_min(1e-30).pow(1 - beta) * top.pow(beta)
+    p = teleport * valid
+    p = p / p.sum(-1, keepdim=True)
+    x = p.clone()
+    for _ in range(max_iter):
+        new = (1 - damping) * p + damping * torch.bmm((x / s).unsqueeze(1), a).squeeze(1)
+        if float((new - x).abs().sum(-1).max()) < tol:
+            x = new
+            break
+        x = new
+    return x / x.sum(-1, keepdim=True)
+
+
 def _log_prob(forward_func: Callable[..., Tensor]) -> Callable[..., Tensor]:
     """``forward_func`` with its logits replaced by log-probabilities (``log_softmax`` over the classes)."""
 
@@ -176,10 +199,17 @@ CANDIDATES: Dict[str, Dict[str, Any]] = {
     # fifth round: the default's two walks (λ = 0.25) at other dampings (the library's is 0.7)
     "ds:pow0.5:pm0.25:d0.5": {"edge_weight": "pow0.5", "damping": 0.5},
     "ds:pow0.5:pm0.25:d0.85": {"edge_weight": "pow0.5", "damping": 0.85},
+    # sixth round: the default's two walks on a leaky walk (see LEAK): weak rows hand their mass back to the teleport
+    "ds:pow0.5:pm0.25:leak": {"edge_weight": "pow0.5", "walks": "both", "negative_weight": 0.25},
+    "ds:pow0.5:pm0.25:leak0.5": {"edge_weight": "pow0.5", "walks": "both", "negative_weight": 0.25},
+    # sixth round: no edge returns to the explained token ([CLS] on an encoder: the library's sink="drop" drops the
+    # edges into the first token), so the walk comes back to it by the teleport alone
+    "ds:pow0.5:pm0.25:nosink": {"edge_weight": "pow0.5", "sink": "drop"},
 }
 #: candidates with a negative walk subtracted (see SIGNED_WALKS) and with gradient-norm layer weights
 SIGNED_WALKS = {"ds:pow0.5:pm", "ds:pow0.5:lp:pm", "ds:pow0.5:pm0.5", "ds:pow0.5:pmw", "ds:pow0.5:pmd",
-                "ds:pow0.5:pm0.25", "ds:pow0.5:pm0.75", "ds:pow0.5:pm0.25:d0.5", "ds:pow0.5:pm0.25:d0.85"}
+                "ds:pow0.5:pm0.25", "ds:pow0.5:pm0.75", "ds:pow0.5:pm0.25:d0.5", "ds:pow0.5:pm0.25:d0.85",
+                "ds:pow0.5:pm0.25:nosink"}
 #: two walks, demoting only: a token keeps its positive-walk score P⁺ when P⁺ ≥ P⁻ and gets P⁺ − P⁻ < 0
 #: otherwise, so PR-TAG's order is kept among the net-positive tokens and the net-negative ones rank last
 DEMOTE = {"ds:pow0.5:pmd"}
@@ -187,8 +217,13 @@ DEMOTE = {"ds:pow0.5:pmd"}
 #: negative token graph's total edge mass over the positive one's (a weak negative graph counts little)
 NEGATIVE_WEIGHT: Dict[str, Any] = {"ds:pow0.5:pm0.5": 0.5, "ds:pow0.5:pmw": "mass", "ds:pow0.5:pm0.25": 0.25,
                                    "ds:pow0.5:pm0.75": 0.75, "ds:pow0.5:pm0.25:d0.5": 0.25,
-                                   "ds:pow0.5:pm0.25:d0.85": 0.25}
+                                   "ds:pow0.5:pm0.25:d0.85": 0.25, "ds:pow0.5:pm0.25:nosink": 0.25}
 NORM_WEIGHTED = {"ds:pow0.5:l2w"}
+#: leaky walks: the same built graphs (``attribute_graph``), each walked with row ``i`` divided by
+#: ``s_i = d_i^(1−β) · max_k d_k^β`` instead of its out-weight ``d_i`` (β = 1: one scale for the whole graph, so
+#: a token whose out-edges are weak passes on only part of its mass and the rest returns to the teleport;
+#: β = 0 is PageRank). A substochastic walk ``x = (1 − α) p + α x D_s⁻¹ A``, solved by iteration.
+LEAK: Dict[str, float] = {"ds:pow0.5:pm0.25:leak": 1.0, "ds:pow0.5:pm0.25:leak0.5": 0.5}
 #: candidates whose score is the PageRank score times |gradient x input| at the word embeddings
 #: (Captum LayerGradientXActivation, summed over the hidden size; here a second backward pass,
 #: in the core it would come from the same pass)
@@ -219,7 +254,12 @@ FOURTH_LONG = ["ds:pow0.5", "ds:pow0.5:pm", "ds:pow0.5:lp", "ds:pow0.5:max", "ds
                "ds:pow0.5:pmd"]
 #: 'fifth': the default (λ = 0.25, damping 0.7) against the same walks at dampings 0.5 and 0.85, with LIG-50
 FIFTH = ["ds:pow0.5:pm0.25", "ds:pow0.5:pm0.25:d0.5", "ds:pow0.5:pm0.25:d0.85", "ig"]
-TUNE_METHODS = [m for m in CANDIDATES if m not in EXTRA and m not in LATER and m not in FOURTH and m not in FIFTH] \
+#: 'sixth': the default against its two walks made leaky (see LEAK), at damping 0.85 (long cells), and without the
+#: edges back to the explained token
+SIXTH = ["ds:pow0.5:pm0.25", "ds:pow0.5:pm0.25:leak", "ds:pow0.5:pm0.25:leak0.5", "ds:pow0.5:pm0.25:d0.85",
+         "ds:pow0.5:pm0.25:nosink"]
+TUNE_METHODS = [m for m in CANDIDATES if m not in EXTRA and m not in LATER and m not in FOURTH and m not in FIFTH
+                and m not in SIXTH] \
     + REFERENCES
 #: 'long': the candidates run on the 256-token cells (a long explanation costs ~10x a short one on this
 #: shared CPU): each edge family, the interpolation, the best damping of the earlier BBC ablation (0.5)
@@ -257,6 +297,11 @@ def register_candidates() -> None:
             weight = NEGATIVE_WEIGHT.get(name, 1.0)
 
             def explain(ids, mask, special, target):
+                if name in LEAK:
+                    built = attr.attribute_graph(ids, target=target, additional_forward_args=(mask,)).built
+                    walk = [_leaky_walk(a, built.teleport, built.mask, kwargs["damping"], LEAK[name])
+                            for a in (built.adjacency, built.negative)]
+                    return walk[0] - kwargs["negative_weight"] * walk[1]
                 if weight == "mass":
                     pos = attr.attribute_graph(ids, target=target, additional_forward_args=(mask,))
                     neg = negative.attribute_graph(ids, target=target, additional_forward_args=(mask,))
@@ -580,21 +625,29 @@ def write_fourth_table(path: Optional[Path] = None) -> Path:
 
 
 FIFTH_DIR = RESULTS / "fifth"
+SIXTH_DIR = RESULTS / "sixth"
+#: the rounds written by ``_round_table``: flag -> (folder, methods, title, file)
+ROUNDS = {
+    "--fifth-table": (FIFTH_DIR, FIFTH, "Fifth round: the default's damping, and LIG-50 on the tune halves", "fifth.md"),
+    "--sixth-table": (SIXTH_DIR, SIXTH, "Sixth round: leaky walks, no edges back to [CLS], damping 0.85 on long inputs",
+                      "sixth.md"),
+}
 
 
-def write_fifth_table(path: Optional[Path] = None) -> Path:
-    """``results/default-search/fifth.md``: the default's walks at other dampings, and LIG-50, against the default
-    (``ds:pow0.5:pm0.25``, rerun in the same process) on the tune halves; the pairing check is the default's largest
-    difference from its fourth-round run on the same examples."""
+def _round_table(flag: str, path: Optional[Path] = None) -> Path:
+    """``results/default-search/<round>.md``: a round's constructions against the default (``ds:pow0.5:pm0.25``,
+    rerun in the same process) on the tune halves; the pairing check is the default's largest difference from its
+    fourth-round run on the same examples."""
+    folder, methods, title, name = ROUNDS[flag]
     lead = FOURTH_LEAD
-    lines = ["# Fifth round: the default's damping, and LIG-50 on the tune halves", "",
-             "`python benchmarks/default_search.py --fifth-table`. Mean ± s.e. of the per-example difference "
+    lines = [f"# {title}", "",
+             f"`python benchmarks/default_search.py {flag}`. Mean ± s.e. of the per-example difference "
              f"method − the default (`{lead}`: PR-TAG's edges, two walks, λ = 0.25, damping 0.7); comprehensiveness: "
              "> 0 is better, sufficiency: < 0 is better. Each run's command is in its folder's `COMMAND`.", ""]
-    others = [m for m in FIFTH if m != lead]
+    others = [m for m in methods if m != lead]
     rows = []
     for cell in CELLS.values():
-        csv_path = FIFTH_DIR / "tune" / cell.name / "results.csv"
+        csv_path = folder / "tune" / cell.name / "results.csv"
         if not csv_path.is_file():
             continue
         values = _read_csv(csv_path)
@@ -608,7 +661,7 @@ def write_fifth_table(path: Optional[Path] = None) -> Path:
         rows.append([cell.name, str(max(n for n, _ in texts))] + [t for _, t in texts] + [check])
     lines += _table(["tune half", "n"] + [f"`{m}` − default" if m != "ig" else "LIG-50 − default" for m in others]
                     + ["default vs fourth round (max \\|Δ comp.\\|)"], rows) + [""]
-    path = path or RESULTS / "fifth.md"
+    path = path or RESULTS / name
     path.write_text("\n".join(lines), encoding="utf-8")
     return path
 
@@ -957,6 +1010,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                         help="write results/default-search/fourth.md: the fourth round's constructions, paired")
     parser.add_argument("--fifth-table", action="store_true",
                         help="write results/default-search/fifth.md: the default's damping and LIG-50, paired")
+    parser.add_argument("--sixth-table", action="store_true",
+                        help="write results/default-search/sixth.md: leaky walks and damping 0.85, paired")
     parser.add_argument("--tables", default=None, metavar="DIR",
                         help="write DIR/losses.md: the tables of --summary for one side run (with --cell, --half)")
     args = parser.parse_args(argv)
@@ -965,7 +1020,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     methods: List[str] = []
     for item in (m.strip() for m in args.methods.split(",")):
         groups = {"tune": TUNE_METHODS, "extra": EXTRA, "long": LONG_METHODS, "later": LATER, "fourth": FOURTH,
-                  "fourth-long": FOURTH_LONG, "fourth-holdout": FOURTH_HOLDOUT, "fifth": FIFTH}
+                  "fourth-long": FOURTH_LONG, "fourth-holdout": FOURTH_HOLDOUT, "fifth": FIFTH,
+                  "sixth": SIXTH}
         methods += groups[item] if item in groups else [item] if item else []
     if args.half == "holdout" and args.cell and not args.tables and "tune" in args.methods.split(","):
         parser.error("the held-out half only confirms: pass --methods with the chosen candidate and references")
@@ -986,8 +1042,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(write_length_rule_table())
     if args.fourth_table:
         print(write_fourth_table())
-    if args.fifth_table:
-        print(write_fifth_table())
+    for flag in ROUNDS:
+        if getattr(args, flag[2:].replace("-", "_")):
+            print(_round_table(flag))
     return 0
 
 

@@ -472,3 +472,21 @@ def test_sliding_window_attention_is_captured_as_the_model_runs_it(kind, capture
         # dy/dA on padding keys (whose A is 0) is never used: every graph zeroes padding columns
         assert torch.allclose(grad[real], ref[real], atol=1e-6)
     assert torch.allclose(logits, eager_logits, atol=1e-5)
+
+
+def test_the_explained_token_holds_the_teleport_floor_and_what_edges_bring_back(tiny_model_factory, tiny_batch):
+    """On an encoder the walk teleports to [CLS], the explained token: it keeps exactly 1 - damping of a walk's mass
+    when no edge comes back to it (sink="drop" drops the edges into the first token), and more with them."""
+    model = tiny_model_factory("bert")
+    ids, mask = tiny_batch
+    layers = cp.attention_layers(model)
+    shares = {}
+    for sink in ("keep", "drop"):
+        pr = cp.PageRankAttribution(forward_for(model), layers, walks="positive", sink=sink)
+        built = pr.attribute_graph(ids, target=1, additional_forward_args=(mask,), attention_mask=mask).built
+        assert torch.all(built.teleport[:, 0] == 1)  # the teleport is the explained token, [CLS]
+        scores = pr.attribute(ids, target=1, additional_forward_args=(mask,), attention_mask=mask)
+        shares[sink] = scores[:, 0]
+    floor = 1 - cp.PageRankAttribution(forward_for(model), layers).spec.damping
+    assert torch.allclose(shares["drop"], torch.full_like(shares["drop"], floor), atol=1e-5)
+    assert torch.all(shares["keep"] > floor + 1e-4)

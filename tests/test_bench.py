@@ -806,9 +806,10 @@ def test_fifth_table_pairs_each_method_with_the_default_and_checks_the_rerun(tmp
     write(tmp_path / "fifth" / "tune" / cell, [(0, lead, 0.5, 0.1), (1, lead, 0.3, 0.1),
                                                 (0, "ig", 0.4, 0.3), (1, "ig", 0.4, 0.2)])
     write(tmp_path / "fourth" / "tune" / cell, [(0, lead, 0.5, 0.1), (1, lead, 0.302, 0.1)])
-    monkeypatch.setattr(default_search, "FIFTH_DIR", tmp_path / "fifth")
+    _, methods, title, name = default_search.ROUNDS["--fifth-table"]
+    monkeypatch.setitem(default_search.ROUNDS, "--fifth-table", (tmp_path / "fifth", methods, title, name))
     monkeypatch.setattr(default_search, "FOURTH_DIR", tmp_path / "fourth")
-    text = default_search.write_fifth_table(tmp_path / "fifth.md").read_text(encoding="utf-8")
+    text = default_search._round_table("--fifth-table", tmp_path / "fifth.md").read_text(encoding="utf-8")
     row = next(line for line in text.splitlines() if line.startswith(f"| {cell} |"))
     cells = [c.strip() for c in row.strip("|").split("|")]
     header = next(line for line in text.splitlines() if line.startswith("| tune half |"))
@@ -817,6 +818,41 @@ def test_fifth_table_pairs_each_method_with_the_default_and_checks_the_rerun(tmp
     assert cells[names.index("LIG-50 − default")] == "+0.000 ± 0.100 / +0.150 ± 0.050"
     assert cells[-1] == "2e-03"  # the rerun differs from the fourth round's default by 0.002 on example 1
     assert [c for c in cells[2:-1] if c != "+0.000 ± 0.100 / +0.150 ± 0.050"] == ["", ""]  # dampings not run here
+
+
+def test_leaky_walk_is_pagerank_at_beta_0_and_lets_weak_rows_leak_at_beta_1():
+    import sys
+    from pathlib import Path
+
+    import torch
+
+    from captum_prxai import pagerank
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    try:
+        import default_search
+    finally:
+        sys.path.pop(0)
+    torch.manual_seed(0)
+    adjacency = torch.rand(2, 5, 5, dtype=torch.float64)
+    teleport = torch.zeros(2, 5, dtype=torch.float64)
+    teleport[:, 0] = 1.0
+    mask = torch.ones(2, 5, dtype=torch.bool)
+    mask[1, 4] = False
+    walk = default_search._leaky_walk(adjacency, teleport, mask, 0.7, 0.0)
+    reference = pagerank(adjacency, 0.7, personalization=teleport, node_mask=mask, tol=1e-12, max_iter=1000)
+    assert torch.allclose(walk, reference, atol=1e-9)
+    # a chain 0 -> 1 -> 2 whose second edge is weak: at beta 1 node 1 passes on a tenth of its mass
+    chain = torch.zeros(1, 3, 3, dtype=torch.float64)
+    chain[0, 0, 1], chain[0, 1, 2] = 1.0, 0.1
+    start = torch.tensor([[1.0, 0.0, 0.0]], dtype=torch.float64)
+    everything = torch.ones(1, 3, dtype=torch.bool)
+    leaky = default_search._leaky_walk(chain, start, everything, 0.5, 1.0)
+    plain = default_search._leaky_walk(chain, start, everything, 0.5, 0.0)
+    # x1 = 0.5 x0, x2 = 0.5 * 0.1 x1 (leaky) or 0.5 x1 (plain), x0 = 0.5 + 0.5 x2 (node 2 is dangling: it leaks)
+    assert leaky[0, 2] / leaky[0, 1] == pytest.approx(0.05)
+    assert plain[0, 2] / plain[0, 1] == pytest.approx(0.5)
+    assert float(leaky.sum()) == pytest.approx(1.0)
 
 
 def test_reuse_retrained_takes_a_nearly_equal_models_rows_after_a_spot_check(tiny, tmp_path):
