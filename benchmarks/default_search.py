@@ -205,11 +205,14 @@ CANDIDATES: Dict[str, Dict[str, Any]] = {
     # sixth round: no edge returns to the explained token ([CLS] on an encoder: the library's sink="drop" drops the
     # edges into the first token), so the walk comes back to it by the teleport alone
     "ds:pow0.5:pm0.25:nosink": {"edge_weight": "pow0.5", "sink": "drop"},
+    # seventh round: the default's two walks (λ = 0.25) on less tempered edges, γ = 0.25 and γ = 0 (PR-G's dA⁺)
+    "ds:pow0.25:pm0.25": {"edge_weight": "pow0.25"},
+    "ds:pow0:pm0.25": {"edge_weight": "pow0"},
 }
 #: candidates with a negative walk subtracted (see SIGNED_WALKS) and with gradient-norm layer weights
 SIGNED_WALKS = {"ds:pow0.5:pm", "ds:pow0.5:lp:pm", "ds:pow0.5:pm0.5", "ds:pow0.5:pmw", "ds:pow0.5:pmd",
                 "ds:pow0.5:pm0.25", "ds:pow0.5:pm0.75", "ds:pow0.5:pm0.25:d0.5", "ds:pow0.5:pm0.25:d0.85",
-                "ds:pow0.5:pm0.25:nosink"}
+                "ds:pow0.5:pm0.25:nosink", "ds:pow0.25:pm0.25", "ds:pow0:pm0.25"}
 #: two walks, demoting only: a token keeps its positive-walk score P⁺ when P⁺ ≥ P⁻ and gets P⁺ − P⁻ < 0
 #: otherwise, so PR-TAG's order is kept among the net-positive tokens and the net-negative ones rank last
 DEMOTE = {"ds:pow0.5:pmd"}
@@ -217,7 +220,8 @@ DEMOTE = {"ds:pow0.5:pmd"}
 #: negative token graph's total edge mass over the positive one's (a weak negative graph counts little)
 NEGATIVE_WEIGHT: Dict[str, Any] = {"ds:pow0.5:pm0.5": 0.5, "ds:pow0.5:pmw": "mass", "ds:pow0.5:pm0.25": 0.25,
                                    "ds:pow0.5:pm0.75": 0.75, "ds:pow0.5:pm0.25:d0.5": 0.25,
-                                   "ds:pow0.5:pm0.25:d0.85": 0.25, "ds:pow0.5:pm0.25:nosink": 0.25}
+                                   "ds:pow0.5:pm0.25:d0.85": 0.25, "ds:pow0.5:pm0.25:nosink": 0.25,
+                                   "ds:pow0.25:pm0.25": 0.25, "ds:pow0:pm0.25": 0.25}
 NORM_WEIGHTED = {"ds:pow0.5:l2w"}
 #: leaky walks: the same built graphs (``attribute_graph``), each walked with row ``i`` divided by
 #: ``s_i = d_i^(1−β) · max_k d_k^β`` instead of its out-weight ``d_i`` (β = 1: one scale for the whole graph, so
@@ -258,8 +262,10 @@ FIFTH = ["ds:pow0.5:pm0.25", "ds:pow0.5:pm0.25:d0.5", "ds:pow0.5:pm0.25:d0.85", 
 #: edges back to the explained token
 SIXTH = ["ds:pow0.5:pm0.25", "ds:pow0.5:pm0.25:leak", "ds:pow0.5:pm0.25:leak0.5", "ds:pow0.5:pm0.25:d0.85",
          "ds:pow0.5:pm0.25:nosink"]
+#: 'seventh': the default against the same two walks on edges tempered less (γ = 0.25, γ = 0)
+SEVENTH = ["ds:pow0.5:pm0.25", "ds:pow0.25:pm0.25", "ds:pow0:pm0.25"]
 TUNE_METHODS = [m for m in CANDIDATES if m not in EXTRA and m not in LATER and m not in FOURTH and m not in FIFTH
-                and m not in SIXTH] \
+                and m not in SIXTH and m not in SEVENTH] \
     + REFERENCES
 #: 'long': the candidates run on the 256-token cells (a long explanation costs ~10x a short one on this
 #: shared CPU): each edge family, the interpolation, the best damping of the earlier BBC ablation (0.5)
@@ -626,11 +632,14 @@ def write_fourth_table(path: Optional[Path] = None) -> Path:
 
 FIFTH_DIR = RESULTS / "fifth"
 SIXTH_DIR = RESULTS / "sixth"
+SEVENTH_DIR = RESULTS / "seventh"
 #: the rounds written by ``_round_table``: flag -> (folder, methods, title, file)
 ROUNDS = {
     "--fifth-table": (FIFTH_DIR, FIFTH, "Fifth round: the default's damping, and LIG-50 on the tune halves", "fifth.md"),
     "--sixth-table": (SIXTH_DIR, SIXTH, "Sixth round: leaky walks, no edges back to [CLS], damping 0.85 on long inputs",
                       "sixth.md"),
+    "--seventh-table": (SEVENTH_DIR, SEVENTH, "Seventh round: the default's two walks on edges tempered less",
+                        "seventh.md"),
 }
 
 
@@ -1012,6 +1021,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                         help="write results/default-search/fifth.md: the default's damping and LIG-50, paired")
     parser.add_argument("--sixth-table", action="store_true",
                         help="write results/default-search/sixth.md: leaky walks and damping 0.85, paired")
+    parser.add_argument("--seventh-table", action="store_true",
+                        help="write results/default-search/seventh.md: two walks at γ = 0.25 and 0, paired")
     parser.add_argument("--tables", default=None, metavar="DIR",
                         help="write DIR/losses.md: the tables of --summary for one side run (with --cell, --half)")
     args = parser.parse_args(argv)
@@ -1021,7 +1032,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     for item in (m.strip() for m in args.methods.split(",")):
         groups = {"tune": TUNE_METHODS, "extra": EXTRA, "long": LONG_METHODS, "later": LATER, "fourth": FOURTH,
                   "fourth-long": FOURTH_LONG, "fourth-holdout": FOURTH_HOLDOUT, "fifth": FIFTH,
-                  "sixth": SIXTH}
+                  "sixth": SIXTH, "seventh": SEVENTH}
         methods += groups[item] if item in groups else [item] if item else []
     if args.half == "holdout" and args.cell and not args.tables and "tune" in args.methods.split(","):
         parser.error("the held-out half only confirms: pass --methods with the chosen candidate and references")
