@@ -806,8 +806,8 @@ def test_fifth_table_pairs_each_method_with_the_default_and_checks_the_rerun(tmp
     write(tmp_path / "fifth" / "tune" / cell, [(0, lead, 0.5, 0.1), (1, lead, 0.3, 0.1),
                                                 (0, "ig", 0.4, 0.3), (1, "ig", 0.4, 0.2)])
     write(tmp_path / "fourth" / "tune" / cell, [(0, lead, 0.5, 0.1), (1, lead, 0.302, 0.1)])
-    _, methods, title, name = default_search.ROUNDS["--fifth-table"]
-    monkeypatch.setitem(default_search.ROUNDS, "--fifth-table", (tmp_path / "fifth", methods, title, name))
+    _, methods, title, name, ranked = default_search.ROUNDS["--fifth-table"]
+    monkeypatch.setitem(default_search.ROUNDS, "--fifth-table", (tmp_path / "fifth", methods, title, name, ranked))
     monkeypatch.setattr(default_search, "FOURTH_DIR", tmp_path / "fourth")
     text = default_search._round_table("--fifth-table", tmp_path / "fifth.md").read_text(encoding="utf-8")
     row = next(line for line in text.splitlines() if line.startswith(f"| {cell} |"))
