@@ -1057,7 +1057,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--fifth-table", action="store_true",
                         help="write results/default-search/fifth.md: the default's damping and LIG-50, paired")
     parser.add_argument("--sixth-table", action="store_true",
-                        help="write results/default-search/sixth.md: leaky walks and damping 0.85, paired")
+                        help="write results/default-search/sixth.md: leaky walks, no edges back to [CLS], damping "
+                             "0.85, paired")
     parser.add_argument("--seventh-table", action="store_true",
                         help="write results/default-search/seventh.md: two walks at γ = 0.25 and 0, paired")
     parser.add_argument("--tables", default=None, metavar="DIR",

@@ -820,6 +820,45 @@ def test_fifth_table_pairs_each_method_with_the_default_and_checks_the_rerun(tmp
     assert [c for c in cells[2:-1] if c != "+0.000 ± 0.100 / +0.150 ± 0.050"] == ["", ""]  # dampings not run here
 
 
+def test_round_worst_case_joins_the_fourth_rounds_run_only_on_the_same_model(tmp_path, monkeypatch):
+    import csv
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    try:
+        import default_search
+    finally:
+        sys.path.pop(0)
+    lead, other = default_search.FOURTH_LEAD, "ds:pow0.25:pm0.25"
+
+    def write(folder, rows):
+        folder.mkdir(parents=True)
+        with (folder / "results.csv").open("w", newline="") as fh:
+            w = csv.DictWriter(fh, fieldnames=["example", "method", "comprehensiveness", "sufficiency"])
+            w.writeheader()
+            for example, method, comp, suff in rows:
+                w.writerow({"example": example, "method": method, "comprehensiveness": comp, "sufficiency": suff})
+
+    # tweets: the candidate is 0.1 behind the default on comprehensiveness; the fourth round's run of the same model
+    # adds "ds:pow0.5:pm", 0.3 ahead of both, so the default's worst case becomes that loss
+    write(tmp_path / "round" / "tune" / "minilm--tweets", [(0, lead, 0.5, 0.1), (1, lead, 0.5, 0.1),
+                                                         (0, other, 0.4, 0.1), (1, other, 0.4, 0.1)])
+    write(tmp_path / "fourth" / "tune" / "minilm--tweets", [(0, lead, 0.5, 0.1), (1, lead, 0.5, 0.1),
+                                                          (0, "ds:pow0.5:pm", 0.8, 0.1), (1, "ds:pow0.5:pm", 0.8, 0.1)])
+    # uncertainty: the fourth round ran another model (the default's rows differ by 0.2), so its rows stay out
+    write(tmp_path / "round" / "tune" / "minilm--uncertainty", [(0, lead, 0.5, 0.1), (1, lead, 0.5, 0.1),
+                                                              (0, other, 0.5, 0.1), (1, other, 0.5, 0.1)])
+    write(tmp_path / "fourth" / "tune" / "minilm--uncertainty",
+          [(0, lead, 0.7, 0.1), (1, lead, 0.7, 0.1), (0, "ds:pow0.5:pm", 1.5, 0.1), (1, "ds:pow0.5:pm", 1.5, 0.1)])
+    monkeypatch.setattr(default_search, "FOURTH_DIR", tmp_path / "fourth")
+    lines = default_search._worst_cases(tmp_path / "round", [lead, other])
+    rows = {line.split("|")[1].strip(): [c.strip() for c in line.strip("|").split("|")] for line in lines
+            if line.startswith("| `")}
+    assert rows[f"`{lead}`"][1:4] == ["+0.300 ± 0.000", "minilm--tweets", "comprehensiveness"]
+    assert rows[f"`{other}`"][1:5] == ["+0.400 ± 0.000", "minilm--tweets", "comprehensiveness", "`ds:pow0.5:pm`"]
+
+
 def test_leaky_walk_is_pagerank_at_beta_0_and_lets_weak_rows_leak_at_beta_1():
     import sys
     from pathlib import Path
