@@ -764,7 +764,8 @@ def test_memory_child_imports_this_package_not_the_current_folders(tmp_path, mon
     assert peak is None and why.startswith("failed: ") and "no-such-method" in why
 
 
-def test_length_rule_takes_the_two_way_walk_on_short_inputs_only():
+def _default_search():
+    """``benchmarks/default_search.py`` as a module (the benchmarks are scripts, not a package)."""
     import sys
     from pathlib import Path
 
@@ -773,6 +774,23 @@ def test_length_rule_takes_the_two_way_walk_on_short_inputs_only():
         import default_search
     finally:
         sys.path.pop(0)
+    return default_search
+
+
+def _write_results(folder, rows):
+    """A run folder's ``results.csv`` with ``(example, method, comprehensiveness, sufficiency)`` rows."""
+    import csv
+
+    folder.mkdir(parents=True)
+    with (folder / "results.csv").open("w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=["example", "method", "comprehensiveness", "sufficiency"])
+        w.writeheader()
+        for example, method, comp, suff in rows:
+            w.writerow({"example": example, "method": method, "comprehensiveness": comp, "sufficiency": suff})
+
+
+def test_length_rule_takes_the_two_way_walk_on_short_inputs_only():
+    default_search = _default_search()
     values = {metric: {"two": {0: 1.0, 1: 2.0, 2: 3.0}, "one": {0: -1.0, 1: -2.0, 2: -3.0}}
               for metric, _ in default_search.METRICS}
     default_search._add_length_rule(values, {0: 10, 1: 64, 2: 65}, 64, "two", "one", "rule")
@@ -781,25 +799,10 @@ def test_length_rule_takes_the_two_way_walk_on_short_inputs_only():
 
 
 def test_fifth_table_pairs_each_method_with_the_default_and_checks_the_rerun(tmp_path, monkeypatch):
-    import csv
-    import sys
-    from pathlib import Path
-
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-    try:
-        import default_search
-    finally:
-        sys.path.pop(0)
+    default_search = _default_search()
     lead = default_search.FOURTH_LEAD
 
-    def write(folder, rows):
-        folder.mkdir(parents=True)
-        with (folder / "results.csv").open("w", newline="") as fh:
-            w = csv.DictWriter(fh, fieldnames=["example", "method", "comprehensiveness", "sufficiency"])
-            w.writeheader()
-            for example, method, comp, suff in rows:
-                w.writerow({"example": example, "method": method, "comprehensiveness": comp, "sufficiency": suff})
-
+    write = _write_results
     cell = "minilm--tweets"
     # default comp 0.5, 0.3; LIG 0.4, 0.4 -> differences -0.1, +0.1: mean 0.000, s.e. 0.100
     # suff: default 0.1, 0.1; LIG 0.3, 0.2 -> +0.2, +0.1: mean +0.150, s.e. 0.050
@@ -821,25 +824,10 @@ def test_fifth_table_pairs_each_method_with_the_default_and_checks_the_rerun(tmp
 
 
 def test_round_worst_case_joins_the_fourth_rounds_run_only_on_the_same_model(tmp_path, monkeypatch):
-    import csv
-    import sys
-    from pathlib import Path
-
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-    try:
-        import default_search
-    finally:
-        sys.path.pop(0)
+    default_search = _default_search()
     lead, other = default_search.FOURTH_LEAD, "ds:pow0.25:pm0.25"
 
-    def write(folder, rows):
-        folder.mkdir(parents=True)
-        with (folder / "results.csv").open("w", newline="") as fh:
-            w = csv.DictWriter(fh, fieldnames=["example", "method", "comprehensiveness", "sufficiency"])
-            w.writeheader()
-            for example, method, comp, suff in rows:
-                w.writerow({"example": example, "method": method, "comprehensiveness": comp, "sufficiency": suff})
-
+    write = _write_results
     # tweets: the candidate is 0.1 behind the default on comprehensiveness; the fourth round's run of the same model
     # adds "ds:pow0.5:pm", 0.3 ahead of both, so the default's worst case becomes that loss
     write(tmp_path / "round" / "tune" / "minilm--tweets", [(0, lead, 0.5, 0.1), (1, lead, 0.5, 0.1),
@@ -860,18 +848,11 @@ def test_round_worst_case_joins_the_fourth_rounds_run_only_on_the_same_model(tmp
 
 
 def test_leaky_walk_is_pagerank_at_beta_0_and_lets_weak_rows_leak_at_beta_1():
-    import sys
-    from pathlib import Path
-
     import torch
 
     from captum_prxai import pagerank
 
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-    try:
-        import default_search
-    finally:
-        sys.path.pop(0)
+    default_search = _default_search()
     torch.manual_seed(0)
     adjacency = torch.rand(2, 5, 5, dtype=torch.float64)
     teleport = torch.zeros(2, 5, dtype=torch.float64)
