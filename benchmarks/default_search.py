@@ -45,7 +45,7 @@ import math
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import torch
 from torch import Tensor
@@ -647,24 +647,38 @@ ROUNDS = {
 SAME_RUN_TOLERANCE = 1e-2
 
 
-def _worst_cases(folder: Path, ranked: Sequence[str]) -> List[str]:
-    """The rule's worst case of each of ``ranked`` over a round's tune halves, each half's run joined by the fourth
-    round's run of that half where both ran the default on the same model (:data:`SAME_RUN_TOLERANCE`)."""
-    worst: Dict[str, Tuple[float, float, str, str, str]] = {}
+#: ``{metric: {method: {example: value}}}``, as :func:`_read_csv` returns it
+Values = Dict[str, Dict[str, Dict[int, float]]]
+
+
+def _round_runs(folder: Path) -> Iterator[Tuple[Cell, Values, Optional[Values], Optional[float]]]:
+    """Each tune half a round ran: ``(cell, its values, the fourth round's values of that half or None, the
+    default's largest comprehensiveness difference between the two runs on their common examples or None)``."""
     for cell in CELLS.values():
         csv_path = folder / "tune" / cell.name / "results.csv"
         if not csv_path.is_file():
             continue
         values = _read_csv(csv_path)
         earlier = FOURTH_DIR / "tune" / cell.name / "results.csv"
-        if earlier.is_file():
-            theirs = _read_csv(earlier)
-            mine, old = values["comprehensiveness"][FOURTH_LEAD], theirs["comprehensiveness"].get(FOURTH_LEAD, {})
+        theirs = _read_csv(earlier) if earlier.is_file() else None
+        difference = None
+        if theirs is not None:
+            mine = values["comprehensiveness"][FOURTH_LEAD]
+            old = theirs["comprehensiveness"].get(FOURTH_LEAD, {})
             common = set(mine) & set(old)
-            if common and max(abs(mine[e] - old[e]) for e in common) <= SAME_RUN_TOLERANCE:
-                for metric in values:
-                    for method, rows in theirs[metric].items():
-                        values[metric].setdefault(method, rows)
+            difference = max(abs(mine[e] - old[e]) for e in common) if common else None
+        yield cell, values, theirs, difference
+
+
+def _worst_cases(folder: Path, ranked: Sequence[str]) -> List[str]:
+    """The rule's worst case of each of ``ranked`` over a round's tune halves, each half's run joined by the fourth
+    round's run of that half where both ran the default on the same model (:data:`SAME_RUN_TOLERANCE`)."""
+    worst: Dict[str, Tuple[float, float, str, str, str]] = {}
+    for cell, values, theirs, difference in _round_runs(folder):
+        if theirs is not None and difference is not None and difference <= SAME_RUN_TOLERANCE:
+            for metric in values:
+                for method, rows in theirs[metric].items():
+                    values[metric].setdefault(method, rows)
         losses = cell_losses(values, sorted(values["comprehensiveness"]))
         for method in ranked:
             for metric, loss in losses.get(method, {}).items():
@@ -676,6 +690,34 @@ def _worst_cases(folder: Path, ranked: Sequence[str]) -> List[str]:
              f"{SAME_RUN_TOLERANCE:g} (same model and examples); loss to the best other method of the half, "
              "positive = worse.", ""]
             + _table(["candidate", "worst case", "tune half", "metric", "best other"], rows) + [""])
+
+
+def _held_out_lines(folder: Path, ranked: Sequence[str]) -> List[str]:
+    """A round's held-out runs: each ranked candidate against the default, and both against the committed matrix's
+    LIG rows on the same examples, with the default's largest difference from the matrix's default (the pairing
+    check: 0 means the same model)."""
+    lead, candidates = ranked[0], list(ranked[1:])
+    rows = []
+    for cell in CELLS.values():
+        csv_path = folder / "holdout" / cell.name / "results.csv"
+        if not csv_path.is_file():
+            continue
+        values = _read_csv(csv_path)
+        matrix_csv = MATRIX_DIR / cell.name / "results.csv"
+        if matrix_csv.is_file():
+            _add_matrix_rows(values, _read_csv(matrix_csv), ("ig", "pr-tag-pm0.25"))
+        mine, theirs = values["comprehensiveness"][lead], values["comprehensiveness"].get("matrix:pr-tag-pm0.25", {})
+        common = set(mine) & set(theirs)
+        check = f"{max(abs(mine[e] - theirs[e]) for e in common):.0e}" if common else "–"
+        texts = [_paired(values, m, lead) for m in candidates] + [_paired(values, m, "matrix:ig")
+                                                                  for m in [lead] + candidates]
+        rows.append([cell.name, str(texts[0][0])] + [t or "–" for _, t in texts] + [check])
+    if not rows:
+        return []
+    return (["## Held-out halves", ""]
+            + _table(["held-out half", "n"] + [f"`{m}` − default" for m in candidates]
+                     + [f"`{m}` − LIG (matrix)" for m in [lead] + candidates]
+                     + ["default vs matrix (max \\|Δ comp.\\|)"], rows) + [""])
 
 
 def _round_table(flag: str, path: Optional[Path] = None) -> Path:
@@ -690,23 +732,14 @@ def _round_table(flag: str, path: Optional[Path] = None) -> Path:
              "> 0 is better, sufficiency: < 0 is better. Each run's command is in its folder's `COMMAND`.", ""]
     others = [m for m in methods if m != lead]
     rows = []
-    for cell in CELLS.values():
-        csv_path = folder / "tune" / cell.name / "results.csv"
-        if not csv_path.is_file():
-            continue
-        values = _read_csv(csv_path)
-        earlier = FOURTH_DIR / "tune" / cell.name / "results.csv"
-        check = "–"
-        if earlier.is_file():
-            mine, theirs = values["comprehensiveness"][lead], _read_csv(earlier)["comprehensiveness"].get(lead, {})
-            common = set(mine) & set(theirs)
-            check = f"{max(abs(mine[e] - theirs[e]) for e in common):.0e}" if common else "–"
+    for cell, values, _, difference in _round_runs(folder):
+        check = "–" if difference is None else f"{difference:.0e}"
         texts = [_paired(values, m, lead) for m in others]
         rows.append([cell.name, str(max(n for n, _ in texts))] + [t for _, t in texts] + [check])
     lines += _table(["tune half", "n"] + [f"`{m}` − default" if m != "ig" else "LIG-50 − default" for m in others]
                     + ["default vs fourth round (max \\|Δ comp.\\|)"], rows) + [""]
     if ranked:
-        lines += _worst_cases(folder, ranked)
+        lines += _worst_cases(folder, ranked) + _held_out_lines(folder, ranked)
     path = path or RESULTS / name
     path.write_text("\n".join(lines), encoding="utf-8")
     return path
