@@ -847,6 +847,30 @@ def test_round_worst_case_joins_the_fourth_rounds_run_only_on_the_same_model(tmp
     assert rows[f"`{other}`"][1:5] == ["+0.400 ± 0.000", "minilm--tweets", "comprehensiveness", "`ds:pow0.5:pm`"]
 
 
+def test_depth_rule_takes_each_architectures_candidate_and_leaves_the_others_worst_cases_alone(tmp_path,
+                                                                                                  monkeypatch):
+    default_search = _default_search()
+    lead, other, rule = default_search.FOURTH_LEAD, "ds:pow0.25:pm0.25", "rule:depth"
+    assert default_search.RULES[rule] == {"minilm": lead, "mpnet": other}
+    write = _write_results
+    # MiniLM: γ = 0.25 is 0.1 behind the default on comprehensiveness; MPNet: the default is 0.2 behind γ = 0.25
+    write(tmp_path / "round" / "tune" / "minilm--tweets", [(e, m, c, 0.1) for e in range(2)
+                                                         for m, c in ((lead, 0.5), (other, 0.4))])
+    write(tmp_path / "round" / "tune" / "mpnet--tweets", [(e, m, c, 0.1) for e in range(2)
+                                                        for m, c in ((lead, 0.3), (other, 0.5))])
+    monkeypatch.setattr(default_search, "FOURTH_DIR", tmp_path / "fourth")  # no fourth-round runs to join
+    lines = default_search._worst_cases(tmp_path / "round", [lead, other, rule])
+    rows = {line.split("|")[1].strip(): [c.strip() for c in line.strip("|").split("|")] for line in lines
+            if line.startswith("| `")}
+    # each candidate's worst case is its loss where it is behind; the rule never counts as another method
+    assert rows[f"`{lead}`"][1:5] == ["+0.200 ± 0.000", "mpnet--tweets", "comprehensiveness", f"`{other}`"]
+    assert rows[f"`{other}`"][1:5] == ["+0.100 ± 0.000", "minilm--tweets", "comprehensiveness", f"`{lead}`"]
+    # the rule takes the default's rows on MiniLM and γ = 0.25's on MPNet, each measured against the other one:
+    # ahead by 0.1 and 0.2 on comprehensiveness, level on sufficiency (its worst case)
+    assert rows[f"`{rule}`"][1:4] == ["+0.000 ± 0.000", "minilm--tweets", "sufficiency"]
+    assert "comprehensiveness" not in rows[f"`{rule}`"]
+
+
 def test_leaky_walk_is_pagerank_at_beta_0_and_lets_weak_rows_leak_at_beta_1():
     import torch
 
