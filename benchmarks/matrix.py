@@ -44,6 +44,8 @@ SHORT_METHODS = ("pr-tag,pr-tag-pm,pr-tag-pm0.25,pr-g,pr-ag,pr-a,gae,rollout,raw
 LONG_METHODS = "pr-tag,pr-tag-pm,pr-tag-pm0.25,pr-g,pr-ag,gae,rollout,ig,random"
 #: Methods of the MPNet and SmolLM2 long cells (fewer, for CPU time).
 FEW_LONG_METHODS = "pr-tag,pr-tag-pm,pr-tag-pm0.25,pr-g,pr-ag,gae,ig,random"
+#: Added to the MPNet cells: the default of encoders of 12 or more layers (the seventh round of the default search)
+DEEP = ",pr-tag0.25-pm0.25"
 
 
 @dataclass(frozen=True)
@@ -68,14 +70,31 @@ class Cell:
 
     @property
     def default(self) -> str:
-        """The library's default method for the cell's architecture (``default_method``: by causal attention)."""
+        """The library's default method for the cell's architecture (``default_method``: by causal attention and
+        depth)."""
         from captum_prxai.methods import default_method
 
-        return default_method(causal=self.architecture in DECODERS)
+        return default_method(causal=self.architecture in DECODERS, depth=DEPTHS[self.architecture])
+
+    def shown_default(self) -> Tuple[str, str]:
+        """The default whose rows the summaries show, and a note: the cell's default, or where its rows are not in
+        the cell's ``results.csv`` yet (a default changed since the cell ran, on a model that could not be
+        reproduced to add it), the former default of its architecture, said so."""
+        csv_file = MATRIX_DIR / self.name / "results.csv"
+        if csv_file.is_file() and self.default != FORMER_DEFAULT.get(self.architecture, self.default):
+            with csv_file.open(encoding="utf-8") as fh:
+                if not any(line.split(",", 2)[1] == self.default for line in fh):
+                    return FORMER_DEFAULT[self.architecture], "former default"
+        return self.default, ""
 
 
 #: architectures whose attention is causal (decoder-only)
 DECODERS = ("smollm2",)
+#: attention layers of each architecture (the default's γ depends on an encoder's depth)
+DEPTHS = {"minilm": 6, "mpnet": 12, "smollm2": 30}
+#: the default of an architecture before the seventh round of the default search (γ = 0.5 on every encoder): shown,
+#: and said to be, where a cell has no rows of the current default
+FORMER_DEFAULT = {"mpnet": "pr-tag-pm0.25"}
 
 
 CELLS: Dict[str, Cell] = {c.name: c for c in [
@@ -92,17 +111,17 @@ CELLS: Dict[str, Cell] = {c.name: c for c in [
     Cell("minilm", "bbc-news", "minilm-bbc-news", long=True, 
          precomputed=(("attnlrp", "AttnLRP (lxt)", "attnlrp-minilm-bbc-news/scores.jsonl"),)),
     # MPNet is ~8x MiniLM's cost per pass: fewer methods and examples on this CPU
-    Cell("mpnet", "movie-sentences", "mpnet-movie-sentences", methods=LONG_METHODS,
+    Cell("mpnet", "movie-sentences", "mpnet-movie-sentences", methods=LONG_METHODS + DEEP,
          precomputed=(("attnlrp", "AttnLRP (lxt)", "attnlrp-mpnet-movie-sentences/scores.jsonl"),)),
-    Cell("mpnet", "uncertainty", "mpnet-uncertainty", methods=LONG_METHODS,
+    Cell("mpnet", "uncertainty", "mpnet-uncertainty", methods=LONG_METHODS + DEEP,
          precomputed=(("attnlrp", "AttnLRP (lxt)", "attnlrp-mpnet-uncertainty/scores.jsonl"),)),
-    Cell("mpnet", "tweets", "mpnet-tweets", methods=LONG_METHODS + ",kernel-shap,lime",
+    Cell("mpnet", "tweets", "mpnet-tweets", methods=LONG_METHODS + ",kernel-shap,lime" + DEEP,
          precomputed=(("attnlrp", "AttnLRP (lxt)", "attnlrp-mpnet-tweets/scores.jsonl"),)),
     # trained and benchmarked at 256 wordpieces (a 512-token MPNet pass is ~8x MiniLM's on this CPU)
-    Cell("mpnet", "movie-reviews", "mpnet-movie-reviews", long=True, methods=FEW_LONG_METHODS, n=100,
+    Cell("mpnet", "movie-reviews", "mpnet-movie-reviews", long=True, methods=FEW_LONG_METHODS + DEEP, n=100,
          max_length=256,
          precomputed=(("attnlrp", "AttnLRP (lxt)", "attnlrp-mpnet-movie-reviews/scores.jsonl"),)),
-    Cell("mpnet", "bbc-news", "mpnet-bbc-news", long=True, methods=FEW_LONG_METHODS, n=50,
+    Cell("mpnet", "bbc-news", "mpnet-bbc-news", long=True, methods=FEW_LONG_METHODS + DEEP, n=50,
          max_length=256,
          precomputed=(("attnlrp", "AttnLRP (lxt)", "attnlrp-mpnet-bbc-news/scores.jsonl"),)),
     # decoder-only: SmolLM2-135M fine-tuned with a classification head on the last token (see models.md);
@@ -181,7 +200,9 @@ def write_bins(path: Path = RESULTS / "matrix_bins.md") -> Path:
     from captum_prxai.bench.report import write_bin_breakdown
 
     _register_precomputed(list(CELLS.values()), labels_only=True)
-    cells = [(f"{ARCH_NAMES[c.architecture]} · {DATA_NAMES[c.dataset]}", MATRIX_DIR / c.name, c.default)
+    shown = {c.name: c.shown_default() for c in CELLS.values()}
+    cells = [(f"{ARCH_NAMES[c.architecture]} · {DATA_NAMES[c.dataset]}"
+              + (f" ({shown[c.name][1]})" if shown[c.name][1] else ""), MATRIX_DIR / c.name, shown[c.name][0])
              for c in CELLS.values()]
     return write_bin_breakdown(cells, path, intro=(
         "From each cell's `results.csv` (`python benchmarks/matrix.py --bins`). Comprehensiveness @k% is the drop "
@@ -200,9 +221,12 @@ def write_summary(path: Path = RESULTS / "matrix.md") -> Path:
              "rank = place among the cell's methods on comprehensiveness (1 = best, the random control unranked). "
              "Each cell's folder under [`matrix/`](matrix/) has its full table, deletion curves, per-example CSV "
              "and the exact command (`COMMAND`).")
-    # the encoders' default, PR-TAG± (λ=0.25), and the decoders', PR-TAG±, against each strong rival; then the
-    # former encoder default (PR-TAG), PR-G and PR-AG
-    pairs = [("pr-tag-pm0.25", "gae"), ("pr-tag-pm0.25", "ig"), ("pr-tag-pm0.25", "attnlrp"),
+    # the encoders' defaults, PR-TAG± (γ=0.25, λ=0.25) and PR-TAG± (λ=0.25), and the decoders', PR-TAG±, against
+    # each strong rival; then the former encoder default (PR-TAG), PR-G and PR-AG
+    pairs = [("pr-tag0.25-pm0.25", "gae"), ("pr-tag0.25-pm0.25", "ig"), ("pr-tag0.25-pm0.25", "attnlrp"),
+             ("pr-tag0.25-pm0.25", "lime"), ("pr-tag0.25-pm0.25", "kernel-shap"),
+             ("pr-tag0.25-pm0.25", "pr-tag-pm0.25"), ("pr-tag0.25-pm0.25", "pr-tag"),
+             ("pr-tag-pm0.25", "gae"), ("pr-tag-pm0.25", "ig"), ("pr-tag-pm0.25", "attnlrp"),
              ("pr-tag-pm0.25", "lime"), ("pr-tag-pm0.25", "kernel-shap"), ("pr-tag-pm0.25", "pr-tag"),
              ("pr-tag-pm0.25", "pr-tag-pm"),
              ("pr-tag-pm", "gae"), ("pr-tag-pm", "ig"), ("pr-tag-pm", "attnlrp"), ("pr-tag-pm", "lime"),
@@ -211,11 +235,15 @@ def write_summary(path: Path = RESULTS / "matrix.md") -> Path:
              ("pr-tag", "kernel-shap"), ("pr-tag", "pr-g"), ("pr-tag", "pr-ag"), ("pr-g", "gae"), ("pr-ag", "gae"),
              ("pr-g", "ig"), ("pr-ag", "ig"), ("pr-g", "attnlrp"), ("pr-ag", "attnlrp")]
     write_matrix(cells, path, intro=intro, pairs=pairs)
-    write_default_check([(f"{c.architecture} × {c.dataset}", MATRIX_DIR / c.name, c.default) for c in CELLS.values()],
+    shown = {c.name: c.shown_default() for c in CELLS.values()}
+    write_default_check([(f"{c.architecture} × {c.dataset}" + (f" ({shown[c.name][1]})" if shown[c.name][1] else ""),
+                          MATRIX_DIR / c.name, shown[c.name][0]) for c in CELLS.values()],
                         RESULTS / "matrix_default.md",
                         intro="The default of each cell's architecture (`captum_prxai.methods.default_method`: "
-                              "PR-TAG± (λ=0.25) on encoders, PR-TAG± on decoders) against every other method of the "
-                              "cell, from each cell's `results.csv` (`python benchmarks/matrix.py --summary`). The goal: "
+                              "PR-TAG± (λ=0.25) on encoders under 12 layers, PR-TAG± (γ=0.25, λ=0.25) on encoders of "
+                              "12 or more, PR-TAG± on decoders) against every other method of the cell, from each "
+                              "cell's `results.csv` (`python benchmarks/matrix.py --summary`). A cell marked 'former "
+                              "default' has no rows of its current default yet and shows the one before. The goal: "
                               "first or level within one paired standard error against GAE and LIG, on both metrics.")
     return path
 
@@ -238,13 +266,14 @@ def readme_table() -> str:
     missing = []
     for c in CELLS.values():
         name = f"{ARCH_NAMES[c.architecture]} · {DATA_NAMES[c.dataset]}"
+        default, note = c.shown_default()
         try:
-            check = default_check(MATRIX_DIR / c.name / "results.csv", c.default, rivals)
+            check = default_check(MATRIX_DIR / c.name / "results.csv", default, rivals)
         except (FileNotFoundError, KeyError):
             missing.append(name)
             continue
-        row = [name + (f" @{c.max_length}" if c.max_length else "")]
-        lines.append("| " + " | ".join(row + default_row(check, c.default, columns, rivals, short=True)) + " |")
+        row = [name + (f" @{c.max_length}" if c.max_length else "") + (f" ({note})" if note else "")]
+        lines.append("| " + " | ".join(row + default_row(check, default, columns, rivals, short=True)) + " |")
     table = "\n".join(lines)
     return table + ("\n\nNot yet run with the current defaults: " + "; ".join(missing) + "." if missing else "")
 

@@ -33,6 +33,7 @@ __all__ = [
     "check_memory",
     "layers_are_causal",
     "model_is_causal",
+    "model_depth",
     "target_positions",
 ]
 
@@ -193,6 +194,20 @@ def model_is_causal(model: nn.Module) -> bool:
     except PRXAIError:
         return False
     return layers_are_causal(layers)
+
+
+def model_depth(model: nn.Module) -> int:
+    """The number of attention layers of ``model`` (:func:`captum_prxai.attention_layers`), 0 when none is found.
+
+    What ``attention_power="auto"`` reads
+    (:func:`captum_prxai.graph.spec.auto_attention_power`), before any pass.
+    """
+    from captum_prxai.hooks import attention_layers
+
+    try:
+        return len(attention_layers(model))
+    except PRXAIError:
+        return 0
 
 
 def layers_are_causal(layers: Sequence[nn.Module]) -> bool:

@@ -871,6 +871,33 @@ def test_depth_rule_takes_each_architectures_candidate_and_leaves_the_others_wor
     assert "comprehensiveness" not in rows[f"`{rule}`"]
 
 
+def test_matrix_cells_name_the_default_by_depth_and_show_the_former_one_only_where_it_has_no_rows(tmp_path,
+                                                                                                      monkeypatch):
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    try:
+        import matrix
+    finally:
+        sys.path.pop(0)
+    cells = matrix.CELLS
+    assert cells["minilm--tweets"].default == "pr-tag-pm0.25"  # 6 layers
+    assert cells["mpnet--tweets"].default == "pr-tag0.25-pm0.25"  # 12 layers
+    assert cells["smollm2--tweets"].default == "pr-tag-pm"  # a decoder: λ = 1, γ = 0.5
+    assert all("pr-tag0.25-pm0.25" in c.methods for c in cells.values() if c.architecture == "mpnet")
+    monkeypatch.setattr(matrix, "MATRIX_DIR", tmp_path)
+    cell = cells["mpnet--tweets"]
+    _write_results(tmp_path / cell.name, [(0, "pr-tag-pm0.25", 0.5, 0.1), (0, "gae", 0.4, 0.2)])
+    assert cell.shown_default() == ("pr-tag-pm0.25", "former default")
+    (tmp_path / cell.name / "results.csv").unlink()
+    (tmp_path / cell.name).rmdir()
+    _write_results(tmp_path / cell.name, [(0, "pr-tag-pm0.25", 0.5, 0.1), (0, "pr-tag0.25-pm0.25", 0.6, 0.1)])
+    assert cell.shown_default() == ("pr-tag0.25-pm0.25", "")
+    # a MiniLM cell's default has not changed: it is shown as it is, rows or not
+    assert cells["minilm--tweets"].shown_default() == ("pr-tag-pm0.25", "")
+
+
 def test_leaky_walk_is_pagerank_at_beta_0_and_lets_weak_rows_leak_at_beta_1():
     import torch
 

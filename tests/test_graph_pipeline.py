@@ -236,6 +236,48 @@ def test_auto_walks_is_the_one_rule_the_class_and_the_apps_read(tiny_model_facto
     assert METHODS["pr-tag-pm"].defaults()["negative_weight"] == 1.0
 
 
+def test_auto_attention_power_tempers_deep_encoders_less_and_the_apps_name_the_same_preset():
+    import transformers as tf
+
+    from captum_prxai.capture import model_depth
+    from captum_prxai.graph.spec import auto_attention_power
+    from captum_prxai.methods import METHODS, default_method
+
+    # the rule by depth: 0.25 on encoders of 12 or more attention layers, 0.5 on shallower ones and on decoders
+    assert auto_attention_power(False, 12) == 0.25 and auto_attention_power(False, 24) == 0.25
+    assert auto_attention_power(False, 6) == 0.5 and auto_attention_power(False, 11) == 0.5
+    assert auto_attention_power(True, 30) == 0.5
+    torch.manual_seed(0)
+    deep = tf.BertForSequenceClassification(tf.BertConfig(
+        hidden_size=16, num_hidden_layers=12, num_attention_heads=2, intermediate_size=32,
+        max_position_embeddings=64, vocab_size=50, num_labels=3, pad_token_id=0)).eval()
+    assert model_depth(deep) == 12
+    forward, layers = forward_for(deep), cp.attention_layers(deep)
+    default = cp.PageRankAttribution(forward, layers)
+    assert default.attention_power == 0.25 and default.walks == "both" and default.negative_weight == 0.25
+    # the preset keeps PR-TAG's 0.5 on every depth; an explicit value wins over the rule
+    assert cp.PRTemperedAttentionGradient(forward, layers).attention_power == 0.5
+    assert cp.PageRankAttribution(forward, layers, attention_power=0.5).attention_power == 0.5
+    # the registry name the apps read runs exactly the class's default
+    name = default_method(deep)
+    assert name == "pr-tag0.25-pm0.25" and default_method(depth=12) == name
+    assert default_method(deep, depth=6) == "pr-tag-pm0.25"  # depth= takes precedence
+    settings = METHODS[name].defaults()
+    assert (settings["attention_power"], settings["walks"], settings["negative_weight"]) == (0.25, "both", 0.25)
+    torch.manual_seed(3)
+    ids, mask = torch.randint(2, 50, (2, 7)), torch.ones(2, 7, dtype=torch.long)
+    preset = cp.PRTemperedAttentionGradient(forward, layers, walks="both", negative_weight=0.25,
+                                            attention_power=0.25)
+    ours = default.attribute(ids, target=1, additional_forward_args=(mask,), attention_mask=mask)
+    assert torch.allclose(ours, preset.attribute(ids, target=1, additional_forward_args=(mask,),
+                                                 attention_mask=mask), atol=1e-7)
+    # and tempering less changes the scores (the rule is not a no-op; a random model's attention is near uniform,
+    # so A^γ moves them little)
+    half = cp.PageRankAttribution(forward, layers, attention_power=0.5)
+    moved = (ours - half.attribute(ids, target=1, additional_forward_args=(mask,), attention_mask=mask)).abs().max()
+    assert moved > 1e-6
+
+
 def test_graph_spec_checks_every_option_before_any_pass():
     for bad, phrase in [
         (dict(edge_weight="bogus"), "Unknown edge_weight"),

@@ -33,10 +33,12 @@ from captum_prxai.graph.edges import EdgeWeight
 from captum_prxai.graph.pagerank import pagerank
 from captum_prxai.graph.spec import (
     DEFAULT_DAMPING,
+    DEFAULT_ATTENTION_POWER,
     DEFAULT_EDGE_WEIGHT,
     BuiltGraph,
     GraphSpec,
     apply_sign,
+    auto_attention_power,
     auto_negative_weight,
     auto_walks,
     build_graph,
@@ -160,7 +162,9 @@ class PageRankAttribution(AttentionGraphAttribution):
     negative edges too (``walks="auto"``, PR-TAG±): the scores are the
     positive walk's PageRank minus ``λ`` times the negative walk's, signed,
     so tokens that argue against the target rank last; ``λ`` is 0.25 for
-    encoders and 1 for decoders (``negative_weight="auto"``). Padding gets
+    encoders and 1 for decoders (``negative_weight="auto"``), and encoders of
+    12 or more layers temper the attention less, ``γ = 0.25``
+    (``attention_power="auto"``). Padding gets
     exactly zero and is never part of the graph.
 
     The paper describes the method at the level of its abstract: attention
@@ -220,8 +224,15 @@ class PageRankAttribution(AttentionGraphAttribution):
             edge to itself, ``"keep"`` leaves it, ``"auto"`` (default) drops
             self-loops when the attention is causal, where they trap the walk
             (see :func:`~captum_prxai.graph.builders.drop_self_loops`).
-        attention_power (float): ``γ`` of ``edge_weight="tempered_attention_gradient"``,
-            ``(A^γ ⊙ dA)⁺``, in ``[0, 2]``. Default: 0.5.
+        attention_power (float or str): ``γ`` of
+            ``edge_weight="tempered_attention_gradient"``, ``(A^γ ⊙ dA)⁺``, in
+            ``[0, 2]``. ``"auto"`` (default): the rule by depth chosen on the
+            tune halves (docs/default_search.md, seventh round;
+            :func:`~captum_prxai.graph.spec.auto_attention_power`): 0.25 on
+            encoders with 12 or more attention layers (PR-TAG± (γ=0.25,
+            λ=0.25)), 0.5 otherwise. :attr:`attention_power` holds the
+            resolved value. :class:`PRTemperedAttentionGradient` fixes 0.5
+            unless given it.
         pad_token_id (int, optional): Padding id, used as the mask when no
             attention mask reaches :meth:`attribute` (see
             :class:`~captum_prxai.attr._base.AttentionGraphAttribution`).
@@ -276,7 +287,7 @@ class PageRankAttribution(AttentionGraphAttribution):
         signed: bool = False,
         self_loops: str = "auto",
         pad_token_id: Optional[int] = None,
-        attention_power: float = 0.5,
+        attention_power: Union[float, str] = "auto",
         walks: str = "auto",
         negative_weight: Union[float, str] = "auto",
     ) -> None:
@@ -285,6 +296,8 @@ class PageRankAttribution(AttentionGraphAttribution):
             walks = auto_walks(edge_weight, graph, signed)
         if isinstance(negative_weight, str) and negative_weight == "auto":
             negative_weight = auto_negative_weight(layers_are_causal(self.layers))
+        if isinstance(attention_power, str) and attention_power == "auto":
+            attention_power = auto_attention_power(layers_are_causal(self.layers), len(self.layers))
         #: every graph option, checked once; the attributes below mirror it
         self.spec = GraphSpec(
             edge_weight=edge_weight, head_reduction=head_reduction, graph=graph, residual=residual,
@@ -589,16 +602,20 @@ class PRTemperedAttentionGradient(PageRankAttribution):
     r"""PR-TAG: :class:`PageRankAttribution` with edges ``(A^γ ⊙ dA)⁺``, attention tempered by ``γ`` times its gradient.
 
     Between PR-G (``γ = 0``) and PR-AG (``γ = 1``); ``attention_power=γ``
-    (default 0.5, chosen by the worst-case rule of docs/default_search.md).
-    One walk, on the positive edges, unless given ``walks``:
-    ``walks="both"`` is :class:`PageRankAttribution`'s default, PR-TAG± (its
-    ``negative_weight="auto"``: λ = 0.25 on encoders, 1 on decoders).
-    Other keyword arguments as in :class:`PageRankAttribution`.
+    (default 0.5 on every model, chosen by the worst-case rule of
+    docs/default_search.md; :class:`PageRankAttribution`'s ``"auto"`` gives
+    0.25 on encoders of 12 or more layers). One walk, on the positive edges,
+    unless given ``walks``: ``walks="both"`` is PR-TAG± (its
+    ``negative_weight="auto"``: λ = 0.25 on encoders, 1 on decoders),
+    :class:`PageRankAttribution`'s default on decoders and on encoders of
+    fewer than 12 layers. Other keyword arguments as in
+    :class:`PageRankAttribution`.
     """
 
     def __init__(self, forward_func: Callable, layers: Union[nn.Module, Sequence[nn.Module]],
-                 walks: str = "positive", **kwargs: Any) -> None:
-        super().__init__(forward_func, layers, edge_weight="tempered_attention_gradient", walks=walks, **kwargs)
+                 walks: str = "positive", attention_power: float = DEFAULT_ATTENTION_POWER, **kwargs: Any) -> None:
+        super().__init__(forward_func, layers, edge_weight="tempered_attention_gradient", walks=walks,
+                         attention_power=attention_power, **kwargs)
 
 
 # -- helpers of attribute_graph / attribute_long ------------------------------------------------------

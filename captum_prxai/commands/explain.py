@@ -91,7 +91,7 @@ def run(args: argparse.Namespace) -> int:
     from captum_prxai.viz.explanation import default_methods, explain_text, graph_method
 
     # everything that can be refused is refused before the model loads
-    # without --methods: the model's default first (PR-TAG± (λ=0.25) for encoders, PR-TAG± for decoders),
+    # without --methods: the model's default first (default_method: by causal attention and depth),
     # once it is loaded
     methods = parse_methods(args.methods) if args.methods is not None else None
     if not args.text or not args.text.strip():

@@ -47,7 +47,11 @@ __all__ = [
     "DEFAULT_EDGE_WEIGHT",
     "BuiltGraph",
     "GraphSpec",
+    "DEEP_ENCODER_ATTENTION_POWER",
+    "DEEP_ENCODER_LAYERS",
+    "DEFAULT_ATTENTION_POWER",
     "ENCODER_NEGATIVE_WEIGHT",
+    "auto_attention_power",
     "auto_negative_weight",
     "auto_walks",
     "build_graph",
@@ -119,6 +123,35 @@ def auto_negative_weight(causal: bool) -> float:
     cells ``λ = 1`` leads ``λ = 0.25`` by 0.05-0.12.
     """
     return 1.0 if causal else ENCODER_NEGATIVE_WEIGHT
+
+
+#: ``γ`` of the default edges ``(A^γ ⊙ dA)⁺``: PR-TAG's, chosen in the first round of docs/default_search.md.
+DEFAULT_ATTENTION_POWER = 0.5
+#: Encoders with at least this many attention layers temper the attention less (:func:`auto_attention_power`).
+DEEP_ENCODER_LAYERS = 12
+#: ``γ`` of ``attention_power="auto"`` on encoders of at least :data:`DEEP_ENCODER_LAYERS` layers.
+DEEP_ENCODER_ATTENTION_POWER = 0.25
+
+
+def auto_attention_power(causal: bool, depth: int) -> float:
+    """The ``γ`` of ``attention_power="auto"``: 0.25 on encoders of 12 or more attention layers, 0.5 otherwise.
+
+    A rule by depth, chosen by the worst case on the tune halves
+    (docs/default_search.md, seventh round): with the default's two walks,
+    ``γ = 0.25`` gains on the 12-layer MPNet halves (on 100 movie reviews
+    +0.020 comprehensiveness and −0.024 sufficiency) and loses on MiniLM-L6's
+    spam half (+0.03 sufficiency), so tempering less on the deeper encoder and
+    as before on the 6-layer one has the smallest worst case. Only depths 6
+    and 12 were measured; decoders (causal attention) keep 0.5, since
+    ``γ = 0.25`` was not measured with their walks.
+
+    Args:
+        causal (bool): Whether the attention is causal (a decoder).
+        depth (int): The number of attention layers walked.
+    """
+    if not causal and depth >= DEEP_ENCODER_LAYERS:
+        return DEEP_ENCODER_ATTENTION_POWER
+    return DEFAULT_ATTENTION_POWER
 
 
 def layer_edge_map(edge_weight: Union[str, EdgeWeight], head_reduction: str = "mean",
@@ -226,7 +259,7 @@ class GraphSpec:
     tol: float = 1e-6
     max_iter: int = 100
     signed: bool = False
-    attention_power: float = 0.5
+    attention_power: float = DEFAULT_ATTENTION_POWER
     walks: str = "positive"
     negative_weight: float = 1.0
     _edge: EdgeWeight = field(init=False, repr=False)

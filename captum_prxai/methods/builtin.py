@@ -102,32 +102,47 @@ def pr_factory(name: str, label: str, class_name: str = "PageRankAttribution", *
 #: Registry name of the PR-XAI preset for each built-in edge weight (PRAttention, PRGradient, PRAttentionGradient).
 PR_PRESETS: Dict[str, str] = {"attention": "pr-a", "gradient": "pr-g", "attention_gradient": "pr-ag",
                               "tempered_attention_gradient": "pr-tag"}
-#: Registry name of the preset that walks both signs of an edge weight, by the weight of its negative walk:
-#: PR-TAG± (λ = 1, the decoders' default) and PR-TAG± (λ=0.25) (the encoders' default).
-BOTH_WALKS_PRESETS: Dict[Tuple[str, float], str] = {("tempered_attention_gradient", 1.0): "pr-tag-pm",
-                                                    ("tempered_attention_gradient", 0.25): "pr-tag-pm0.25"}
+#: Registry name of the preset that walks both signs of an edge weight, by ``γ`` (``attention_power``) and the
+#: weight ``λ`` of its negative walk: PR-TAG± (λ = 1, the decoders' default), PR-TAG± (λ=0.25) (the default of
+#: encoders under 12 layers) and PR-TAG± (γ=0.25, λ=0.25) (encoders of 12 or more layers).
+BOTH_WALKS_PRESETS: Dict[Tuple[str, float, float], str] = {
+    ("tempered_attention_gradient", 0.5, 1.0): "pr-tag-pm",
+    ("tempered_attention_gradient", 0.5, 0.25): "pr-tag-pm0.25",
+    ("tempered_attention_gradient", 0.25, 0.25): "pr-tag0.25-pm0.25",
+}
 
 
-def default_method(model: Optional[nn.Module] = None, *, causal: Optional[bool] = None) -> str:
+def default_method(model: Optional[nn.Module] = None, *, causal: Optional[bool] = None,
+                   depth: Optional[int] = None) -> str:
     """Registry name of the method :class:`~captum_prxai.PageRankAttribution` runs with all its defaults on ``model``.
 
     The one place the apps (``explain``, the explorer, the dataset runner, the
     benchmark's matrix) read the default from: the preset whose edges are
     :data:`captum_prxai.graph.spec.DEFAULT_EDGE_WEIGHT`, walked as the class's
-    ``walks="auto"`` and ``negative_weight="auto"`` walk them: PR-TAG± (λ=0.25)
-    (``"pr-tag-pm0.25"``) for encoders and without a model, PR-TAG±
+    ``walks="auto"``, ``negative_weight="auto"`` and ``attention_power="auto"``
+    walk them: PR-TAG± (λ=0.25) (``"pr-tag-pm0.25"``) for encoders of fewer
+    than 12 attention layers and without a model, PR-TAG± (γ=0.25, λ=0.25)
+    (``"pr-tag0.25-pm0.25"``) for encoders of 12 or more, PR-TAG±
     (``"pr-tag-pm"``, λ = 1) for decoders
-    (:func:`captum_prxai.capture.model_is_causal`). ``causal`` says which
-    without a model (it takes precedence over ``model``).
+    (:func:`captum_prxai.capture.model_is_causal`). ``causal`` and ``depth``
+    (the number of attention layers) say which without a model; each takes
+    precedence over ``model``.
     """
-    from captum_prxai.capture import model_is_causal
-    from captum_prxai.graph.spec import DEFAULT_EDGE_WEIGHT, auto_negative_weight, auto_walks
+    from captum_prxai.capture import model_depth, model_is_causal
+    from captum_prxai.graph.spec import (
+        DEFAULT_EDGE_WEIGHT,
+        auto_attention_power,
+        auto_negative_weight,
+        auto_walks,
+    )
 
     if causal is None:
         causal = model is not None and model_is_causal(model)
+    if depth is None:
+        depth = 0 if model is None else model_depth(model)
     if auto_walks(DEFAULT_EDGE_WEIGHT) == "positive":
         return PR_PRESETS[DEFAULT_EDGE_WEIGHT]
-    return BOTH_WALKS_PRESETS[(DEFAULT_EDGE_WEIGHT, auto_negative_weight(causal))]
+    return BOTH_WALKS_PRESETS[(DEFAULT_EDGE_WEIGHT, auto_attention_power(causal, depth), auto_negative_weight(causal))]
 
 
 def register_pr_method(name: str, settings: Dict[str, Any], label: Optional[str] = None,
@@ -351,6 +366,13 @@ def register_defaults() -> None:
                     pr_factory("pr-tag-pm0.25", "PR-TAG± (λ=0.25)", "PRTemperedAttentionGradient", walks="both",
                                negative_weight=0.25),
                     defaults=pr_defaults("PRTemperedAttentionGradient", walks="both", negative_weight=0.25))
+    register_method("pr-tag0.25-pm0.25", "PR-TAG± (γ=0.25, λ=0.25)", "pr-xai",
+                    "PR-TAG± (λ=0.25) on edges tempered less, (A^0.25 dA)+: the default of encoders of 12 or more "
+                    "layers, chosen in the seventh round of docs/default_search.md; one pass (PR-XAI)",
+                    pr_factory("pr-tag0.25-pm0.25", "PR-TAG± (γ=0.25, λ=0.25)", "PRTemperedAttentionGradient",
+                               walks="both", negative_weight=0.25, attention_power=0.25),
+                    defaults=pr_defaults("PRTemperedAttentionGradient", walks="both", negative_weight=0.25,
+                                         attention_power=0.25))
     att = [
         ("raw-attention", "Raw attention", "RawAttention", "last-layer attention of the explained token",
          ("attention",)),
