@@ -1066,6 +1066,37 @@ def test_retrained_note_keeps_its_kind_when_a_method_is_added_later():
                           "method alone")
 
 
+def test_a_method_added_after_a_retrained_extension_is_said_to_span_the_two_models():
+    """A former model's rows of every method, carried into a run with a method they do not have (computed with this
+    model on those examples too): the note names the added method, whose pairs there span the two models."""
+    from captum_prxai.bench import runner as runner_module
+    from captum_prxai.bench.report import _retrained_note
+
+    note = {"examples": 3, "example_ids": [1, 2, 3], "spot_check": [0, 4], "max_metric_difference": 0.001,
+            "max_prob_difference": 0.0002, "tolerance": 0.01, "methods": ["pr-ag", "random"], "every_method": True}
+    names = ["pr-ag", "random", "gae"]
+    [same] = runner_module._carried_retrained([note], {1, 2}, names[:2], {5: {"pr-ag", "random"}})
+    assert same["every_method"] and "this_model" not in same and same["example_ids"] == [1, 2]
+    # GAE's rows on all three examples and Random's on one were made by this model (they have curves)
+    made_here = {1: {"gae"}, 2: {"gae", "random"}, 3: {"gae"}, 5: set(names)}
+    [grown] = runner_module._carried_retrained([note], {1, 2, 3}, names, made_here)
+    assert grown["every_method"] is False and grown["this_model"] == {"random": 1, "gae": 3}
+    assert grown["methods"] == ["pr-ag"]
+    # a note written before notes named their methods: the former model's are the others
+    older = {k: v for k, v in note.items() if k not in ("methods", "every_method")}
+    [old] = runner_module._carried_retrained([older], {1, 2, 3}, names, {1: {"gae"}})
+    assert old["methods"] == ["pr-ag", "random"] and old["this_model"] == {"gae": 1}
+    # carried once more, the note is derived again from the rows as they are
+    [again] = runner_module._carried_retrained([grown], {1, 2, 3}, names, {1: {"gae"}})
+    assert again["this_model"] == {"gae": 1} and again["methods"] == ["pr-ag", "random"]
+    [whole] = runner_module._carried_retrained([grown], {1, 2, 3}, names, {})
+    assert whole["every_method"] and "this_model" not in whole and whole["methods"] == names
+    [line] = [text for text in _retrained_note({"reused_retrained": [grown]}) if text]
+    assert line.startswith("The rows of PR-AG on 3 of these examples were made by a former model")
+    assert line.endswith("The rows of Random on 1 of them and GAE on all of them were made by this model: there "
+                         "their paired differences with the former model's rows span the two models.")
+
+
 def test_retrained_spot_check_refuses_metrics_that_moved_and_methods_it_could_not_check(tmp_path):
     from captum_prxai.bench import runner as runner_module
 

@@ -172,6 +172,14 @@ def _retrained_note(meta: Dict[str, Any]) -> List[str]:
             lines += ["", f"The rows of {note['examples']} of these examples were made by a former model trained with "
                           "the same recipe (weights not bit-for-bit the same; `reuse_retrained`). " + check +
                           " Each example's rows come from one model, so the methods stay paired."]
+        elif note.get("this_model"):
+            names = ", ".join(_label(m) for m in methods)
+            n = note["examples"]
+            added = [f"{_label(m)} on {'all' if k == n else k} of them" for m, k in note["this_model"].items()]
+            lines += ["", f"The rows of {names} on {n} of these examples were made by a former model trained with "
+                          "the same recipe (weights not bit-for-bit the same; `reuse_retrained`). " + check + " The "
+                          f"rows of {' and '.join(added)} were made by this model: there their paired differences "
+                          "with the former model's rows span the two models."]
         else:
             names = ", ".join(_label(m) for m in methods)
             lines += ["", f"The rows of {names} on {note['examples']} of these examples were stored under another "

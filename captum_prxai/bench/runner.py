@@ -403,18 +403,36 @@ def _retrained_rows(stale: Dict[Tuple[str, int], Dict[str, Any]], fresh: Sequenc
     return rows, note
 
 
-def _carried_retrained(earlier: Sequence[Dict[str, Any]], from_csv: set) -> List[Dict[str, Any]]:
+def _carried_retrained(earlier: Sequence[Dict[str, Any]], from_csv: set, names: Sequence[str] = (),
+                       this_model: Optional[Dict[int, set]] = None) -> List[Dict[str, Any]]:
     """The earlier notes whose examples this run took from ``results.csv`` again (``from_csv``: examples with a row
     taken from there), each counting only those; a note with no example left is dropped. A note without
-    ``example_ids`` (written before they were kept) is carried as it is."""
+    ``example_ids`` (written before they were kept) is carried as it is.
+
+    ``names``: every method of this run, in order; ``this_model``: per example, the methods whose rows there were
+    made by this run's model (records with curves: computed now or cached under this run's keys). A note of a
+    former model's rows of every method whose examples now have rows of this model too (methods added since) says
+    which, as ``"this_model"`` (method: on how many of the note's examples), and names the former model's as
+    ``"methods"``: on those examples the pairs between the two span the two models.
+    """
     carried = []
     for note in earlier:
         if "example_ids" not in note:
             carried.append(dict(note))
             continue
         ids = [e for e in note["example_ids"] if e in from_csv]
-        if ids:
-            carried.append({**note, "examples": len(ids), "example_ids": ids})
+        if not ids:
+            continue
+        note = {**note, "examples": len(ids), "example_ids": ids}
+        counts = {m: sum(m in (this_model or {}).get(e, set()) for e in ids) for m in names}
+        mixed = {m: n for m, n in counts.items() if n}
+        if "this_model" in note or (note.get("every_method", note.get("methods") is None) and mixed):
+            # a former model's rows of every method but those this model made there
+            note.update(every_method=not mixed, methods=[m for m in names if m not in mixed])
+            note.pop("this_model", None)
+            if mixed:
+                note["this_model"] = mixed
+        carried.append(note)
     return carried
 
 
@@ -986,7 +1004,12 @@ def run_benchmark(
     }
     # rows taken from results.csv carry no curves: those examples keep what earlier runs said of their rows
     from_csv = {r["example"] for r in [*tally.records, *kept] if "curve_most" not in r}
-    notes = _carried_retrained(earlier_notes, from_csv) + ([retrained_note] if retrained_note is not None else [])
+    this_model: Dict[int, set] = {}
+    for r in [*tally.records, *kept]:
+        if "curve_most" in r:
+            this_model.setdefault(r["example"], set()).add(r["method"])
+    notes = _carried_retrained(earlier_notes, from_csv, list(kept_names) + list(names), this_model) + (
+        [retrained_note] if retrained_note is not None else [])
     if notes:
         meta["reused_retrained"] = notes
     if kept:
