@@ -31,7 +31,7 @@ import argparse
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
 
@@ -195,15 +195,22 @@ def _with_n(argv: Sequence[str], n: int) -> list:
     return out + ["--n", str(n)]
 
 
+def _shown_cells(heading: Callable[[Cell], str]) -> List[Tuple[str, Path, str]]:
+    """``(heading, folder, default)`` of every cell for the summaries: the default whose rows they show
+    (:meth:`Cell.shown_default`), and the heading marked when it is the former one."""
+    cells = []
+    for c in CELLS.values():
+        default, note = c.shown_default()
+        cells.append((heading(c) + (f" ({note})" if note else ""), MATRIX_DIR / c.name, default))
+    return cells
+
+
 def write_bins(path: Path = RESULTS / "matrix_bins.md") -> Path:
     """``benchmarks/results/matrix_bins.md``: the default against LIG and AttnLRP at each removal bin, per cell."""
     from captum_prxai.bench.report import write_bin_breakdown
 
     _register_precomputed(list(CELLS.values()), labels_only=True)
-    shown = {c.name: c.shown_default() for c in CELLS.values()}
-    cells = [(f"{ARCH_NAMES[c.architecture]} · {DATA_NAMES[c.dataset]}"
-              + (f" ({shown[c.name][1]})" if shown[c.name][1] else ""), MATRIX_DIR / c.name, shown[c.name][0])
-             for c in CELLS.values()]
+    cells = _shown_cells(lambda c: f"{ARCH_NAMES[c.architecture]} · {DATA_NAMES[c.dataset]}")
     return write_bin_breakdown(cells, path, intro=(
         "From each cell's `results.csv` (`python benchmarks/matrix.py --bins`). Comprehensiveness @k% is the drop "
         "in the explained class's probability when the top-scored k% of the tokens are deleted, sufficiency @k% "
@@ -235,9 +242,7 @@ def write_summary(path: Path = RESULTS / "matrix.md") -> Path:
              ("pr-tag", "kernel-shap"), ("pr-tag", "pr-g"), ("pr-tag", "pr-ag"), ("pr-g", "gae"), ("pr-ag", "gae"),
              ("pr-g", "ig"), ("pr-ag", "ig"), ("pr-g", "attnlrp"), ("pr-ag", "attnlrp")]
     write_matrix(cells, path, intro=intro, pairs=pairs)
-    shown = {c.name: c.shown_default() for c in CELLS.values()}
-    write_default_check([(f"{c.architecture} × {c.dataset}" + (f" ({shown[c.name][1]})" if shown[c.name][1] else ""),
-                          MATRIX_DIR / c.name, shown[c.name][0]) for c in CELLS.values()],
+    write_default_check(_shown_cells(lambda c: f"{c.architecture} × {c.dataset}"),
                         RESULTS / "matrix_default.md",
                         intro="The default of each cell's architecture (`captum_prxai.methods.default_method`: "
                               "PR-TAG± (λ=0.25) on encoders under 12 layers, PR-TAG± (γ=0.25, λ=0.25) on encoders of "
@@ -264,15 +269,15 @@ def readme_table() -> str:
     lines = ["| cell | default | n | comp. / suff. | − GAE | − LIG | − AttnLRP | goal | worst case |",
              "|---|---|---|---|---|---|---|---|---|"]
     missing = []
-    for c in CELLS.values():
-        name = f"{ARCH_NAMES[c.architecture]} · {DATA_NAMES[c.dataset]}"
-        default, note = c.shown_default()
+    for c, (heading, out, default) in zip(CELLS.values(), _shown_cells(
+            lambda c: f"{ARCH_NAMES[c.architecture]} · {DATA_NAMES[c.dataset]}"
+                      + (f" @{c.max_length}" if c.max_length else ""))):
         try:
-            check = default_check(MATRIX_DIR / c.name / "results.csv", default, rivals)
+            check = default_check(out / "results.csv", default, rivals)
         except (FileNotFoundError, KeyError):
-            missing.append(name)
+            missing.append(f"{ARCH_NAMES[c.architecture]} · {DATA_NAMES[c.dataset]}")
             continue
-        row = [name + (f" @{c.max_length}" if c.max_length else "") + (f" ({note})" if note else "")]
+        row = [heading]
         lines.append("| " + " | ".join(row + default_row(check, default, columns, rivals, short=True)) + " |")
     table = "\n".join(lines)
     return table + ("\n\nNot yet run with the current defaults: " + "; ".join(missing) + "." if missing else "")

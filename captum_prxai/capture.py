@@ -187,13 +187,7 @@ def model_is_causal(model: nn.Module) -> bool:
     A model without recognised attention layers counts as an encoder
     (``False``).
     """
-    from captum_prxai.hooks import attention_layers
-
-    try:
-        layers = attention_layers(model)
-    except PRXAIError:
-        return False
-    return layers_are_causal(layers)
+    return layers_are_causal(_found_layers(model))
 
 
 def model_depth(model: nn.Module) -> int:
@@ -202,12 +196,17 @@ def model_depth(model: nn.Module) -> int:
     What ``attention_power="auto"`` reads
     (:func:`captum_prxai.graph.spec.auto_attention_power`), before any pass.
     """
+    return len(_found_layers(model))
+
+
+def _found_layers(model: nn.Module) -> list:
+    """:func:`captum_prxai.attention_layers` of ``model``, or none where they are not recognised."""
     from captum_prxai.hooks import attention_layers
 
     try:
-        return len(attention_layers(model))
+        return attention_layers(model)
     except PRXAIError:
-        return 0
+        return []
 
 
 def layers_are_causal(layers: Sequence[nn.Module]) -> bool:

@@ -1003,11 +1003,14 @@ def run_benchmark(
         "cache_keys": {**kept_keys, **keys},
     }
     # rows taken from results.csv carry no curves: those examples keep what earlier runs said of their rows
-    from_csv = {r["example"] for r in [*tally.records, *kept] if "curve_most" not in r}
+    # (records with curves were made by this run's model: computed now or cached under its keys)
+    from_csv: set = set()
     this_model: Dict[int, set] = {}
     for r in [*tally.records, *kept]:
         if "curve_most" in r:
             this_model.setdefault(r["example"], set()).add(r["method"])
+        else:
+            from_csv.add(r["example"])
     notes = _carried_retrained(earlier_notes, from_csv, list(kept_names) + list(names), this_model) + (
         [retrained_note] if retrained_note is not None else [])
     if notes:
