@@ -28,6 +28,7 @@ the cache, e.g. of a run that was stopped (``--n`` then bounds it).
 from __future__ import annotations
 
 import argparse
+import csv
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -82,8 +83,8 @@ class Cell:
         reproduced to add it), the former default of its architecture, said so."""
         csv_file = MATRIX_DIR / self.name / "results.csv"
         if csv_file.is_file() and self.default != FORMER_DEFAULT.get(self.architecture, self.default):
-            with csv_file.open(encoding="utf-8") as fh:
-                if not any(line.split(",", 2)[1] == self.default for line in fh):
+            with csv_file.open(newline="", encoding="utf-8") as fh:
+                if not any(row["method"] == self.default for row in csv.DictReader(fh)):
                     return FORMER_DEFAULT[self.architecture], "former default"
         return self.default, ""
 
