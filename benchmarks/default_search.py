@@ -208,11 +208,13 @@ CANDIDATES: Dict[str, Dict[str, Any]] = {
     # seventh round: the default's two walks (λ = 0.25) on less tempered edges, γ = 0.25 and γ = 0 (PR-G's dA⁺)
     "ds:pow0.25:pm0.25": {"edge_weight": "pow0.25"},
     "ds:pow0:pm0.25": {"edge_weight": "pow0"},
+    # seventh round, decoders: their default's two walks (λ = 1) on edges tempered less, γ = 0.25
+    "ds:pow0.25:pm": {"edge_weight": "pow0.25"},
 }
 #: candidates with a negative walk subtracted (see SIGNED_WALKS) and with gradient-norm layer weights
 SIGNED_WALKS = {"ds:pow0.5:pm", "ds:pow0.5:lp:pm", "ds:pow0.5:pm0.5", "ds:pow0.5:pmw", "ds:pow0.5:pmd",
                 "ds:pow0.5:pm0.25", "ds:pow0.5:pm0.75", "ds:pow0.5:pm0.25:d0.5", "ds:pow0.5:pm0.25:d0.85",
-                "ds:pow0.5:pm0.25:nosink", "ds:pow0.25:pm0.25", "ds:pow0:pm0.25"}
+                "ds:pow0.5:pm0.25:nosink", "ds:pow0.25:pm0.25", "ds:pow0:pm0.25", "ds:pow0.25:pm"}
 #: two walks, demoting only: a token keeps its positive-walk score P⁺ when P⁺ ≥ P⁻ and gets P⁺ − P⁻ < 0
 #: otherwise, so PR-TAG's order is kept among the net-positive tokens and the net-negative ones rank last
 DEMOTE = {"ds:pow0.5:pmd"}
@@ -264,8 +266,10 @@ SIXTH = ["ds:pow0.5:pm0.25", "ds:pow0.5:pm0.25:leak", "ds:pow0.5:pm0.25:leak0.5"
          "ds:pow0.5:pm0.25:nosink"]
 #: 'seventh': the default against the same two walks on edges tempered less (γ = 0.25, γ = 0)
 SEVENTH = ["ds:pow0.5:pm0.25", "ds:pow0.25:pm0.25", "ds:pow0:pm0.25"]
+#: 'seventh-decoders': the decoders' default (λ = 1, γ = 0.5) against γ = 0.25, with PR-TAG and GAE as references
+SEVENTH_DECODERS = ["ds:pow0.5:pm", "ds:pow0.25:pm", "ds:pow0.5", "gae"]
 TUNE_METHODS = [m for m in CANDIDATES if m not in EXTRA and m not in LATER and m not in FOURTH and m not in FIFTH
-                and m not in SIXTH and m not in SEVENTH] \
+                and m not in SIXTH and m not in SEVENTH and m not in SEVENTH_DECODERS] \
     + REFERENCES
 #: 'long': the candidates run on the 256-token cells (a long explanation costs ~10x a short one on this
 #: shared CPU): each edge family, the interpolation, the best damping of the earlier BBC ablation (0.5)
@@ -364,6 +368,9 @@ CELLS: Dict[str, Cell] = {c.name: c for c in [
     # decoders: the metrics keep the explained last token (run_benchmark's protect_explained)
     Cell("smollm2", "tweets", "smollm2-tweets", 50, 50),
     Cell("smollm2", "uncertainty", "smollm2-uncertainty", 50, 50),
+    # seventh round: two more decoder domains for the decoders' γ (the matrix's models, at its lengths)
+    Cell("smollm2", "movie-sentences", "smollm2-movie-sentences", 50, 100),
+    Cell("smollm2", "bbc-news", "smollm2-bbc-news", 30, 100, max_length=256),
 ]}
 
 
@@ -633,6 +640,7 @@ def write_fourth_table(path: Optional[Path] = None) -> Path:
 FIFTH_DIR = RESULTS / "fifth"
 SIXTH_DIR = RESULTS / "sixth"
 SEVENTH_DIR = RESULTS / "seventh"
+SEVENTH_DECODERS_DIR = RESULTS / "seventh-decoders"
 #: the rounds written by ``_round_table``: flag -> (folder, methods, title, file, candidates ranked by the rule)
 ROUNDS = {
     "--fifth-table": (FIFTH_DIR, FIFTH, "Fifth round: the default's damping, and LIG-50 on the tune halves", "fifth.md",
@@ -641,7 +649,16 @@ ROUNDS = {
                       "sixth.md", ()),
     "--seventh-table": (SEVENTH_DIR, SEVENTH, "Seventh round: the default's two walks on edges tempered less",
                         "seventh.md", ("ds:pow0.5:pm0.25", "ds:pow0.25:pm0.25", "rule:depth")),
+    "--seventh-decoders-table": (SEVENTH_DECODERS_DIR, SEVENTH_DECODERS,
+                                 "Seventh round, decoders: the decoders' two walks (λ = 1) on edges tempered less",
+                                 "seventh-decoders.md", ("ds:pow0.5:pm", "ds:pow0.25:pm")),
 }
+#: a round's default, if not the encoders' (``FOURTH_LEAD``): flag -> (its candidate name, its matrix name, what it is)
+ROUND_LEADS: Dict[str, Tuple[str, str, str]] = {
+    "--seventh-decoders-table": ("ds:pow0.5:pm", "pr-tag-pm",
+                                 "the decoders' default: PR-TAG's edges, two walks, λ = 1, damping 0.7")}
+#: the encoders' default, the lead of the other rounds
+_ENCODER_LEAD = (FOURTH_LEAD, "pr-tag-pm0.25", "PR-TAG's edges, two walks, λ = 0.25, damping 0.7")
 #: rules ranked beside the candidates: per architecture, the candidate whose rows the rule takes on its halves.
 #: 'rule:depth': γ = 0.25 on the 12-layer encoder (MPNet), the default's γ = 0.5 on the 6-layer one (MiniLM-L6);
 #: the library's ``attention_power="auto"`` (captum_prxai.graph.spec.auto_attention_power)
@@ -655,9 +672,11 @@ SAME_RUN_TOLERANCE = 1e-2
 Values = Dict[str, Dict[str, Dict[int, float]]]
 
 
-def _round_runs(folder: Path) -> Iterator[Tuple[Cell, Values, Optional[Values], Optional[float]]]:
+def _round_runs(folder: Path, lead: str = FOURTH_LEAD) -> Iterator[Tuple[Cell, Values, Optional[Values],
+                                                                        Optional[float]]]:
     """Each tune half a round ran: ``(cell, its values, the fourth round's values of that half or None, the
-    default's largest comprehensiveness difference between the two runs on their common examples or None)``."""
+    default's (``lead``'s) largest comprehensiveness difference between the two runs on their common examples or
+    None)``."""
     for cell in CELLS.values():
         csv_path = folder / "tune" / cell.name / "results.csv"
         if not csv_path.is_file():
@@ -667,18 +686,18 @@ def _round_runs(folder: Path) -> Iterator[Tuple[Cell, Values, Optional[Values], 
         theirs = _read_csv(earlier) if earlier.is_file() else None
         difference = None
         if theirs is not None:
-            mine = values["comprehensiveness"][FOURTH_LEAD]
-            old = theirs["comprehensiveness"].get(FOURTH_LEAD, {})
+            mine = values["comprehensiveness"].get(lead, {})
+            old = theirs["comprehensiveness"].get(lead, {})
             common = set(mine) & set(old)
             difference = max(abs(mine[e] - old[e]) for e in common) if common else None
         yield cell, values, theirs, difference
 
 
-def _worst_cases(folder: Path, ranked: Sequence[str]) -> List[str]:
+def _worst_cases(folder: Path, ranked: Sequence[str], lead: str = FOURTH_LEAD) -> List[str]:
     """The rule's worst case of each of ``ranked`` over a round's tune halves, each half's run joined by the fourth
     round's run of that half where both ran the default on the same model (:data:`SAME_RUN_TOLERANCE`)."""
     worst: Dict[str, Tuple[float, float, str, str, str]] = {}
-    for cell, values, theirs, difference in _round_runs(folder):
+    for cell, values, theirs, difference in _round_runs(folder, lead):
         if theirs is not None and difference is not None and difference <= SAME_RUN_TOLERANCE:
             for metric in values:
                 for method, rows in theirs[metric].items():
@@ -701,7 +720,7 @@ def _worst_cases(folder: Path, ranked: Sequence[str]) -> List[str]:
             + _table(["candidate", "worst case", "tune half", "metric", "best other"], rows) + [""])
 
 
-def _held_out_lines(folder: Path, ranked: Sequence[str]) -> List[str]:
+def _held_out_lines(folder: Path, ranked: Sequence[str], matrix_lead: str = "pr-tag-pm0.25") -> List[str]:
     """A round's held-out runs: each ranked candidate against the default, and both against the committed matrix's
     LIG rows on the same examples, with the default's largest difference from the matrix's default (the pairing
     check: 0 means the same model)."""
@@ -714,8 +733,8 @@ def _held_out_lines(folder: Path, ranked: Sequence[str]) -> List[str]:
         values = _read_csv(csv_path)
         matrix_csv = MATRIX_DIR / cell.name / "results.csv"
         if matrix_csv.is_file():
-            _add_matrix_rows(values, _read_csv(matrix_csv), ("ig", "pr-tag-pm0.25"))
-        mine, theirs = values["comprehensiveness"][lead], values["comprehensiveness"].get("matrix:pr-tag-pm0.25", {})
+            _add_matrix_rows(values, _read_csv(matrix_csv), ("ig", matrix_lead))
+        mine, theirs = values["comprehensiveness"][lead], values["comprehensiveness"].get(f"matrix:{matrix_lead}", {})
         common = set(mine) & set(theirs)
         check = f"{max(abs(mine[e] - theirs[e]) for e in common):.0e}" if common else "–"
         texts = [_paired(values, m, lead) for m in candidates] + [_paired(values, m, "matrix:ig")
@@ -730,25 +749,25 @@ def _held_out_lines(folder: Path, ranked: Sequence[str]) -> List[str]:
 
 
 def _round_table(flag: str, path: Optional[Path] = None) -> Path:
-    """``results/default-search/<round>.md``: a round's constructions against the default (``ds:pow0.5:pm0.25``,
-    rerun in the same process) on the tune halves; the pairing check is the default's largest difference from its
-    fourth-round run on the same examples."""
+    """``results/default-search/<round>.md``: a round's constructions against the default (``ds:pow0.5:pm0.25``, or
+    the round's own in :data:`ROUND_LEADS`, rerun in the same process) on the tune halves; the pairing check is the
+    default's largest difference from its fourth-round run on the same examples."""
     folder, methods, title, name, ranked = ROUNDS[flag]
-    lead = FOURTH_LEAD
+    lead, matrix_lead, what = ROUND_LEADS.get(flag, _ENCODER_LEAD)
     lines = [f"# {title}", "",
              f"`python benchmarks/default_search.py {flag}`. Mean ± s.e. of the per-example difference "
-             f"method − the default (`{lead}`: PR-TAG's edges, two walks, λ = 0.25, damping 0.7); comprehensiveness: "
+             f"method − the default (`{lead}`: {what}); comprehensiveness: "
              "> 0 is better, sufficiency: < 0 is better. Each run's command is in its folder's `COMMAND`.", ""]
     others = [m for m in methods if m != lead]
     rows = []
-    for cell, values, _, difference in _round_runs(folder):
+    for cell, values, _, difference in _round_runs(folder, lead):
         check = "–" if difference is None else f"{difference:.0e}"
         texts = [_paired(values, m, lead) for m in others]
         rows.append([cell.name, str(max(n for n, _ in texts))] + [t for _, t in texts] + [check])
     lines += _table(["tune half", "n"] + [f"`{m}` − default" if m != "ig" else "LIG-50 − default" for m in others]
                     + ["default vs fourth round (max \\|Δ comp.\\|)"], rows) + [""]
     if ranked:
-        lines += _worst_cases(folder, ranked) + _held_out_lines(folder, ranked)
+        lines += _worst_cases(folder, ranked, lead) + _held_out_lines(folder, ranked, matrix_lead)
     path = path or RESULTS / name
     path.write_text("\n".join(lines), encoding="utf-8")
     return path
@@ -1103,6 +1122,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                              "0.85, paired")
     parser.add_argument("--seventh-table", action="store_true",
                         help="write results/default-search/seventh.md: two walks at γ = 0.25 and 0, paired")
+    parser.add_argument("--seventh-decoders-table", action="store_true",
+                        help="write results/default-search/seventh-decoders.md: the decoders' two walks at γ = 0.25, "
+                             "paired")
     parser.add_argument("--tables", default=None, metavar="DIR",
                         help="write DIR/losses.md: the tables of --summary for one side run (with --cell, --half)")
     args = parser.parse_args(argv)
@@ -1112,7 +1134,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     for item in (m.strip() for m in args.methods.split(",")):
         groups = {"tune": TUNE_METHODS, "extra": EXTRA, "long": LONG_METHODS, "later": LATER, "fourth": FOURTH,
                   "fourth-long": FOURTH_LONG, "fourth-holdout": FOURTH_HOLDOUT, "fifth": FIFTH,
-                  "sixth": SIXTH, "seventh": SEVENTH}
+                  "sixth": SIXTH, "seventh": SEVENTH, "seventh-decoders": SEVENTH_DECODERS}
         methods += groups[item] if item in groups else [item] if item else []
     if args.half == "holdout" and args.cell and not args.tables and "tune" in args.methods.split(","):
         parser.error("the held-out half only confirms: pass --methods with the chosen candidate and references")

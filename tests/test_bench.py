@@ -823,6 +823,36 @@ def test_fifth_table_pairs_each_method_with_the_default_and_checks_the_rerun(tmp
     assert [c for c in cells[2:-1] if c != "+0.000 ± 0.100 / +0.150 ± 0.050"] == ["", ""]  # dampings not run here
 
 
+def test_decoder_round_pairs_with_the_decoders_default_not_the_encoders(tmp_path, monkeypatch):
+    default_search = _default_search()
+    flag = "--seventh-decoders-table"
+    lead, matrix_lead, _ = default_search.ROUND_LEADS[flag]
+    assert (lead, matrix_lead) == ("ds:pow0.5:pm", "pr-tag-pm")
+    cell = "smollm2--movie-sentences"
+    # γ = 0.25 − the decoders' default: comp. +0.1, +0.3 (mean +0.200, s.e. 0.100); suff. 0, −0.2 (−0.100, 0.100);
+    # the encoders' default is in the run too, so a table paired with it would show other numbers
+    _write_results(tmp_path / "dec" / "tune" / cell,
+                   [(0, lead, 0.5, 0.2), (1, lead, 0.3, 0.4), (0, "ds:pow0.25:pm", 0.6, 0.2),
+                    (1, "ds:pow0.25:pm", 0.6, 0.2), (0, "ds:pow0.5:pm0.25", 0.9, 0.0),
+                    (1, "ds:pow0.5:pm0.25", 0.9, 0.0)])
+    _, methods, title, name, ranked = default_search.ROUNDS[flag]
+    monkeypatch.setitem(default_search.ROUNDS, flag, (tmp_path / "dec", methods, title, name, ranked))
+    monkeypatch.setattr(default_search, "FOURTH_DIR", tmp_path / "fourth")
+    monkeypatch.setattr(default_search, "MATRIX_DIR", tmp_path / "matrix")
+    text = default_search._round_table(flag, tmp_path / "dec.md").read_text(encoding="utf-8")
+    assert f"the default (`{lead}`" in text
+    header = next(line for line in text.splitlines() if line.startswith("| tune half |"))
+    names = [c.strip() for c in header.strip("|").split("|")]
+    row = next(line for line in text.splitlines() if line.startswith(f"| {cell} |"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[names.index("`ds:pow0.25:pm` − default")] == "+0.200 ± 0.100 / -0.100 ± 0.100"
+    # the worst case ranks the decoders' two candidates: both lose most to the encoders' default here
+    worst = {line.split("|")[1].strip(): [c.strip() for c in line.strip("|").split("|")]
+             for line in text.split("## The rule's worst case")[1].splitlines() if line.startswith("| `")}
+    assert set(worst) == {f"`{lead}`", "`ds:pow0.25:pm`"}
+    assert worst[f"`{lead}`"][1:3] == ["+0.500 ± 0.100", cell]
+
+
 def test_round_worst_case_joins_the_fourth_rounds_run_only_on_the_same_model(tmp_path, monkeypatch):
     default_search = _default_search()
     lead, other = default_search.FOURTH_LEAD, "ds:pow0.25:pm0.25"
