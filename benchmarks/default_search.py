@@ -503,10 +503,37 @@ def _add_matrix_rows(values: Dict[str, Dict[str, Dict[int, float]]], matrix: Dic
             values[metric][f"matrix:{name}"] = got if examples is None else {e: got[e] for e in examples}
 
 
-def _with_matrix(cell: Cell, values: Dict[str, Dict[str, Dict[int, float]]]) -> Dict[str, Dict[str, Dict[int, float]]]:
-    """``values`` with the committed matrix's FOURTH_MATRIX rows of the cell added as ``matrix:<name>`` (in place)."""
+#: a run's rows pair with the matrix's only when the explained-class probabilities of their common examples agree
+#: to this (the same model; ``run_benchmark(merge=True)`` checks the same)
+SAME_MODEL_TOLERANCE = 1e-4
+
+
+def _probabilities(path: Path) -> Dict[int, float]:
+    """``{example: the explained class's probability before any removal}`` from a run's ``results.csv``."""
+    with path.open(newline="", encoding="utf-8") as fh:
+        return {int(row["example"]): float(row["prob"]) for row in csv.DictReader(fh)}
+
+
+def _model_difference(run_csv: Path, matrix_csv: Path) -> Optional[float]:
+    """The largest difference in the explained class's probability between a run and the matrix cell on their
+    common examples (0 for the same model; None if they share none)."""
+    mine, theirs = _probabilities(run_csv), _probabilities(matrix_csv)
+    common = set(mine) & set(theirs)
+    return max(abs(mine[e] - theirs[e]) for e in common) if common else None
+
+
+def _same_model(run_csv: Path, matrix_csv: Path) -> bool:
+    difference = _model_difference(run_csv, matrix_csv)
+    return difference is not None and difference <= SAME_MODEL_TOLERANCE
+
+
+def _with_matrix(cell: Cell, values: Dict[str, Dict[str, Dict[int, float]]],
+                 run_csv: Path) -> Dict[str, Dict[str, Dict[int, float]]]:
+    """``values`` with the committed matrix's FOURTH_MATRIX rows of the cell added as ``matrix:<name>`` (in place),
+    where the run (``run_csv``) and the matrix cell come from the same model (:func:`_same_model`): pairs across two
+    models would compare explanations of different classifiers."""
     matrix_csv = MATRIX_DIR / cell.name / "results.csv"
-    if matrix_csv.is_file():
+    if matrix_csv.is_file() and _same_model(run_csv, matrix_csv):
         _add_matrix_rows(values, _read_csv(matrix_csv), FOURTH_MATRIX)
     return values
 
@@ -616,8 +643,8 @@ def write_fourth_table(path: Optional[Path] = None) -> Path:
                             [[f"`{m}`", str(cells_seen[m]), _fmt(*worst[m][:2]), worst[m][2]] for m in ranked]) + [""]
         else:
             lines += ["## Held-out halves: each construction − the matrix's methods (same examples)", ""]
-            for cell, _ in folders:
-                values = _with_matrix(cell, runs[cell.name])
+            for cell, run_csv in folders:
+                values = _with_matrix(cell, runs[cell.name], run_csv)
                 held_out[cell.name] = values
                 others = [f"matrix:{m}" for m in FOURTH_MATRIX if f"matrix:{m}" in values["comprehensiveness"]]
                 rows = []
@@ -722,8 +749,9 @@ def _worst_cases(folder: Path, ranked: Sequence[str], lead: str = FOURTH_LEAD) -
 
 def _held_out_lines(folder: Path, ranked: Sequence[str], matrix_lead: str = "pr-tag-pm0.25") -> List[str]:
     """A round's held-out runs: each ranked candidate against the default, and both against the committed matrix's
-    LIG rows on the same examples, with the default's largest difference from the matrix's default (the pairing
-    check: 0 means the same model)."""
+    LIG rows on the same examples where the run and the matrix cell come from the same model (:func:`_same_model`;
+    else 'other model'), with the default's largest difference from the matrix's default (the pairing check: 0
+    means the same model)."""
     lead, candidates = ranked[0], [m for m in ranked[1:] if m not in RULES]
     rows = []
     for cell in CELLS.values():
@@ -732,13 +760,17 @@ def _held_out_lines(folder: Path, ranked: Sequence[str], matrix_lead: str = "pr-
             continue
         values = _read_csv(csv_path)
         matrix_csv = MATRIX_DIR / cell.name / "results.csv"
-        if matrix_csv.is_file():
+        same = matrix_csv.is_file() and _same_model(csv_path, matrix_csv)
+        if same:
             _add_matrix_rows(values, _read_csv(matrix_csv), ("ig", matrix_lead))
         mine, theirs = values["comprehensiveness"][lead], values["comprehensiveness"].get(f"matrix:{matrix_lead}", {})
         common = set(mine) & set(theirs)
         check = f"{max(abs(mine[e] - theirs[e]) for e in common):.0e}" if common else "–"
         texts = [_paired(values, m, lead) for m in candidates] + [_paired(values, m, "matrix:ig")
                                                                   for m in [lead] + candidates]
+        if matrix_csv.is_file() and not same:
+            check = "other model"
+            texts = texts[:len(candidates)] + [(0, "other model")] * (len(candidates) + 1)
         rows.append([cell.name, str(texts[0][0])] + [t or "–" for _, t in texts] + [check])
     if not rows:
         return []

@@ -853,6 +853,39 @@ def test_decoder_round_pairs_with_the_decoders_default_not_the_encoders(tmp_path
     assert worst[f"`{lead}`"][1:3] == ["+0.500 ± 0.100", cell]
 
 
+def test_held_out_rows_pair_with_the_matrix_only_on_the_same_model(tmp_path, monkeypatch):
+    default_search = _default_search()
+    lead, other = default_search.FOURTH_LEAD, "ds:pow0.25:pm0.25"
+
+    def write(folder, rows):  # (example, method, comp, suff, explained-class probability)
+        folder.mkdir(parents=True)
+        with (folder / "results.csv").open("w", newline="") as fh:
+            w = csv.DictWriter(fh, fieldnames=["example", "method", "comprehensiveness", "sufficiency", "prob"])
+            w.writeheader()
+            for example, method, comp, suff, prob in rows:
+                w.writerow({"example": example, "method": method, "comprehensiveness": comp, "sufficiency": suff,
+                            "prob": prob})
+
+    # the same model on MiniLM tweets (probabilities equal); another model on MPNet tweets (0.02 apart)
+    for cell, shift in (("minilm--tweets", 0.0), ("mpnet--tweets", 0.02)):
+        write(tmp_path / "round" / "holdout" / cell, [(e, m, c, 0.1, 0.9 + 0.05 * e + shift) for e in range(2)
+                                                     for m, c in ((lead, 0.5), (other, 0.6))])
+        write(tmp_path / "matrix" / cell, [(e, m, c, 0.1, 0.9 + 0.05 * e) for e in range(2)
+                                           for m, c in (("pr-tag-pm0.25", 0.5), ("ig", 0.3))])
+    monkeypatch.setattr(default_search, "MATRIX_DIR", tmp_path / "matrix")
+    assert default_search._model_difference(tmp_path / "round" / "holdout" / "mpnet--tweets" / "results.csv",
+                                            tmp_path / "matrix" / "mpnet--tweets" / "results.csv") == \
+        pytest.approx(0.02)
+    lines = default_search._held_out_lines(tmp_path / "round", [lead, other])
+    rows = {line.split("|")[1].strip(): [c.strip() for c in line.strip("|").split("|")] for line in lines
+            if line.startswith("| m")}
+    # the candidate against the default is always paired (one run); LIG's rows only where the model is the same
+    assert rows["minilm--tweets"][2:5] == ["+0.100 ± 0.000 / +0.000 ± 0.000", "+0.200 ± 0.000 / +0.000 ± 0.000",
+                                           "+0.300 ± 0.000 / +0.000 ± 0.000"]
+    assert rows["mpnet--tweets"][2:] == ["+0.100 ± 0.000 / +0.000 ± 0.000", "other model", "other model",
+                                         "other model"]
+
+
 def test_round_worst_case_joins_the_fourth_rounds_run_only_on_the_same_model(tmp_path, monkeypatch):
     default_search = _default_search()
     lead, other = default_search.FOURTH_LEAD, "ds:pow0.25:pm0.25"
