@@ -1,4 +1,4 @@
-"""The GPU table of PR-XAI's cost: PR-A, PR-G, PR-AG and PR-TAG against one forward+backward, on one device.
+"""The GPU table of PR-XAI's cost: PR-A, PR-G, PR-AG, PR-TAG and the default against one forward+backward.
 
 One prepared script for a lent GPU (issue 19): MiniLM-L6 and MPNet-base shapes (randomly initialised, so no
 weights travel; :func:`captum_prxai.bench.speed.config_model` lifts their position limits on the config) at
@@ -7,7 +7,7 @@ parameter gradients (the model's default fused attention, the baseline) and each
 callables as the CPU tables (:func:`captum_prxai.bench.speed._setup`), after a warm-up, with the device
 synchronised; peak memory is the CUDA allocator's peak above the level before the call
 (:class:`~captum_prxai.bench._memory.PeakMemory`). LIG-50 (Captum's LayerIntegratedGradients) is timed once
-per length at batch 1, for its ratio to PR-AG. Cells the memory estimate refuses, or that run out of memory,
+per length at batch 1, for its ratio to PR-AG and to the default. Cells the memory estimate refuses, or that run out of memory,
 are rows with a note, not failures.
 
 Rows are appended to ``<out>.jsonl`` as they are measured, and ``<out>.md`` is rewritten after every cell,
@@ -39,6 +39,8 @@ from typing import Optional, Sequence
 
 import torch
 
+#: Attention layers of each shape (:func:`captum_prxai.bench.speed.config_model`), which pick its default.
+DEPTHS = {"minilm": 6, "mpnet": 12}
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 BASELINE = "forward+backward"
 
@@ -70,7 +72,7 @@ def measure_cell(architecture: str, dtype: str, length: int, batch: int, methods
             torch.cuda.empty_cache()
         model_cache[key] = config_model(architecture, length).to(device=device, dtype=DTYPES[dtype])
     model = model_cache[key]
-    timed = list(methods) + (["ig"] if lig else [])
+    timed = [_resolve(m, model) for m in methods] + (["ig"] if lig else [])
     settings = SpeedSettings(lengths=(length,), batch_sizes=(batch,), methods=tuple(timed), repeats=repeats,
                              device=str(device), memory_subprocess=False)
     rows: list[dict] = []
@@ -99,12 +101,21 @@ def measure_cell(architecture: str, dtype: str, length: int, batch: int, methods
     return rows
 
 
+def _resolve(method: str, model: torch.nn.Module) -> str:
+    """``"default"`` is the method :class:`~captum_prxai.PageRankAttribution` runs on ``model`` by default."""
+    from captum_prxai.methods.builtin import default_method
+
+    return default_method(model) if method == "default" else method
+
+
 def _fmt(value: Optional[float], spec: str) -> str:
     return "" if value is None else format(value, spec)
 
 
 def write_table(path: Path, rows: Sequence[dict], header: str) -> Path:
-    """The Markdown table of ``rows``, then LIG-50's cost as a multiple of PR-AG's, per length and dtype."""
+    """The Markdown table of ``rows``, then LIG-50's cost as a multiple of PR-AG's and the default's."""
+    from captum_prxai.methods.builtin import default_method
+
     lines = [header, "", "| model | dtype | T | B | method | median (s) | ratio to fwd+bwd | peak memory (MiB) | note |",
              "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
@@ -114,13 +125,18 @@ def write_table(path: Path, rows: Sequence[dict], header: str) -> Path:
     by = {(r["model"], r["dtype"], r["length"], r["batch"], r["method"]): r for r in rows}
     lig = [k for k in by if k[4] == "ig" and by[k]["seconds"]]
     if lig:
-        lines += ["", "LIG-50 against PR-AG (the same cell, batch 1; blank where PR-AG was not timed):", "",
-                  "| model | dtype | T | LIG-50 (s) | ratio to fwd+bwd | LIG-50 ÷ PR-AG |", "|---|---|---|---|---|---|"]
+        lines += ["", "LIG-50 against PR-AG and the model's default (the same cell, batch 1; blank where that method "
+                  "was not timed):", "", "| model | dtype | T | LIG-50 (s) | ratio to fwd+bwd | LIG-50 ÷ PR-AG | "
+                  "default | LIG-50 ÷ default |", "|---|---|---|---|---|---|---|---|"]
         for k in lig:
-            prag = by.get(k[:4] + ("pr-ag",))
-            ratio = by[k]["seconds"] / prag["seconds"] if prag and prag["seconds"] else None
+            default = default_method(depth=DEPTHS[k[0]]) if k[0] in DEPTHS else ""
+            ratios = []
+            for method in ("pr-ag", default):
+                other = by.get(k[:4] + (method,))
+                ratio = by[k]["seconds"] / other["seconds"] if other and other["seconds"] else None
+                ratios.append(f"{_fmt(ratio, '.1f')}{'×' if ratio else ''}")
             lines.append(f"| {k[0]} | {k[1]} | {k[2]} | {by[k]['seconds']:.3f} | {_fmt(by[k]['ratio'], '.1f')}× | "
-                         f"{_fmt(ratio, '.1f')}{'×' if ratio else ''} |")
+                         f"{ratios[0]} | {default} | {ratios[1]} |")
     path.write_text("\n".join(lines) + "\n")
     return path
 
@@ -132,7 +148,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--dtypes", default="bf16,fp32")
     p.add_argument("--lengths", default="512,4096,16384")
     p.add_argument("--batch-sizes", default="1,32")
-    p.add_argument("--methods", default="pr-a,pr-g,pr-ag,pr-tag")
+    p.add_argument("--methods", default="pr-a,pr-g,pr-ag,pr-tag,default",
+                   help="methods to time; 'default' is the model's default (PR-TAG± by depth)")
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--no-lig", action="store_true", help="skip LIG-50 (timed at batch 1 of every length)")
     p.add_argument("--tile-bytes", type=int, default=None,

@@ -62,3 +62,54 @@ def test_refusals_and_out_of_memory_are_notes():
         "refused: the attention maps need about 40 GiB")
     assert _error_note(torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2 GiB")) == "out of memory"
     assert _error_note(ValueError("bad")) == "failed: ValueError: bad"
+
+
+def test_gpu_speed_script_times_each_shapes_default_and_lig_against_it(tmp_path):
+    from captum_prxai.methods.builtin import default_method
+
+    done = _run(tmp_path, "--device", "cpu", "--models", "minilm", "--dtypes", "fp32", "--lengths", "16",
+                "--batch-sizes", "1", "--methods", "default", "--repeats", "1")
+    assert done.returncode == 0, done.stderr
+    rows = [json.loads(line) for line in (tmp_path / "speed.jsonl").read_text().splitlines()]
+    default = default_method(depth=6)
+    assert [r["method"] for r in rows] == ["forward+backward", default, "ig"]
+    lig = (tmp_path / "speed.md").read_text().split("LIG-50 against PR-AG and the model's default")[1]
+    row = next(line for line in lig.splitlines() if line.startswith("| minilm"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[5] == "" and cells[6] == default and cells[7].endswith("×")  # no PR-AG timed; the default was
+    by = {r["method"]: r["seconds"] for r in rows}
+    assert float(cells[7].rstrip("×")) == pytest.approx(by["ig"] / by[default], abs=0.05)
+
+
+def test_gpu_agreement_script_on_cpu_compares_cpu_with_itself_exactly(tmp_path):
+    """Run with --device cpu, the 'GPU' columns are CPU again: every method must agree with itself exactly."""
+    script = ROOT / "benchmarks" / "gpu_agreement.py"
+    done = subprocess.run([sys.executable, str(script), "--device", "cpu", "--shapes", "minilm", "--length", "16",
+                           "--methods", "pr-ag,default,gae", "--out", str(tmp_path / "agree")],
+                          capture_output=True, text=True, cwd=ROOT, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert done.returncode == 0, done.stderr
+    rows = [[c.strip() for c in line.strip("|").split("|")]
+            for line in (tmp_path / "agree.md").read_text().splitlines() if line.startswith("| minilm")]
+    from captum_prxai.methods.builtin import default_method
+
+    assert [r[1] for r in rows] == [m for m in ("pr-ag", default_method(depth=6), "gae") for _ in (1, 2)]
+    assert [r[2] for r in rows] == ["cpu fp32", "cpu bf16"] * 3
+    fp32 = [r for r in rows if r[2] == "cpu fp32"]
+    assert all(r[3:7] == ["0.0e+00", "1.0000", "1.0", "0.0e+00"] for r in fp32), fp32
+    assert all(r[6] == "0.0e+00" for r in rows)  # padding scores zero in bf16 as well
+
+
+def test_gpu_agreement_compare_measures_what_it_says():
+    sys.path.insert(0, str(SCRIPT.parent))
+    try:
+        from gpu_agreement import compare
+    finally:
+        sys.path.remove(str(SCRIPT.parent))
+    reference = torch.tensor([[4.0, 3.0, 2.0, 1.0] + [0.5] * 8 + [0.0, 0.0]])
+    mask = torch.tensor([[1] * 12 + [0, 0]])
+    other = reference.clone()
+    other[0, 0], other[0, 1], other[0, -1] = 3.0, 4.0, 0.25  # two tokens swap; padding gets a score
+    row = compare(reference, other, mask)
+    assert row["rel_max_diff"] == pytest.approx(0.25)
+    assert row["padding"] == pytest.approx(0.25)
+    assert row["top10"] == 1.0 and 0.9 < row["spearman"] < 1.0
