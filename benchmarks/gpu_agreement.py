@@ -115,13 +115,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
     from captum_prxai.methods.builtin import default_method
 
-    device = torch.device(args.device)
-    if device.type == "cuda" and not torch.cuda.is_available():
-        print("error: --device cuda, but torch sees no CUDA device; pass --device cpu for a check run",
-              file=sys.stderr)
+    from gpu_speed import open_device  # the script beside this one
+
+    device = open_device(args.device)
+    if device is None:
         return 2
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
     hardware = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
     command = "python3 benchmarks/gpu_agreement.py " + " ".join(shlex.quote(a) for a in (argv or sys.argv[1:]))
     lines = [f"# Scores on {hardware} against CPU, fp32 and bf16", "", f"Command: `{command}`", "",

@@ -108,6 +108,18 @@ def _resolve(method: str, model: torch.nn.Module) -> str:
     return default_method(model) if method == "default" else method
 
 
+def open_device(name: str) -> Optional[torch.device]:
+    """The device to measure on, with TF32 off (fp32 means fp32); ``None``, after saying why, without CUDA."""
+    device = torch.device(name)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        print("error: --device cuda, but torch sees no CUDA device; pass --device cpu for a check run",
+              file=sys.stderr)
+        return None
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    return device
+
+
 def _fmt(value: Optional[float], spec: str) -> str:
     return "" if value is None else format(value, spec)
 
@@ -160,12 +172,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
     from captum_prxai.hooks import current_tile_bytes, tile_budget
 
-    device = torch.device(args.device)
-    if device.type == "cuda" and not torch.cuda.is_available():
-        print("error: --device cuda, but torch sees no CUDA device; pass --device cpu for a check run",
-              file=sys.stderr)
+    device = open_device(args.device)
+    if device is None:
         return 2
-    torch.backends.cuda.matmul.allow_tf32 = False  # fp32 means fp32
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     jsonl, md = out.with_suffix(".jsonl"), out.with_suffix(".md")
