@@ -29,7 +29,7 @@ import shlex
 import sys
 import time
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, Optional, Sequence
 
 import torch
 from torch import nn
@@ -113,9 +113,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--out", required=True, help="path stem: writes <out>.md")
     args = p.parse_args(argv)
 
-    from captum_prxai.methods.builtin import default_method
-
-    from gpu_speed import open_device  # the script beside this one
+    from gpu_speed import _resolve, open_device  # the script beside this one
 
     device = open_device(args.device)
     if device is None:
@@ -136,7 +134,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         cpu_model = _model(shape)
         variants = {"fp32": _model(shape).to(device), "bf16": _model(shape).to(device=device, dtype=torch.bfloat16)}
         _, mask, _, _ = _inputs(shape, args.length, torch.device("cpu"))
-        names = [default_method(cpu_model) if m == "default" else m for m in args.methods.split(",")]
+        names = [_resolve(m, cpu_model) for m in args.methods.split(",")]
         for name in dict.fromkeys(names):  # the default may repeat a listed method
             try:
                 reference = _scores(cpu_model, shape, name, args.length, torch.device("cpu"))
