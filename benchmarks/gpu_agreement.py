@@ -11,7 +11,7 @@ registry (:func:`captum_prxai.methods.registry.build_method`, the callables ever
 * on the GPU in bf16 (the model cast; what the library keeps in fp32 is in ``docs/speed.md``).
 
 For each it reports the largest absolute difference over the real tokens, relative to the largest reference
-score, the smallest Spearman correlation of a row with its reference row, and the overlap of the ten
+score, the smallest Spearman correlation of a row with its reference row (tied scores share their average rank), and the overlap of the ten
 top-ranked tokens. Padding's scores must be zero on every device. Random weights give flatter scores than a
 trained model, so ties make the bf16 rank figures a lower bound; the fp32 figures are the check.
 
@@ -87,9 +87,13 @@ def _scores(model: nn.Module, shape: str, method: str, length: int, device: torc
 
 
 def _spearman(a: torch.Tensor, b: torch.Tensor) -> float:
-    ra, rb = a.argsort().argsort().double(), b.argsort().argsort().double()
-    ra, rb = ra - ra.mean(), rb - rb.mean()
-    return float((ra * rb).sum() / (ra.norm() * rb.norm()).clamp_min(1e-12))
+    """Spearman's rho with tied scores given their average rank (ties do not count as order); 1.0 if both are flat."""
+    from scipy.stats import spearmanr
+
+    if a.unique().numel() == 1 and b.unique().numel() == 1:
+        return 1.0
+    rho = spearmanr(a.double().numpy(), b.double().numpy())[0]
+    return 0.0 if rho != rho else float(rho)  # one side flat, the other not: no agreement in order
 
 
 def compare(reference: torch.Tensor, other: torch.Tensor, mask: torch.Tensor) -> Dict[str, float]:
@@ -113,7 +117,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--out", required=True, help="path stem: writes <out>.md")
     args = p.parse_args(argv)
 
-    from gpu_speed import _resolve, open_device  # the script beside this one
+    from gpu_speed import open_device, resolve_method  # the script beside this one
 
     device = open_device(args.device)
     if device is None:
@@ -134,7 +138,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         cpu_model = _model(shape)
         variants = {"fp32": _model(shape).to(device), "bf16": _model(shape).to(device=device, dtype=torch.bfloat16)}
         _, mask, _, _ = _inputs(shape, args.length, torch.device("cpu"))
-        names = [_resolve(m, cpu_model) for m in args.methods.split(",")]
+        names = [resolve_method(m, cpu_model) for m in args.methods.split(",")]
         for name in dict.fromkeys(names):  # the default may repeat a listed method
             try:
                 reference = _scores(cpu_model, shape, name, args.length, torch.device("cpu"))

@@ -72,7 +72,7 @@ def measure_cell(architecture: str, dtype: str, length: int, batch: int, methods
             torch.cuda.empty_cache()
         model_cache[key] = config_model(architecture, length).to(device=device, dtype=DTYPES[dtype])
     model = model_cache[key]
-    timed = [_resolve(m, model) for m in methods] + (["ig"] if lig else [])
+    timed = [resolve_method(m, model) for m in methods] + (["ig"] if lig else [])
     settings = SpeedSettings(lengths=(length,), batch_sizes=(batch,), methods=tuple(timed), repeats=repeats,
                              device=str(device), memory_subprocess=False)
     rows: list[dict] = []
@@ -101,7 +101,7 @@ def measure_cell(architecture: str, dtype: str, length: int, batch: int, methods
     return rows
 
 
-def _resolve(method: str, model: torch.nn.Module) -> str:
+def resolve_method(method: str, model: torch.nn.Module) -> str:
     """``"default"`` is the method :class:`~captum_prxai.PageRankAttribution` runs on ``model`` by default."""
     from captum_prxai.methods.builtin import default_method
 

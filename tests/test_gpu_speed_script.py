@@ -113,3 +113,17 @@ def test_gpu_agreement_compare_measures_what_it_says():
     assert row["rel_max_diff"] == pytest.approx(0.25)
     assert row["padding"] == pytest.approx(0.25)
     assert row["top10"] == 1.0 and 0.9 < row["spearman"] < 1.0
+
+
+def test_gpu_agreement_spearman_gives_ties_their_average_rank():
+    sys.path.insert(0, str(SCRIPT.parent))
+    try:
+        from gpu_agreement import _spearman
+    finally:
+        sys.path.remove(str(SCRIPT.parent))
+    flat = torch.tensor([0.0, 0.0, 0.0, 0.0, 1.0])
+    noisy = torch.tensor([0.3, 0.2, 0.1, 0.0, 1.0])  # the four tied tokens, in some order
+    # average ranks (2.5, 2.5, 2.5, 2.5, 5) against (4, 3, 2, 1, 5): rho = 5 / sqrt(50); ranks by position give 0
+    assert _spearman(flat, noisy) == pytest.approx(0.5 ** 0.5)
+    assert _spearman(flat, flat) == 1.0
+    assert _spearman(torch.zeros(4), torch.arange(4.0)) == 0.0
