@@ -132,7 +132,7 @@ CELLS: Dict[str, Cell] = {c.name: c for c in [
          precomputed=(("attnlrp", "AttnLRP (lxt)", "attnlrp-smollm2-movie-sentences/scores.jsonl"),)),
     Cell("smollm2", "uncertainty", "smollm2-uncertainty", methods=LONG_METHODS,
          precomputed=(("attnlrp", "AttnLRP (lxt)", "attnlrp-smollm2-uncertainty/scores.jsonl"),)),
-    Cell("smollm2", "tweets", "smollm2-tweets", methods=LONG_METHODS + ",kernel-shap,lime", n=100,
+    Cell("smollm2", "tweets", "smollm2-tweets", methods=LONG_METHODS + ",kernel-shap,lime", n=200,
          precomputed=(("attnlrp", "AttnLRP (lxt)", "attnlrp-smollm2-tweets/scores.jsonl"),)),
     Cell("smollm2", "movie-reviews", "smollm2-movie-reviews", long=True, methods=FEW_LONG_METHODS, n=100,
          max_length=256, ig_batch=10,
