@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import time
 
 import pytest
@@ -296,3 +297,85 @@ def test_decoder_encoder_folder_and_lowrank_targets(tiny_decoder, tmp_path, monk
     assert len(wrapped) == 2 * 7
     trainable = {n for n, p in model.named_parameters() if p.requires_grad}
     assert "score.weight" in trainable and all(".lora_" in n or n == "score.weight" for n in trainable)
+
+
+# --- pinned CPU kernels so that the weights do not depend on the CPU's instruction set ---
+
+def _unpin(monkeypatch):
+    from captum_prxai.models._cpu import PINNED_ENV
+
+    for name in PINNED_ENV:
+        monkeypatch.delenv(name, raising=False)
+
+
+def test_every_model_card_records_the_cpu_kernels(tiny_dir, tmp_path, monkeypatch):
+    monkeypatch.setenv("CAPTUM_PRXAI_CACHE", str(tmp_path))
+    _unpin(monkeypatch)
+    tr, te = _toy_split("toy", "train", 16, 0), _toy_split("toy", "test", 8, 1)
+    res = train_classifier(tiny_dir, (tr, te), name="c", max_steps=1, batch_size=8, threads=1, progress=False)
+    cpu = json.loads((res.path / "model_card.json").read_text())["cpu"]
+    assert cpu["capability"] == torch.backends.cpu.get_cpu_capability()
+    assert cpu["ATEN_CPU_CAPABILITY"] is None and cpu["MKL_CBWR"] is None and cpu["ONEDNN_MAX_CPU_ISA"] is None
+    assert cpu["processor"]
+    assert res.card["hyperparameters"]["pin_kernels"] is False
+
+
+def test_pinned_training_refuses_unpinned_kernels_before_any_work(tiny_dir, tmp_path, monkeypatch):
+    monkeypatch.setenv("CAPTUM_PRXAI_CACHE", str(tmp_path))
+    _unpin(monkeypatch)
+    monkeypatch.setenv("MKL_CBWR", "AVX2")  # one of three is not enough
+    tr = _toy_split("toy", "train", 8, 0)
+    with pytest.raises(PRXAIError) as err:
+        train_classifier(tiny_dir, (tr, tr), name="p", pin_kernels=True, max_steps=1, progress=False)
+    msg = str(err.value)
+    assert msg.startswith("pinned kernels need ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2 in the "
+                          "environment before the process starts"), msg
+    assert "MKL_CBWR" not in msg.split("(")[0] and "captum-prxai train --pin-kernels" in msg
+    assert not (tmp_path / "models" / "p").exists()
+    with pytest.raises(PRXAIError, match="pin_kernels must be True or False"):
+        train_classifier(tiny_dir, (tr, tr), name="p", pin_kernels="yes")
+
+
+def test_pins_set_after_torch_has_computed_are_refused(monkeypatch):
+    import platform
+
+    from captum_prxai.models import _cpu
+
+    for name, value in _cpu.PINNED_ENV.items():
+        monkeypatch.setenv(name, value)
+    torch.ones(2) + 1  # this process has computed long ago; ATen's choice is fixed
+    native = torch.backends.cpu.get_cpu_capability()
+    problem = _cpu.pinning_problem()
+    x86 = platform.machine().lower() in ("x86_64", "amd64")
+    if native == "AVX2":  # an AVX2 CPU runs AVX2 kernels anyway
+        assert problem is None
+    elif x86 and native == "AVX512":
+        assert problem.startswith("pinned kernels: PyTorch already chose AVX512 kernels before "
+                                  "ATEN_CPU_CAPABILITY=avx2 MKL_CBWR=AVX2 ONEDNN_MAX_CPU_ISA=AVX2 were set"), problem
+    else:
+        assert problem == f"pinned kernels need an x86-64 CPU with AVX2; this one runs {native} kernels"
+
+
+def test_train_cli_pin_kernels_reruns_itself_with_pinned_kernels(tiny_dir, tmp_path, monkeypatch, capsys):
+    """``--pin-kernels`` runs the command again in a fresh process whose kernels are pinned; the card says so."""
+    import platform
+
+    from captum_prxai import cli
+    from captum_prxai.models._cpu import PINNED_ENV
+
+    monkeypatch.setenv("CAPTUM_PRXAI_CACHE", str(tmp_path))
+    _unpin(monkeypatch)
+    code = cli.main(["train", "--encoder", str(tiny_dir), "--dataset", "movie-sentences", "--name", "pinned",
+                     "--max-train", "16", "--max-test", "8", "--max-steps", "1", "--batch-size", "8",
+                     "--lora-rank", "2", "--threads", "1", "--no-progress", "--pin-kernels"])
+    card_file = tmp_path / "models" / "pinned" / "model_card.json"
+    if platform.machine().lower() in ("x86_64", "amd64") and torch.backends.cpu.get_cpu_capability() in (
+            "AVX2", "AVX512"):
+        assert code == 0
+        card = json.loads(card_file.read_text())
+        assert card["cpu"]["capability"] == "AVX2"
+        assert {k: card["cpu"][k] for k in PINNED_ENV} == PINNED_ENV
+        assert card["hyperparameters"]["pin_kernels"] is True
+    else:  # the child process refuses, with the reason
+        assert code == 2 and not card_file.exists()
+    assert all(name not in os.environ for name in PINNED_ENV)  # this process is left as it was

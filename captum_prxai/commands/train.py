@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import os
+import sys
 
 HELP = "Fine-tune an encoder into a classifier on an offline dataset; saves it with a model card."
 
@@ -32,6 +34,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--overwrite", action="store_true",
                         help="replace a model already saved under --name (otherwise refused)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.add_argument("--pin-kernels", action="store_true",
+                        help="pin the CPU kernels to AVX2 (ATEN_CPU_CAPABILITY, MKL_CBWR, ONEDNN_MAX_CPU_ISA), so that "
+                             "the weights do not depend on whether the CPU has AVX-512; reruns the command in a fresh "
+                             "process with them set")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -42,9 +48,14 @@ def run(args: argparse.Namespace) -> int:
         method=args.method, epochs=args.epochs, batch_size=args.batch_size, lr=lr,
         max_length=args.max_length, lora_rank=args.lora_rank, lora_alpha=2.0 * args.lora_rank,
         seed=args.seed, max_train=args.max_train, max_test=args.max_test,
-        max_steps=args.max_steps, threads=args.threads,
+        max_steps=args.max_steps, threads=args.threads, pin_kernels=args.pin_kernels,
     )
     cfg.validate()  # every number, before anything is loaded (the messages name the setting)
+    if args.pin_kernels:
+        from captum_prxai.models._cpu import PINNED_ENV
+
+        if any(os.environ.get(k) != v for k, v in PINNED_ENV.items()):
+            return _rerun_pinned(args._argv, PINNED_ENV)
     result = train_classifier(args.encoder, args.dataset, name=args.name, config=cfg,
                               export_default=args.export_default, progress=not args.no_progress,
                               overwrite=args.overwrite)
@@ -56,3 +67,20 @@ def run(args: argparse.Namespace) -> int:
         print(f"default adapter: {result.adapter_path} ({card['adapter_bytes'] / 1e6:.2f} MB), "
               f"accuracy after reload {card['exported_accuracy']:.4f}")
     return 0
+
+
+def _rerun_pinned(argv: list, pins: dict) -> int:
+    """Run ``captum-prxai <argv>`` again in a fresh Python process with ``pins`` in its environment.
+
+    The kernel libraries read their variables at their first use, so they
+    cannot be changed inside this process once it has computed anything.
+    """
+    import subprocess
+
+    code = "import sys; from captum_prxai.cli import main; sys.exit(main(sys.argv[1:]))"
+    child = subprocess.Popen([sys.executable, "-c", code, *argv], env={**os.environ, **pins})
+    try:
+        return child.wait()
+    except KeyboardInterrupt:  # the child got the same signal: let it stop and report
+        child.wait()
+        return 130

@@ -2,7 +2,12 @@
 
 The recipe is fully seeded (data order, initialisation, dropout), runs on CPU,
 reports held-out accuracy on the dataset's test split and writes a JSON model
-card next to the checkpoint in ``cache_dir("models", name)``.
+card next to the checkpoint in ``cache_dir("models", name)``. The card records
+the CPU kernels that trained the model (:func:`~captum_prxai.models._cpu.cpu_numerics`):
+repeated on one machine the weights are bit-identical; on other machines they
+can round differently, because PyTorch picks its kernels by the CPU it finds.
+``pin_kernels=True`` (``captum-prxai train --pin-kernels``) pins those choices
+to AVX2 (``benchmarks/results/train_reproducibility.md``).
 """
 
 from __future__ import annotations
@@ -40,6 +45,10 @@ class TrainConfig:
         max_test: Evaluate on the first ``max_test`` test examples (``None``: all).
         max_steps: Stop after this many optimisation steps (``None``: all epochs).
         threads: ``torch.set_num_threads`` value during training.
+        pin_kernels: Refuse to train unless the CPU kernels are pinned to AVX2
+            (:data:`~captum_prxai.models._cpu.PINNED_ENV`, set before the
+            process starts), so that AVX-512 kernels play no part in the
+            weights. ``captum-prxai train --pin-kernels`` sets the pins.
     """
 
     method: str = "lora"
@@ -56,6 +65,7 @@ class TrainConfig:
     max_test: int | None = None
     max_steps: int | None = None
     threads: int = 2
+    pin_kernels: bool = False
 
     def validate(self) -> None:
         """Raise :class:`~captum_prxai.exceptions.PRXAIError` for any setting training cannot use.
@@ -96,6 +106,8 @@ class TrainConfig:
         whole("max_test", 1, optional=True)
         whole("max_steps", 1, optional=True)
         whole("threads", 1)
+        if not isinstance(self.pin_kernels, bool):
+            raise PRXAIError(f"pin_kernels must be True or False, got {self.pin_kernels!r}")
 
 
 def _setting(name: str) -> str:
@@ -204,12 +216,12 @@ def train_classifier(
 
     Raises:
         PRXAIError: A bad setting, empty data, a ``max_length`` the encoder
-            cannot take, or an existing model without ``overwrite``; all
-            before training starts.
+            cannot take, an existing model without ``overwrite``, or
+            ``pin_kernels`` without pinned kernels; all before training starts.
     """
     import torch
 
-    from captum_prxai.models import _lowrank
+    from captum_prxai.models import _cpu, _lowrank
     from captum_prxai.models.load import DEFAULT_DIR, build_classifier, encoder_path
 
     cfg = config or TrainConfig()
@@ -220,6 +232,10 @@ def train_classifier(
     cfg.validate()
     if export_default and cfg.method != "lora":
         raise PRXAIError("--export-default needs --method lora (the package ships a low-rank adapter)")
+    if cfg.pin_kernels:
+        problem = _cpu.pinning_problem()
+        if problem:
+            raise PRXAIError(problem)
 
     base_dir = encoder_path(encoder)
     ds_name, train, test, suggested = _resolve_data(dataset)
@@ -322,6 +338,7 @@ def train_classifier(
         "hyperparameters": asdict(cfg),
         "versions": {"torch": torch.__version__, "transformers": transformers.__version__,
                      "python": platform.python_version()},
+        "cpu": _cpu.cpu_numerics(),
         "created": time.strftime("%Y-%m-%d %H:%M:%S"),
     }
     _save(model, tokenizer, card, out)
