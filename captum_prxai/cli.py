@@ -54,7 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    args._argv = list(sys.argv[1:] if argv is None else argv)  # for a command that reruns itself (train --portable)
+    args._argv = list(sys.argv[1:] if argv is None else argv)  # for a command that reruns itself (train --pin-kernels)
     if not getattr(args, "command", None):
         parser.print_help()
         return 1

@@ -16,7 +16,8 @@ give the same weights is what the benchmark's log records, CPU by CPU:
 Each library reads its variable once, at its first use in the process, so the
 variables must be set before the process computes anything; setting them later
 changes nothing, without a word. :func:`pinning_problem` catches that case
-through ATen's capability, which PyTorch reports.
+through ATen's capability, which PyTorch reports; on a CPU whose own kernels
+are AVX2, a late oneMKL or oneDNN setting cannot be seen that way.
 """
 
 from __future__ import annotations
@@ -69,7 +70,7 @@ def cpu_numerics() -> Dict[str, Optional[str]]:
 
 
 def pinning_problem() -> Optional[str]:
-    """Why this process would not train portably, or ``None`` when its kernels are pinned.
+    """Why this process's CPU kernels are not pinned to AVX2, or ``None`` when they are.
 
     Returns:
         A message naming what is missing: a variable that is not set as in
