@@ -1198,3 +1198,29 @@ def test_retrained_spot_check_refuses_metrics_that_moved_and_methods_it_could_no
     assert sorted((k[0], k[1], k[2]) for k in rows) == [("k1", 1, "pr-ag"), ("k2", 1, "random")]
     assert note["examples"] == 1 and note["spot_check"] == [0]
     assert note["max_metric_difference"] == pytest.approx(0.005) and note["max_prob_difference"] == pytest.approx(4e-4)
+
+
+def test_a_run_records_the_model_card_of_its_model(tiny, tmp_path):
+    """A model saved with a card (``captum-prxai train``) has its training date and CPU kernels in the run's
+    summary, so a later retrain on another CPU can be told apart; an in-memory model has none."""
+    from transformers import BertForSequenceClassification
+
+    model, tokenizer = tiny
+    folder = tmp_path / "saved"
+    model.save_pretrained(str(folder))
+    cpu = {"capability": "AVX2", "ATEN_CPU_CAPABILITY": "avx2", "MKL_CBWR": "AVX2", "ONEDNN_MAX_CPU_ISA": "AVX2",
+           "processor": "Test CPU, family 1 model 2"}
+    (folder / "model_card.json").write_text(json.dumps({"name": "saved", "accuracy": 0.5, "created": "2026-12-06 01:00:00",
+                                                        "cpu": cpu, "hyperparameters": {"seed": 0}}))
+    saved = BertForSequenceClassification.from_pretrained(str(folder)).eval()
+    res = run_benchmark(saved, tokenizer, DATA, ["random"], n=1, out_dir=tmp_path / "a", progress=False, plot=False)
+    meta = json.loads((tmp_path / "a" / "summary.json").read_text())["meta"]
+    assert meta["model_card"] == {"name": "saved", "accuracy": 0.5, "created": "2026-12-06 01:00:00", "cpu": cpu}
+    assert res.meta["model_card"] == meta["model_card"]
+    assert ("This run's model was trained 2026-12-06 01:00:00 on Test CPU, family 1 model 2 with AVX2 kernels "
+            "(ATEN_CPU_CAPABILITY=avx2, MKL_CBWR=AVX2, ONEDNN_MAX_CPU_ISA=AVX2) (its model card).") in (
+        tmp_path / "a" / "summary.md").read_text()
+
+    run_benchmark(model, tokenizer, DATA, ["random"], n=1, out_dir=tmp_path / "b", progress=False, plot=False)
+    assert json.loads((tmp_path / "b" / "summary.json").read_text())["meta"]["model_card"] is None
+    assert "its model card" not in (tmp_path / "b" / "summary.md").read_text()

@@ -136,6 +136,19 @@ def _table(header: List[str], rows: List[List[str]]) -> List[str]:
     return lines
 
 
+def _card_note(meta: Dict) -> List[str]:
+    """The model card's account of the model this run computed with: when and on which CPU kernels it was trained
+    (a retrained model rounds differently on another CPU; ``benchmarks/results/models.md``)."""
+    card = meta.get("model_card") or {}
+    cpu = card.get("cpu") or {}
+    if not cpu:
+        return []
+    pins = [f"{k}={cpu[k]}" for k in ("ATEN_CPU_CAPABILITY", "MKL_CBWR", "ONEDNN_MAX_CPU_ISA") if cpu.get(k)]
+    return ["", f"This run's model was trained {card.get('created', 'at an unrecorded time')} on "
+                f"{cpu.get('processor') or 'an unrecorded CPU'} with {cpu.get('capability')} kernels"
+                + (f" ({', '.join(pins)})" if pins else "") + " (its model card)."]
+
+
 def _plot_note(meta: Dict[str, Any]) -> List[str]:
     """A line saying which examples ``deletion_curves.png`` averages, when not all of the run's (an extended run
     takes rows from ``results.csv``, which keeps no curves, so the plot is not redrawn)."""
@@ -215,7 +228,7 @@ def write_markdown(summary: Dict[str, Dict[str, Dict[str, float]]], methods: Seq
     if meta.get("model_accuracy") is not None:
         lines += ["", f"Model accuracy on these examples before any removal: {meta['model_accuracy']:.3f}; "
                       f"mean probability of the predicted class: {meta.get('mean_prob', float('nan')):.3f}."]
-    lines += _plot_note(meta) + _retrained_note(meta)
+    lines += _card_note(meta) + _plot_note(meta) + _retrained_note(meta)
     lines += ["", "Mean ± standard error over examples; ↑ higher is better, ↓ lower is better; "
                   "the best non-random method per column is in bold.", ""]
     header = ["Method", "n"] + [h for _, h, _ in MAIN_COLUMNS] + ["Time / example (s)", "Peak memory (MB)"]

@@ -479,6 +479,22 @@ def _display_name(model: nn.Module) -> str:
     return Path(name).name if name else type(model).__name__
 
 
+def _model_card(model: nn.Module) -> Optional[Dict[str, Any]]:
+    """What the model card saved beside the model's weights (``captum-prxai train``) says of its training: name,
+    held-out accuracy, date and the CPU kernels that trained it; ``None`` for a model without a card."""
+    import json
+
+    name = str(getattr(getattr(model, "config", None), "_name_or_path", "") or "")
+    card = Path(name) / "model_card.json" if name else None
+    if card is None or not card.is_file():
+        return None
+    try:
+        data = json.loads(card.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return {k: data[k] for k in ("name", "accuracy", "created", "cpu") if k in data} if isinstance(data, dict) else None
+
+
 def min_input_length(tokenizer: Any) -> int:
     """The shortest truncation length that keeps one real token: the special tokens the tokenizer adds, plus one."""
     count = getattr(tokenizer, "num_special_tokens_to_add", None)
@@ -993,6 +1009,7 @@ def run_benchmark(
         "split": data.split,
         "n_examples": len(indices),
         "model": model_name or _display_name(model),
+        "model_card": _model_card(model),
         "device": str(device),
         **config.metric_fields(),
         "max_length": max_length,
