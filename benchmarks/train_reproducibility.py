@@ -98,6 +98,50 @@ def _max_diff(a, b) -> float:
     return max(float((a[k].double() - b[k].double()).abs().max()) for k in a)
 
 
+def run_table(records: List[Dict], steps: int, torch_version: str) -> List[str]:
+    """This machine's runs: each one's largest weight difference to ``native`` (the first record) and to
+    ``pinned``, and its fingerprint. A record holds ``name``, ``state`` (the weights), ``fingerprint`` and ``cpu``."""
+    native = records[0]["state"]
+    pinned = next(r for r in records if r["name"] == "pinned")["state"]
+    cpu = records[0]["cpu"]
+    lines = [
+        "# Training reproducibility: which CPU kernel choices change the weights",
+        "",
+        f"Command: `{COMMAND}` ({steps} steps of `captum-prxai train --encoder minilm --dataset tweets "
+        "--threads 1`, seed 0, each run in a fresh process; written by `benchmarks/train_reproducibility.py`).",
+        f"CPU: {cpu['processor']}; native ATen kernels: {cpu['capability']}; torch {torch_version}.",
+        "",
+        "| run | ATen kernels | max abs weight difference to native | to pinned | weights SHA-256 (first 16) |",
+        "|---|---|---:|---:|---|",
+    ]
+    for r in records:
+        lines.append(f"| {r['name']} | {r['cpu']['capability']} | {_max_diff(r['state'], native):.3g} | "
+                     f"{_max_diff(r['state'], pinned):.3g} | `{r['fingerprint'][:16]}` |")
+    return lines
+
+
+def history_table(history: List[Dict]) -> List[str]:
+    """Every recorded run, one row each, and whether its pinned weights equal those of the first run recorded with
+    the same torch and steps on another CPU (``no other CPU yet`` until there is one)."""
+    lines = [
+        "Every CPU this script has run on (`train_reproducibility.jsonl`, one line per run). The last column compares "
+        "the pinned weights with those of the first run on another CPU with the same torch and steps: `same` means "
+        "pinning gave the two CPUs the same weights bit for bit.",
+        "",
+        "| date | CPU | native kernels | torch | steps | native SHA-256 (first 16) | pinned SHA-256 (first 16) | "
+        "pinned vs another CPU |",
+        "|---|---|---|---|---:|---|---|---|",
+    ]
+    for e in history:
+        other = next((o for o in history if o["processor"] != e["processor"] and o["torch"] == e["torch"]
+                      and o["steps"] == e["steps"]), None)
+        verdict = "no other CPU yet" if other is None else (
+            "same" if other["pinned"] == e["pinned"] else f"differs from {other['processor']}")
+        lines.append(f"| {e['date']} | {e['processor']} | {e['native_capability']} | {e['torch']} | {e['steps']} | "
+                     f"`{e['native'][:16]}` | `{e['pinned'][:16]}` | {verdict} |")
+    return lines
+
+
 def main(argv: List[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=40, help="training steps per run (default 40)")
@@ -130,40 +174,14 @@ def main(argv: List[str] | None = None) -> int:
             records.append({"name": name, "state": state, "fingerprint": _fingerprint(state), **info})
             print(f"{name}: {info['cpu']['capability']} kernels, {info['seconds']} s", flush=True)
 
-    native = records[0]["state"]
-    pinned = next(r for r in records if r["name"] == "pinned")["state"]
-    cpu = records[0]["cpu"]
     import torch
 
-    lines = [
-        "# Training reproducibility: which CPU kernel choices change the weights",
-        "",
-        f"Command: `{COMMAND}` ({args.steps} steps of `captum-prxai train --encoder minilm --dataset tweets "
-        "--threads 1`, seed 0, each run in a fresh process; written by `benchmarks/train_reproducibility.py`).",
-        f"CPU: {cpu['processor']}; native ATen kernels: {cpu['capability']}; torch {torch.__version__}.",
-        "",
-        "| run | ATen kernels | max abs weight difference to native | to pinned | weights SHA-256 (first 16) |",
-        "|---|---|---:|---:|---|",
-    ]
-    for r in records:
-        lines.append(f"| {r['name']} | {r['cpu']['capability']} | {_max_diff(r['state'], native):.3g} | "
-                     f"{_max_diff(r['state'], pinned):.3g} | `{r['fingerprint'][:16]}` |")
-    entry = {"date": time.strftime("%Y-%m-%d"), "processor": cpu["processor"], "native_capability": cpu["capability"],
-             "torch": torch.__version__, "steps": args.steps, "native": records[0]["fingerprint"],
-             "pinned": next(r for r in records if r["name"] == "pinned")["fingerprint"]}
+    pinned = next(r for r in records if r["name"] == "pinned")
+    entry = {"date": time.strftime("%Y-%m-%d"), "processor": records[0]["cpu"]["processor"],
+             "native_capability": records[0]["cpu"]["capability"], "torch": torch.__version__, "steps": args.steps,
+             "native": records[0]["fingerprint"], "pinned": pinned["fingerprint"]}
     history = [json.loads(x) for x in LOG.read_text().splitlines() if x.strip()] if LOG.is_file() else []
-    history.append(entry)
-    lines += [
-        "",
-        "Every CPU this script has run on (`train_reproducibility.jsonl`, one line per run): the pinned weights of "
-        "two CPUs agree when their SHA-256 agree (same torch and steps).",
-        "",
-        "| date | CPU | native kernels | torch | steps | native SHA-256 (first 16) | pinned SHA-256 (first 16) |",
-        "|---|---|---|---|---:|---|---|",
-    ]
-    for e in history:
-        lines.append(f"| {e['date']} | {e['processor']} | {e['native_capability']} | {e['torch']} | {e['steps']} | "
-                     f"`{e['native'][:16]}` | `{e['pinned'][:16]}` |")
+    lines = run_table(records, args.steps, torch.__version__) + [""] + history_table(history + [entry])
     report = "\n".join(lines) + "\n"
     print(report)
     if not args.no_write:

@@ -1224,3 +1224,41 @@ def test_a_run_records_the_model_card_of_its_model(tiny, tmp_path):
     run_benchmark(model, tokenizer, DATA, ["random"], n=1, out_dir=tmp_path / "b", progress=False, plot=False)
     assert json.loads((tmp_path / "b" / "summary.json").read_text())["meta"]["model_card"] is None
     assert "its model card" not in (tmp_path / "b" / "summary.md").read_text()
+
+
+def _train_repro_script():
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    spec = importlib.util.spec_from_file_location(
+        "train_repro_script", Path(__file__).resolve().parents[1] / "benchmarks" / "train_reproducibility.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        del sys.modules[spec.name]
+    return module
+
+
+def test_train_reproducibility_tables_compare_runs_and_cpus():
+    script = _train_repro_script()
+    a = {"w": torch.tensor([1.0, 2.0]), "b": torch.tensor([0.5])}
+    b = {"w": torch.tensor([1.0, 2.25]), "b": torch.tensor([0.5])}
+    cpu = {"capability": "AVX512", "processor": "CPU one"}
+    records = [{"name": "native", "state": a, "fingerprint": script._fingerprint(a), "cpu": cpu},
+               {"name": "pinned", "state": b, "fingerprint": script._fingerprint(b), "cpu": {**cpu, "capability": "AVX2"}}]
+    assert script._fingerprint(a) != script._fingerprint(b)
+    assert script._fingerprint({"b": a["b"], "w": a["w"].clone()}) == script._fingerprint(a)  # order and copies
+    rows = [r for r in script.run_table(records, 40, "2.13.0") if r.startswith("| native") or r.startswith("| pinned")]
+    assert rows[0].startswith("| native | AVX512 | 0 | 0.25 |") and rows[1].startswith("| pinned | AVX2 | 0.25 | 0 |")
+
+    base = {"date": "d", "native_capability": "AVX512", "torch": "2.13.0", "steps": 40, "native": "n" * 64}
+    history = [{**base, "processor": "CPU one", "pinned": "p" * 64},
+               {**base, "processor": "CPU one", "pinned": "p" * 64},
+               {**base, "processor": "CPU two", "pinned": "p" * 64},
+               {**base, "processor": "CPU three", "pinned": "q" * 64},
+               {**base, "processor": "CPU four", "pinned": "q" * 64, "steps": 80}]
+    verdicts = [line.rsplit("|", 2)[1].strip() for line in script.history_table(history) if line.startswith("| d |")]
+    assert verdicts == ["same", "same", "same", "differs from CPU one", "no other CPU yet"]

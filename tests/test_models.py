@@ -369,6 +369,8 @@ def test_train_cli_pin_kernels_reruns_itself_with_pinned_kernels(tiny_dir, tmp_p
                      "--max-train", "16", "--max-test", "8", "--max-steps", "1", "--batch-size", "8",
                      "--lora-rank", "2", "--threads", "1", "--no-progress", "--pin-kernels"])
     card_file = tmp_path / "models" / "pinned" / "model_card.json"
+    assert capsys.readouterr().err.startswith("pinning the CPU kernels (ATEN_CPU_CAPABILITY=avx2 MKL_CBWR=AVX2 "
+                                              "ONEDNN_MAX_CPU_ISA=AVX2): training in a fresh process\n")
     if platform.machine().lower() in ("x86_64", "amd64") and torch.backends.cpu.get_cpu_capability() in (
             "AVX2", "AVX512"):
         assert code == 0

@@ -78,6 +78,8 @@ def _rerun_pinned(argv: list, pins: dict) -> int:
     import subprocess
 
     code = "import sys; from captum_prxai.cli import main; sys.exit(main(sys.argv[1:]))"
+    print(f"pinning the CPU kernels ({' '.join(f'{k}={v}' for k, v in pins.items())}): training in a fresh process",
+          file=sys.stderr, flush=True)
     child = subprocess.Popen([sys.executable, "-c", code, *argv], env={**os.environ, **pins})
     try:
         return child.wait()
