@@ -143,7 +143,9 @@ def _card_note(meta: Dict) -> List[str]:
     cpu = card.get("cpu") or {}
     if not cpu:
         return []
-    pins = [f"{k}={cpu[k]}" for k in ("ATEN_CPU_CAPABILITY", "MKL_CBWR", "ONEDNN_MAX_CPU_ISA") if cpu.get(k)]
+    from captum_prxai.models._cpu import PINNED_ENV
+
+    pins = [f"{k}={cpu[k]}" for k in PINNED_ENV if cpu.get(k)]
     return ["", f"This run's model was trained {card.get('created', 'at an unrecorded time')} on "
                 f"{cpu.get('processor') or 'an unrecorded CPU'} with {cpu.get('capability')} kernels"
                 + (f" ({', '.join(pins)})" if pins else "") + " (its model card)."]

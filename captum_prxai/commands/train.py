@@ -52,9 +52,9 @@ def run(args: argparse.Namespace) -> int:
     )
     cfg.validate()  # every number, before anything is loaded (the messages name the setting)
     if args.pin_kernels:
-        from captum_prxai.models._cpu import PINNED_ENV
+        from captum_prxai.models._cpu import PINNED_ENV, missing_pins
 
-        if any(os.environ.get(k) != v for k, v in PINNED_ENV.items()):
+        if missing_pins():
             return _rerun_pinned(args._argv, PINNED_ENV)
     result = train_classifier(args.encoder, args.dataset, name=args.name, config=cfg,
                               export_default=args.export_default, progress=not args.no_progress,

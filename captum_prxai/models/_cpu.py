@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import os
 import platform
-from typing import Dict, Optional
+from typing import Dict, List, Optional
 
 #: The environment that pins the three kernel choices to AVX2.
 PINNED_ENV: Dict[str, str] = {
@@ -69,6 +69,11 @@ def cpu_numerics() -> Dict[str, Optional[str]]:
     return out
 
 
+def missing_pins() -> List[str]:
+    """The pins of :data:`PINNED_ENV` this process's environment lacks, as ``NAME=value``."""
+    return [f"{k}={v}" for k, v in PINNED_ENV.items() if os.environ.get(k) != v]
+
+
 def pinning_problem() -> Optional[str]:
     """Why this process's CPU kernels are not pinned to AVX2, or ``None`` when they are.
 
@@ -77,7 +82,7 @@ def pinning_problem() -> Optional[str]:
         :data:`PINNED_ENV`, or ATen running kernels other than AVX2 (the
         variables came too late, or the CPU has no AVX2).
     """
-    wrong = [f"{k}={v}" for k, v in PINNED_ENV.items() if os.environ.get(k) != v]
+    wrong = missing_pins()
     pins = " ".join(f"{k}={v}" for k, v in PINNED_ENV.items())
     if wrong:
         return (f"pinned kernels need {' '.join(wrong)} in the environment before the process starts "
