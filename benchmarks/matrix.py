@@ -122,7 +122,7 @@ CELLS: Dict[str, Cell] = {c.name: c for c in [
     Cell("mpnet", "movie-reviews", "mpnet-movie-reviews", long=True, methods=FEW_LONG_METHODS + DEEP, n=100,
          max_length=256,
          precomputed=(("attnlrp", "AttnLRP (lxt)", "attnlrp-mpnet-movie-reviews/scores.jsonl"),)),
-    Cell("mpnet", "bbc-news", "mpnet-bbc-news", long=True, methods=FEW_LONG_METHODS + DEEP, n=50,
+    Cell("mpnet", "bbc-news", "mpnet-bbc-news", long=True, methods=FEW_LONG_METHODS + DEEP, n=100,
          max_length=256,
          precomputed=(("attnlrp", "AttnLRP (lxt)", "attnlrp-mpnet-bbc-news/scores.jsonl"),)),
     # decoder-only: SmolLM2-135M fine-tuned with a classification head on the last token (see models.md);
