@@ -12,7 +12,10 @@ Runs in the project's own venv. For one cell (architecture x dataset) it
    ``special_tokens_mask``, ``tokens``, ``label``, ``target`` (the class the benchmark explains: the
    predicted one), ``prob`` and, per method, its ``scores`` (one per token, special tokens included)
    and our per-example metric values; ``explained_position``, the decoder's explained last token that
-   our metrics keep in every perturbed input (``None`` for encoders).
+   our metrics keep in every perturbed input (``None`` for encoders); ``default_method``, the registry name of
+   the method ``PageRankAttribution()`` runs on this model by default (:func:`captum_prxai.methods.default_method`).
+
+``--methods`` may name ``default``: the model's default method, resolved the same way.
 """
 import argparse
 import json
@@ -31,9 +34,11 @@ from captum_prxai.bench.runner import (
     select_examples,
 )
 from captum_prxai.data import load_dataset
+from captum_prxai.methods import default_method
 from captum_prxai.models import load_default, load_model
 
-METHODS = "pr-tag,pr-tag-pm,pr-g,pr-ag,gae,ig,random"
+#: ``default``: the model's own default (PR-TAG± (λ=0.25), PR-TAG± (γ=0.25, λ=0.25) or PR-TAG±, by architecture)
+METHODS = "default,pr-tag,pr-tag-pm,pr-g,pr-ag,gae,ig,random"
 
 
 def main() -> None:
@@ -51,7 +56,9 @@ def main() -> None:
     model.eval()
     data = dataset_half(load_dataset(a.dataset, "test"), "holdout")
     out = Path(a.out)
-    res = run_benchmark(model, tok, data, a.methods, n=a.n, out_dir=out / "ours", model_name=a.model,
+    default = default_method(model)
+    methods = list(dict.fromkeys(default if m.strip() == "default" else m.strip() for m in a.methods.split(",")))
+    res = run_benchmark(model, tok, data, methods, n=a.n, out_dir=out / "ours", model_name=a.model,
                         seed=a.seed, plot=False, progress=False)
     if res.errors:
         raise SystemExit(f"{len(res.errors)} explanations failed: {res.errors[:3]}")
@@ -84,7 +91,7 @@ def main() -> None:
             f.write(json.dumps({"example": i, "text": data.texts[i], "input_ids": enc.ids[0].tolist(),
                                 "special_tokens_mask": enc.special[0].tolist(), "tokens": enc.tokens,
                                 "label": first["label"], "target": first["target"], "prob": first["prob"],
-                                "max_length": max_length, "methods": methods,
+                                "max_length": max_length, "methods": methods, "default_method": default,
                                 "explained_position": enc.ids.shape[1] - 1 if protected else None}) + "\n")
     print(f"wrote {len(idx)} examples x {len(res.methods)} methods to {out / 'examples.jsonl'}; "
           f"model ({type(model).__name__}, pad_token_id={model.config.pad_token_id}) to {a.model_dir}")

@@ -17,7 +17,8 @@ from pathlib import Path
 import numpy as np
 from scipy.stats import kendalltau, spearmanr
 
-LABELS = {"pr-tag": "PR-TAG", "pr-tag-pm": "PR-TAG±", "pr-g": "PR-G", "pr-ag": "PR-AG", "gae": "GAE", "ig": "IG (LayerIG)",
+LABELS = {"pr-tag": "PR-TAG", "pr-tag-pm": "PR-TAG±", "pr-tag-pm0.25": "PR-TAG± (λ=0.25)",
+          "pr-tag0.25-pm0.25": "PR-TAG± (γ=0.25, λ=0.25)", "pr-g": "PR-G", "pr-ag": "PR-AG", "gae": "GAE", "ig": "IG (LayerIG)",
           "random": "Random"}
 CELLS = ["minilm--movie-sentences", "mpnet--tweets", "smollm2--tweets"]
 MARK = "<!-- analysis -->"
@@ -101,7 +102,8 @@ def cell_report(folder: Path):
                     "retok_mismatch": float(sum(r["retok_mismatch_comp"] + r["retok_mismatch_suff"] for r in rs)
                                             / max(1, sum(r["levels_comp"] + r["levels_suff"] for r in rs)))}
         diag[m] = d
-    out = {"checks": checks, "methods": methods, "variants": variants, "means": {}, "rankings": {}, "tau": {},
+    out = {"checks": checks, "methods": methods, "variants": variants, "default_method": ex[0].get("default_method"),
+           "means": {}, "rankings": {}, "tau": {},
            "spearman": {}, "diagnostics": diag}
     for k, hb in (("comprehensiveness", True), ("sufficiency", False)):
         our_means = {m: float(ours[m][k].mean()) for m in methods}
@@ -203,10 +205,11 @@ def write_md(root: Path, reports):
         impls = [("ours", ours)] + [(f"ferret {v}", fer[v]) for v in rep["variants"]]
         if ours10 is not None:
             impls.append(("ours @10–100%", ours10))
-        # the default of the cell's architecture: PR-TAG± for decoders (their rows carry an explained position)
+        # the cell's default, as export_cell.py recorded it (cells exported before it did: PR-TAG± on decoders,
+        # whose rows carry an explained position, PR-TAG on encoders)
         decoder = "protected" in rep["variants"]
-        base = next((m for m in (("pr-tag-pm", "pr-tag") if decoder else ("pr-tag",)) if m in rep["methods"]),
-                    rep["methods"][0])
+        base = rep.get("default_method") or next(
+            (m for m in (("pr-tag-pm", "pr-tag") if decoder else ("pr-tag",)) if m in rep["methods"]), rep["methods"][0])
         name = LABELS.get(base, base)
         others_m = [m for m in rep["methods"] if m != base]
         L += ["", f"Paired differences {name} − method (same examples, mean ± s.e.; comprehensiveness: "
