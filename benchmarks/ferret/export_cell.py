@@ -57,8 +57,8 @@ def main() -> None:
     data = dataset_half(load_dataset(a.dataset, "test"), "holdout")
     out = Path(a.out)
     default = default_method(model)
-    methods = list(dict.fromkeys(default if m.strip() == "default" else m.strip() for m in a.methods.split(",")))
-    res = run_benchmark(model, tok, data, methods, n=a.n, out_dir=out / "ours", model_name=a.model,
+    names = list(dict.fromkeys(default if m.strip() == "default" else m.strip() for m in a.methods.split(",")))
+    res = run_benchmark(model, tok, data, names, n=a.n, out_dir=out / "ours", model_name=a.model,
                         seed=a.seed, plot=False, progress=False)
     if res.errors:
         raise SystemExit(f"{len(res.errors)} explanations failed: {res.errors[:3]}")
