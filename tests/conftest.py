@@ -48,6 +48,33 @@ DECODERS = {"gpt2", "llama"}
 
 
 @pytest.fixture(scope="session")
+def benchmark_script():
+    """Load a script of ``benchmarks/`` as a module: ``benchmark_script("ferret/summarize.py")``.
+
+    The module is registered in ``sys.modules`` while it runs (its dataclasses look their module up) and
+    removed afterwards, so each call loads the file afresh.
+    """
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1] / "benchmarks"
+
+    def load(relative: str):
+        name = "benchmark_script_" + relative.replace("/", "_").removesuffix(".py")
+        spec = importlib.util.spec_from_file_location(name, root / relative)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        try:
+            spec.loader.exec_module(module)
+        finally:
+            del sys.modules[name]
+        return module
+
+    return load
+
+
+@pytest.fixture(scope="session")
 def tiny_model_factory():
     cache: dict[str, torch.nn.Module] = {}
 

@@ -594,19 +594,8 @@ def test_finished_only_summarises_the_finished_prefix_of_a_stopped_run_and_compu
                       merge=True)
 
 
-def test_matrix_finished_writes_the_command_that_computes_what_it_summarised():
-    import importlib.util
-    import sys
-    from pathlib import Path
-
-    spec = importlib.util.spec_from_file_location("matrix_script", Path(__file__).resolve().parents[1] / "benchmarks"
-                                                  / "matrix.py")
-    matrix = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = matrix  # its dataclasses look their module up
-    try:
-        spec.loader.exec_module(matrix)
-    finally:
-        del sys.modules[spec.name]
+def test_matrix_finished_writes_the_command_that_computes_what_it_summarised(benchmark_script):
+    matrix = benchmark_script("matrix.py")
     assert matrix._with_n(["--cell", "c", "--extend", "--n", "100"], 37) == ["--cell", "c", "--extend", "--n", "37"]
     assert matrix._with_n(["--cell", "c", "--n=100", "--threads", "1"], 5) == ["--cell", "c", "--threads", "1", "--n",
                                                                                "5"]
@@ -1226,24 +1215,8 @@ def test_a_run_records_the_model_card_of_its_model(tiny, tmp_path):
     assert "its model card" not in (tmp_path / "b" / "summary.md").read_text()
 
 
-def _train_repro_script():
-    import importlib.util
-    import sys
-    from pathlib import Path
-
-    spec = importlib.util.spec_from_file_location(
-        "train_repro_script", Path(__file__).resolve().parents[1] / "benchmarks" / "train_reproducibility.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    try:
-        spec.loader.exec_module(module)
-    finally:
-        del sys.modules[spec.name]
-    return module
-
-
-def test_train_reproducibility_tables_compare_runs_and_cpus():
-    script = _train_repro_script()
+def test_train_reproducibility_tables_compare_runs_and_cpus(benchmark_script):
+    script = benchmark_script("train_reproducibility.py")
     a = {"w": torch.tensor([1.0, 2.0]), "b": torch.tensor([0.5])}
     b = {"w": torch.tensor([1.0, 2.25]), "b": torch.tensor([0.5])}
     cpu = {"capability": "AVX512", "processor": "CPU one"}

@@ -1,23 +1,8 @@
 """The ferret cross-check's summary pairs every method against the cell's own default (benchmarks/ferret)."""
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import numpy as np
-
-SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "ferret" / "summarize.py"
-
-
-def _load_summarize():
-    spec = importlib.util.spec_from_file_location("ferret_summarize_script", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    try:
-        spec.loader.exec_module(module)
-    finally:
-        del sys.modules[spec.name]
-    return module
 
 
 def _write_cell(folder: Path, methods, default_method=None, n=6, seed=0):
@@ -49,8 +34,8 @@ def _paired_heading(md: str, cell: str) -> str:
     return next(line for line in section.splitlines() if line.startswith("Paired differences"))
 
 
-def test_ferret_summary_pairs_against_the_recorded_default(tmp_path):
-    summarize = _load_summarize()
+def test_ferret_summary_pairs_against_the_recorded_default(tmp_path, benchmark_script):
+    summarize = benchmark_script("ferret/summarize.py")
     methods = ["pr-tag", "pr-tag-pm0.25", "gae", "ig", "random"]
     _write_cell(tmp_path / "minilm--movie-sentences", methods, default_method="pr-tag-pm0.25")
     _write_cell(tmp_path / "mpnet--tweets", methods, default_method=None, seed=1)  # exported before the field existed
