@@ -210,11 +210,14 @@ CANDIDATES: Dict[str, Dict[str, Any]] = {
     "ds:pow0:pm0.25": {"edge_weight": "pow0"},
     # seventh round, decoders: their default's two walks (λ = 1) on edges tempered less, γ = 0.25
     "ds:pow0.25:pm": {"edge_weight": "pow0.25"},
+    # eighth round (MPNet BBC News tune half): the 12-layer rule's two walks times |gradient x input| (see FUSED)
+    "ds:pow0.25:pm0.25*absixg": {"edge_weight": "pow0.25"},
 }
 #: candidates with a negative walk subtracted (see SIGNED_WALKS) and with gradient-norm layer weights
 SIGNED_WALKS = {"ds:pow0.5:pm", "ds:pow0.5:lp:pm", "ds:pow0.5:pm0.5", "ds:pow0.5:pmw", "ds:pow0.5:pmd",
                 "ds:pow0.5:pm0.25", "ds:pow0.5:pm0.75", "ds:pow0.5:pm0.25:d0.5", "ds:pow0.5:pm0.25:d0.85",
-                "ds:pow0.5:pm0.25:nosink", "ds:pow0.25:pm0.25", "ds:pow0:pm0.25", "ds:pow0.25:pm"}
+                "ds:pow0.5:pm0.25:nosink", "ds:pow0.25:pm0.25", "ds:pow0:pm0.25", "ds:pow0.25:pm",
+                "ds:pow0.25:pm0.25*absixg"}
 #: two walks, demoting only: a token keeps its positive-walk score P⁺ when P⁺ ≥ P⁻ and gets P⁺ − P⁻ < 0
 #: otherwise, so PR-TAG's order is kept among the net-positive tokens and the net-negative ones rank last
 DEMOTE = {"ds:pow0.5:pmd"}
@@ -223,7 +226,8 @@ DEMOTE = {"ds:pow0.5:pmd"}
 NEGATIVE_WEIGHT: Dict[str, Any] = {"ds:pow0.5:pm0.5": 0.5, "ds:pow0.5:pmw": "mass", "ds:pow0.5:pm0.25": 0.25,
                                    "ds:pow0.5:pm0.75": 0.75, "ds:pow0.5:pm0.25:d0.5": 0.25,
                                    "ds:pow0.5:pm0.25:d0.85": 0.25, "ds:pow0.5:pm0.25:nosink": 0.25,
-                                   "ds:pow0.25:pm0.25": 0.25, "ds:pow0:pm0.25": 0.25}
+                                   "ds:pow0.25:pm0.25": 0.25, "ds:pow0:pm0.25": 0.25,
+                                   "ds:pow0.25:pm0.25*absixg": 0.25}
 NORM_WEIGHTED = {"ds:pow0.5:l2w"}
 #: leaky walks: the same built graphs (``attribute_graph``), each walked with row ``i`` divided by
 #: ``s_i = d_i^(1−β) · max_k d_k^β`` instead of its out-weight ``d_i`` (β = 1: one scale for the whole graph, so
@@ -232,8 +236,8 @@ NORM_WEIGHTED = {"ds:pow0.5:l2w"}
 LEAK: Dict[str, float] = {"ds:pow0.5:pm0.25:leak": 1.0, "ds:pow0.5:pm0.25:leak0.5": 0.5}
 #: candidates whose score is the PageRank score times |gradient x input| at the word embeddings
 #: (Captum LayerGradientXActivation, summed over the hidden size; here a second backward pass,
-#: in the core it would come from the same pass)
-FUSED = {"ds:g*absixg", "ds:ag*absixg"}
+#: in the core it would come from the same pass); with two walks, the product takes their difference
+FUSED = {"ds:g*absixg", "ds:ag*absixg", "ds:pow0.25:pm0.25*absixg"}
 #: candidates whose gradients are those of the explained class's log-probability, ``log softmax(z)_t =
 #: z_t − logsumexp(z)``, instead of its logit ``z_t``: the metrics measure a drop in probability, and
 #: for two classes ``∇ log p_t = (1 − p_t) ∇(z_t − z_other)``, the contrastive gradient, up to a
@@ -268,8 +272,13 @@ SIXTH = ["ds:pow0.5:pm0.25", "ds:pow0.5:pm0.25:leak", "ds:pow0.5:pm0.25:leak0.5"
 SEVENTH = ["ds:pow0.5:pm0.25", "ds:pow0.25:pm0.25", "ds:pow0:pm0.25"]
 #: 'seventh-decoders': the decoders' default (λ = 1, γ = 0.5) against γ = 0.25, with PR-TAG and GAE as references
 SEVENTH_DECODERS = ["ds:pow0.5:pm", "ds:pow0.25:pm", "ds:pow0.5", "gae"]
+#: 'eighth': the MPNet BBC News tune half, the 12-layer encoder's long documents: the default's two walks at γ = 0.5
+#: and the depth rule's γ = 0.25, one walk at both (PR-TAG and γ = 0.25), the rule's walks times |gradient x input|,
+#: GAE and the random control (LIG-50 runs beside them in its own process: ``--methods ig``)
+EIGHTH_NEW = ["ds:pow0.25:pm0.25*absixg"]
+EIGHTH = ["ds:pow0.5:pm0.25", "ds:pow0.25:pm0.25", "ds:pow0.5", "ds:pow0.25"] + EIGHTH_NEW + ["gae", "random"]
 TUNE_METHODS = [m for m in CANDIDATES if m not in EXTRA and m not in LATER and m not in FOURTH and m not in FIFTH
-                and m not in SIXTH and m not in SEVENTH and m not in SEVENTH_DECODERS] \
+                and m not in SIXTH and m not in SEVENTH and m not in SEVENTH_DECODERS and m not in EIGHTH_NEW] \
     + REFERENCES
 #: 'long': the candidates run on the 256-token cells (a long explanation costs ~10x a short one on this
 #: shared CPU): each edge family, the interpolation, the best damping of the earlier BBC ablation (0.5)
@@ -318,13 +327,13 @@ def register_candidates() -> None:
                     ratio = neg.adjacency.sum((1, 2)) / pos.adjacency.sum((1, 2)).clamp_min(1e-30)
                     return pos.scores - ratio.unsqueeze(-1).to(pos.scores.dtype) * neg.scores
                 scores = attr.attribute(ids, target=target, additional_forward_args=(mask,))
-                if ixg is not None:
-                    scores = scores * ixg(ids, mask, special, target).abs()
                 if negative is not None:
                     against = negative.attribute(ids, target=target, additional_forward_args=(mask,))
                     if name in DEMOTE:
                         return torch.where(scores >= against, scores, scores - against)
                     scores = scores - weight * against
+                if ixg is not None:
+                    scores = scores * ixg(ids, mask, special, target).abs()
                 return scores
 
             return Explainer(name, name, explain, attr)
@@ -371,6 +380,8 @@ CELLS: Dict[str, Cell] = {c.name: c for c in [
     # seventh round: two more decoder domains for the decoders' γ (the matrix's models, at its lengths)
     Cell("smollm2", "movie-sentences", "smollm2-movie-sentences", 50, 100),
     Cell("smollm2", "bbc-news", "smollm2-bbc-news", 30, 100, max_length=256),
+    # eighth round: the 12-layer encoder's long documents (the matrix's model, at its length)
+    Cell("mpnet", "bbc-news", "mpnet-bbc-news", 30, 100, max_length=256),
 ]}
 
 
@@ -668,6 +679,7 @@ FIFTH_DIR = RESULTS / "fifth"
 SIXTH_DIR = RESULTS / "sixth"
 SEVENTH_DIR = RESULTS / "seventh"
 SEVENTH_DECODERS_DIR = RESULTS / "seventh-decoders"
+EIGHTH_DIR = RESULTS / "eighth"
 #: the rounds written by ``_round_table``: flag -> (folder, methods, title, file, candidates ranked by the rule)
 ROUNDS = {
     "--fifth-table": (FIFTH_DIR, FIFTH, "Fifth round: the default's damping, and LIG-50 on the tune halves", "fifth.md",
@@ -679,7 +691,16 @@ ROUNDS = {
     "--seventh-decoders-table": (SEVENTH_DECODERS_DIR, SEVENTH_DECODERS,
                                  "Seventh round, decoders: the decoders' two walks (λ = 1) on edges tempered less",
                                  "seventh-decoders.md", ("ds:pow0.5:pm", "ds:pow0.25:pm")),
+    "--eighth-table": (EIGHTH_DIR, EIGHTH + ["ig"],
+                       "Eighth round: the 12-layer encoder's long documents (MPNet BBC News tune half)", "eighth.md",
+                       ("ds:pow0.5:pm0.25", "ds:pow0.25:pm0.25", "rule:depth")),
 }
+#: a round whose worst case runs over other rounds' tune halves too: flag -> the rounds' folders (each half from the
+#: first folder that has it)
+ROUND_WORST_FOLDERS: Dict[str, Tuple[Path, ...]] = {"--eighth-table": (EIGHTH_DIR, SEVENTH_DIR)}
+#: methods a round ran beside its candidates that are not candidates for the default, so never a half's 'best other'
+#: in the worst case (LIG-50 costs 50 passes; the goal's comparison with it is on the held-out halves)
+NOT_CANDIDATES = ("ig",)
 #: a round's default, if not the encoders' (``FOURTH_LEAD``): flag -> (its candidate name, its matrix name, what it is)
 ROUND_LEADS: Dict[str, Tuple[str, str, str]] = {
     "--seventh-decoders-table": ("ds:pow0.5:pm", "pr-tag-pm",
@@ -720,11 +741,22 @@ def _round_runs(folder: Path, lead: str = FOURTH_LEAD) -> Iterator[Tuple[Cell, V
         yield cell, values, theirs, difference
 
 
-def _worst_cases(folder: Path, ranked: Sequence[str], lead: str = FOURTH_LEAD) -> List[str]:
-    """The rule's worst case of each of ``ranked`` over a round's tune halves, each half's run joined by the fourth
-    round's run of that half where both ran the default on the same model (:data:`SAME_RUN_TOLERANCE`)."""
+def _worst_cases(folders: Sequence[Path], ranked: Sequence[str], lead: str = FOURTH_LEAD) -> List[str]:
+    """The rule's worst case of each of ``ranked`` over the tune halves of one or more rounds (a half from the first
+    folder that has it), each half's run joined by the fourth round's run of that half where both ran the default
+    on the same model (:data:`SAME_RUN_TOLERANCE`); :data:`NOT_CANDIDATES` are left out."""
     worst: Dict[str, Tuple[float, float, str, str, str]] = {}
-    for cell, values, theirs, difference in _round_runs(folder, lead):
+    seen: set = set()
+    runs = []
+    for folder in folders:
+        for run in _round_runs(folder, lead):
+            if run[0].name not in seen:
+                seen.add(run[0].name)
+                runs.append(run)
+    for cell, values, theirs, difference in runs:
+        for metric in values:
+            for method in NOT_CANDIDATES:
+                values[metric].pop(method, None)
         if theirs is not None and difference is not None and difference <= SAME_RUN_TOLERANCE:
             for metric in values:
                 for method, rows in theirs[metric].items():
@@ -740,7 +772,9 @@ def _worst_cases(folder: Path, ranked: Sequence[str], lead: str = FOURTH_LEAD) -
                 if method not in worst or loss["loss"] > worst[method][0]:
                     worst[method] = (loss["loss"], loss["sem"], cell.name, metric, loss["best"])
     rows = [[f"`{m}`", _fmt(w[0], w[1]), w[2], w[3], f"`{w[4]}`"] for m, w in worst.items()]
+    halves = ", ".join(cell.name for cell, *_ in runs)
     return (["## The rule's worst case over these tune halves", "",
+             f"Tune halves: {halves}. "
              "Each half's run joined by the fourth round's run of that half where the default's rows agree to "
              f"{SAME_RUN_TOLERANCE:g} (same model and examples); loss to the best other method of the half, "
              "positive = worse.", ""]
@@ -799,7 +833,8 @@ def _round_table(flag: str, path: Optional[Path] = None) -> Path:
     lines += _table(["tune half", "n"] + [f"`{m}` − default" if m != "ig" else "LIG-50 − default" for m in others]
                     + ["default vs fourth round (max \\|Δ comp.\\|)"], rows) + [""]
     if ranked:
-        lines += _worst_cases(folder, ranked, lead) + _held_out_lines(folder, ranked, matrix_lead)
+        lines += (_worst_cases(ROUND_WORST_FOLDERS.get(flag, (folder,)), ranked, lead)
+                  + _held_out_lines(folder, ranked, matrix_lead))
     path = path or RESULTS / name
     path.write_text("\n".join(lines), encoding="utf-8")
     return path
@@ -1157,6 +1192,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--seventh-decoders-table", action="store_true",
                         help="write results/default-search/seventh-decoders.md: the decoders' two walks at γ = 0.25, "
                              "paired")
+    parser.add_argument("--eighth-table", action="store_true",
+                        help="write results/default-search/eighth.md: the MPNet BBC News tune half, and the rule's "
+                             "worst case over it and the seventh round's halves")
     parser.add_argument("--tables", default=None, metavar="DIR",
                         help="write DIR/losses.md: the tables of --summary for one side run (with --cell, --half)")
     args = parser.parse_args(argv)
@@ -1166,7 +1204,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     for item in (m.strip() for m in args.methods.split(",")):
         groups = {"tune": TUNE_METHODS, "extra": EXTRA, "long": LONG_METHODS, "later": LATER, "fourth": FOURTH,
                   "fourth-long": FOURTH_LONG, "fourth-holdout": FOURTH_HOLDOUT, "fifth": FIFTH,
-                  "sixth": SIXTH, "seventh": SEVENTH, "seventh-decoders": SEVENTH_DECODERS}
+                  "sixth": SIXTH, "seventh": SEVENTH, "seventh-decoders": SEVENTH_DECODERS,
+                  "eighth": EIGHTH}
         methods += groups[item] if item in groups else [item] if item else []
     if args.half == "holdout" and args.cell and not args.tables and "tune" in args.methods.split(","):
         parser.error("the held-out half only confirms: pass --methods with the chosen candidate and references")

@@ -892,7 +892,7 @@ def test_round_worst_case_joins_the_fourth_rounds_run_only_on_the_same_model(tmp
     write(tmp_path / "fourth" / "tune" / "minilm--uncertainty",
           [(0, lead, 0.7, 0.1), (1, lead, 0.7, 0.1), (0, "ds:pow0.5:pm", 1.5, 0.1), (1, "ds:pow0.5:pm", 1.5, 0.1)])
     monkeypatch.setattr(default_search, "FOURTH_DIR", tmp_path / "fourth")
-    lines = default_search._worst_cases(tmp_path / "round", [lead, other])
+    lines = default_search._worst_cases([tmp_path / "round"], [lead, other])
     rows = {line.split("|")[1].strip(): [c.strip() for c in line.strip("|").split("|")] for line in lines
             if line.startswith("| `")}
     assert rows[f"`{lead}`"][1:4] == ["+0.300 ± 0.000", "minilm--tweets", "comprehensiveness"]
@@ -911,7 +911,7 @@ def test_depth_rule_takes_each_architectures_candidate_and_leaves_the_others_wor
     write(tmp_path / "round" / "tune" / "mpnet--tweets", [(e, m, c, 0.1) for e in range(2)
                                                         for m, c in ((lead, 0.3), (other, 0.5))])
     monkeypatch.setattr(default_search, "FOURTH_DIR", tmp_path / "fourth")  # no fourth-round runs to join
-    lines = default_search._worst_cases(tmp_path / "round", [lead, other, rule])
+    lines = default_search._worst_cases([tmp_path / "round"], [lead, other, rule])
     rows = {line.split("|")[1].strip(): [c.strip() for c in line.strip("|").split("|")] for line in lines
             if line.startswith("| `")}
     # each candidate's worst case is its loss where it is behind; the rule never counts as another method
@@ -921,6 +921,33 @@ def test_depth_rule_takes_each_architectures_candidate_and_leaves_the_others_wor
     # ahead by 0.1 and 0.2 on comprehensiveness, level on sufficiency (its worst case)
     assert rows[f"`{rule}`"][1:4] == ["+0.000 ± 0.000", "minilm--tweets", "sufficiency"]
     assert "comprehensiveness" not in rows[f"`{rule}`"]
+
+
+def test_worst_case_over_several_rounds_takes_each_half_once_and_never_ranks_lig(tmp_path, monkeypatch):
+    default_search = _default_search()
+    lead, other = default_search.FOURTH_LEAD, "ds:pow0.25:pm0.25"
+    write = _write_results
+    # the new round's MPNet BBC News half: LIG far ahead (not a candidate), the default 0.1 behind γ = 0.25
+    write(tmp_path / "new" / "tune" / "mpnet--bbc-news", [(e, m, c, 0.1) for e in range(2)
+                                                        for m, c in ((lead, 0.3), (other, 0.4), ("ig", 0.9))])
+    # MiniLM tweets in both rounds: the new round's run counts, the older one (γ = 0.25 0.5 behind) does not
+    write(tmp_path / "new" / "tune" / "minilm--tweets", [(e, m, c, 0.1) for e in range(2)
+                                                       for m, c in ((lead, 0.5), (other, 0.45))])
+    write(tmp_path / "old" / "tune" / "minilm--tweets", [(e, m, c, 0.1) for e in range(2)
+                                                       for m, c in ((lead, 0.5), (other, 0.0))])
+    # MPNet tweets in the older round only: γ = 0.25 0.2 behind on sufficiency
+    write(tmp_path / "old" / "tune" / "mpnet--tweets", [(e, m, 0.5, s) for e in range(2)
+                                                      for m, s in ((lead, 0.1), (other, 0.3))])
+    monkeypatch.setattr(default_search, "FOURTH_DIR", tmp_path / "fourth")
+    lines = default_search._worst_cases([tmp_path / "new", tmp_path / "old"], [lead, other])
+    rows = {line.split("|")[1].strip(): [c.strip() for c in line.strip("|").split("|")] for line in lines
+            if line.startswith("| `")}
+    assert rows[f"`{lead}`"][1:5] == ["+0.100 ± 0.000", "mpnet--bbc-news", "comprehensiveness", f"`{other}`"]
+    assert rows[f"`{other}`"][1:5] == ["+0.200 ± 0.000", "mpnet--tweets", "sufficiency", f"`{lead}`"]
+    assert "`ig`" not in rows
+    halves = next(line for line in lines if line.startswith("Tune halves:"))
+    assert halves.startswith("Tune halves: ") and halves.count("minilm--tweets") == 1
+    assert "mpnet--bbc-news" in halves and "mpnet--tweets" in halves
 
 
 def test_matrix_cells_name_the_default_by_depth_and_show_the_former_one_only_where_it_has_no_rows(tmp_path,
