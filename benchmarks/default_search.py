@@ -704,7 +704,9 @@ NOT_CANDIDATES = ("ig",)
 #: a round's default, if not the encoders' (``FOURTH_LEAD``): flag -> (its candidate name, its matrix name, what it is)
 ROUND_LEADS: Dict[str, Tuple[str, str, str]] = {
     "--seventh-decoders-table": ("ds:pow0.5:pm", "pr-tag-pm",
-                                 "the decoders' default: PR-TAG's edges, two walks, λ = 1, damping 0.7")}
+                                 "the decoders' default: PR-TAG's edges, two walks, λ = 1, damping 0.7"),
+    "--eighth-table": ("ds:pow0.25:pm0.25", "pr-tag0.25-pm0.25",
+                       "the 12-layer encoders' default: A^0.25 ⊙ dA⁺ edges, two walks, λ = 0.25, damping 0.7")}
 #: the encoders' default, the lead of the other rounds
 _ENCODER_LEAD = (FOURTH_LEAD, "pr-tag-pm0.25", "PR-TAG's edges, two walks, λ = 0.25, damping 0.7")
 #: rules ranked beside the candidates: per architecture, the candidate whose rows the rule takes on its halves.
@@ -814,6 +816,36 @@ def _held_out_lines(folder: Path, ranked: Sequence[str], matrix_lead: str = "pr-
                      + ["default vs matrix (max \\|Δ comp.\\|)"], rows) + [""])
 
 
+#: attention layers of the encoders (MiniLM-L6, MPNet-base)
+ENCODER_DEPTH = {"minilm": 6, "mpnet": 12}
+#: the matrix's long-document encoder cells (held-out halves, 256 or 512 tokens)
+LONG_ENCODER_MATRIX = ("minilm--bbc-news", "minilm--movie-reviews", "mpnet--bbc-news", "mpnet--movie-reviews")
+
+
+def _long_held_out_lines() -> List[str]:
+    """The matrix's long encoder cells: one walk (PR-TAG) against the model's default (by depth,
+    :func:`captum_prxai.methods.default_method`), and both against LIG-50 and AttnLRP, paired per example."""
+    from captum_prxai.methods import default_method
+
+    rows = []
+    for name in LONG_ENCODER_MATRIX:
+        csv_path = MATRIX_DIR / name / "results.csv"
+        if not csv_path.is_file():
+            continue
+        values = _read_csv(csv_path)
+        default = default_method(causal=False, depth=ENCODER_DEPTH[name.split("--")[0]])
+        pairs = [("pr-tag", default), (default, "ig"), ("pr-tag", "ig"), (default, "attnlrp"), ("pr-tag", "attnlrp")]
+        texts = [_paired(values, a, b) for a, b in pairs]
+        rows.append([name, str(max(n for n, _ in texts)), f"`{default}`"] + [t or "–" for _, t in texts])
+    if not rows:
+        return []
+    return (["## Held-out long documents (the matrix): one walk against the default", "",
+             "From each cell's `results.csv` (`python benchmarks/matrix.py`); mean ± s.e. of the per-example "
+             "difference, comprehensiveness: > 0 is better, sufficiency: < 0 is better.", ""]
+            + _table(["cell", "n", "default", "PR-TAG (one walk) − default", "default − LIG", "PR-TAG − LIG",
+                      "default − AttnLRP", "PR-TAG − AttnLRP"], rows) + [""])
+
+
 def _round_table(flag: str, path: Optional[Path] = None) -> Path:
     """``results/default-search/<round>.md``: a round's constructions against the default (``ds:pow0.5:pm0.25``, or
     the round's own in :data:`ROUND_LEADS`, rerun in the same process) on the tune halves; the pairing check is the
@@ -832,9 +864,11 @@ def _round_table(flag: str, path: Optional[Path] = None) -> Path:
         rows.append([cell.name, str(max(n for n, _ in texts))] + [t for _, t in texts] + [check])
     lines += _table(["tune half", "n"] + [f"`{m}` − default" if m != "ig" else "LIG-50 − default" for m in others]
                     + ["default vs fourth round (max \\|Δ comp.\\|)"], rows) + [""]
-    if ranked:
-        lines += (_worst_cases(ROUND_WORST_FOLDERS.get(flag, (folder,)), ranked, lead)
-                  + _held_out_lines(folder, ranked, matrix_lead))
+    if ranked and flag in ROUND_WORST_FOLDERS:
+        # over several rounds' halves: the join with the fourth round goes by the default every encoder round ran
+        lines += _worst_cases(ROUND_WORST_FOLDERS[flag], ranked, FOURTH_LEAD) + _long_held_out_lines()
+    elif ranked:
+        lines += _worst_cases([folder], ranked, lead) + _held_out_lines(folder, ranked, matrix_lead)
     path = path or RESULTS / name
     path.write_text("\n".join(lines), encoding="utf-8")
     return path

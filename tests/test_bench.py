@@ -950,6 +950,28 @@ def test_worst_case_over_several_rounds_takes_each_half_once_and_never_ranks_lig
     assert "mpnet--bbc-news" in halves and "mpnet--tweets" in halves
 
 
+def test_long_held_out_lines_pair_one_walk_with_each_encoders_own_default(tmp_path, monkeypatch):
+    default_search = _default_search()
+    # MPNet (12 layers): its default is γ = 0.25's two walks; MiniLM (6 layers): γ = 0.5's. Each cell also has the
+    # other depth's default, 0.3 ahead, so pairing with the wrong one would show -0.3 more
+    for cell, default, other in (("mpnet--bbc-news", "pr-tag0.25-pm0.25", "pr-tag-pm0.25"),
+                                 ("minilm--movie-reviews", "pr-tag-pm0.25", "pr-tag0.25-pm0.25")):
+        _write_results(tmp_path / "matrix" / cell, [(e, m, c, s) for e in range(2) for m, c, s in (
+            (default, 0.4, 0.1), (other, 0.7, 0.1), ("pr-tag", 0.5, 0.05), ("ig", 0.45, 0.0))])
+    monkeypatch.setattr(default_search, "MATRIX_DIR", tmp_path / "matrix")
+    lines = default_search._long_held_out_lines()
+    header = [c.strip() for c in next(line for line in lines if line.startswith("| cell")).strip("|").split("|")]
+    rows = {line.split("|")[1].strip(): [c.strip() for c in line.strip("|").split("|")] for line in lines
+            if line.startswith("| m")}
+    assert set(rows) == {"mpnet--bbc-news", "minilm--movie-reviews"}
+    assert rows["mpnet--bbc-news"][header.index("default")] == "`pr-tag0.25-pm0.25`"
+    assert rows["minilm--movie-reviews"][header.index("default")] == "`pr-tag-pm0.25`"
+    for row in rows.values():
+        assert row[header.index("PR-TAG (one walk) − default")] == "+0.100 ± 0.000 / -0.050 ± 0.000"
+        assert row[header.index("default − LIG")] == "-0.050 ± 0.000 / +0.100 ± 0.000"
+        assert row[header.index("default − AttnLRP")] == "–"  # no AttnLRP rows in these cells
+
+
 def test_matrix_cells_name_the_default_by_depth_and_show_the_former_one_only_where_it_has_no_rows(tmp_path,
                                                                                                       monkeypatch):
     import sys
