@@ -7,20 +7,25 @@ encoders the explained token is ``[CLS]``; for the decoder (SmolLM2) it is the
 last token, and the first token is the attention sink. This script measures,
 on the holdout half used by ``benchmarks/matrix.py``:
 
-1. the share of the scores on the special tokens, per method (PR-TAG, the
-   default; PR-G, the former default; PR-AG, the paper's; PR-A), for
-   ``minilm--movie-sentences`` (n=100), ``minilm--bbc-news`` (n=30, 512
-   tokens) and ``smollm2--tweets`` (n=50), and that the scores ``attribute``
-   returns sum to one over the tokens;
+1. the share of the scores on the special tokens, per method (the model's
+   default, :func:`captum_prxai.methods.default_method`: PR-TAG± (λ=0.25) on
+   MiniLM-L6, PR-TAG± (λ = 1) on SmolLM2; PR-TAG, one walk; PR-AG, the
+   paper's; PR-A), for ``minilm--movie-sentences`` (n=100),
+   ``minilm--bbc-news`` (n=30, 512 tokens) and ``smollm2--tweets`` (n=50), and
+   what the scores ``attribute`` returns sum to (one for one walk, ``1 − λ`` for
+   two: each walk sums to one);
 2. whether the deletion metrics see that mass: the project's
    :func:`captum_prxai.metrics.evaluate_faithfulness` on the raw scores and on
-   the scores with the special tokens zeroed and the rest renormalised (for the
-   decoder: the first and the last token, which its tokenizer does not mark as
-   special, so the metrics rank and remove them like any word);
+   the scores with the special tokens zeroed and the rest rescaled (divided by
+   the sum of their absolute values), with the special-tokens mask the
+   benchmark gives the metrics (for the decoder, whose tokenizer marks no
+   token special, the explained last token is added: ``run_benchmark``'s
+   ``protect_explained``), and where the explained token would fall in the
+   removal order without that protection;
 3. what the pictures do with it: the colour intensities of one example under
    :func:`captum_prxai.viz._colors.display_max` (the HTML, terminal and graph
    scale), with and without the special tokens setting the maximum;
-4. whether the mass depends on the construction: PR-TAG with ``teleport``
+4. whether the mass depends on the construction: the default with ``teleport``
    ``"target"`` (default), ``"uniform"`` and ``"input_gradient"`` on 30 movie
    sentences, special-token share and comprehensiveness / sufficiency, paired
    differences ± s.e.
@@ -49,8 +54,10 @@ import torch
 
 ROOT = Path(__file__).resolve().parent
 OUT = ROOT / "results" / "special-token-mass"
-METHODS = ("pr-tag", "pr-g", "pr-ag", "pr-a")
-LABELS = {"pr-tag": "PR-TAG (default)", "pr-g": "PR-G (former default)", "pr-ag": "PR-AG (paper)", "pr-a": "PR-A"}
+#: the methods besides each model's default (resolved per cell: ``DEFAULT``)
+DEFAULT = "default"
+METHODS = (DEFAULT, "pr-tag", "pr-ag", "pr-a")
+LABELS = {"pr-tag": "PR-TAG (one walk)", "pr-ag": "PR-AG (paper)", "pr-a": "PR-A"}
 TELEPORTS = ("target", "uniform", "input_gradient")
 
 
@@ -119,25 +126,28 @@ def positions(enc: Any, decoder: bool) -> Dict[str, torch.Tensor]:
 
 
 def renormalised(scores: torch.Tensor, special: torch.Tensor) -> torch.Tensor:
-    """Special tokens set to 0, the ordinary tokens' scores rescaled to sum to one."""
+    """Special tokens set to 0, the ordinary tokens' scores divided by the sum of their absolute values (a positive
+    rescaling, so their order is kept; two walks can give negative scores)."""
     out = scores.clone()
     out[0, special] = 0.0
-    return out / out.sum()
+    return out / out.abs().sum()
 
 
-def metric_values(forward, enc, scores, target, kwargs) -> Dict[str, float]:
+def metric_values(forward, enc, scores, target, kwargs, special: torch.Tensor) -> Dict[str, float]:
+    """``evaluate_faithfulness`` with the special-tokens mask ``special`` (the one the benchmark passes)."""
     from captum_prxai.metrics import evaluate_faithfulness
 
-    res = evaluate_faithfulness(forward, enc.ids, enc.mask, enc.special, scores, target=target, **kwargs)
+    res = evaluate_faithfulness(forward, enc.ids, enc.mask, special, scores, target=target, **kwargs)
     return {k: float(v[0]) for k, v in res.items()
             if k not in ("curve_most", "curve_least", "curve_fractions", "target", "prob")}
 
 
-def rank_among_real(scores: torch.Tensor, enc: Any, pos: int) -> int:
-    """1-based rank of token ``pos`` in the order the metrics remove tokens (ties: earlier first)."""
+def rank_among_real(scores: torch.Tensor, enc: Any, pos: int, special: torch.Tensor) -> int:
+    """1-based rank of token ``pos`` in the order the metrics remove tokens (ties: earlier first), with the
+    special-tokens mask ``special``; 0 if that mask protects it."""
     from captum_prxai.metrics.masking import real_token_mask
 
-    real = real_token_mask(enc.mask, enc.special)[0]
+    real = real_token_mask(enc.mask, special)[0]
     if not bool(real[pos]):
         return 0  # protected: never ranked
     s = scores[0].double()
@@ -147,9 +157,22 @@ def rank_among_real(scores: torch.Tensor, enc: Any, pos: int) -> int:
 
 
 def run_cell(cell: Cell, metric_examples: int, teleport_n: int, log) -> Dict[str, Any]:
-    from captum_prxai.bench.runner import _encode, resolve_max_length, select_examples
+    from captum_prxai.bench.runner import (
+        _encode,
+        _metric_special,
+        resolve_max_length,
+        resolve_protect_explained,
+        select_examples,
+    )
     from captum_prxai.bench.settings import MetricSettings
-    from captum_prxai.methods import MethodContext, build_method, make_forward_func, validate_options
+    from captum_prxai.methods import (
+        METHODS as REGISTRY,
+        MethodContext,
+        build_method,
+        default_method,
+        make_forward_func,
+        validate_options,
+    )
     from captum_prxai.viz import _colors
     from captum_prxai.viz.tokens import is_special_token
 
@@ -160,12 +183,16 @@ def run_cell(cell: Cell, metric_examples: int, teleport_n: int, log) -> Dict[str
     forward = make_forward_func(model)
     ctx = MethodContext.from_tokenizer(tokenizer, seed=0)
     kwargs = MetricSettings().metric_kwargs(ctx.mask_token_id, ctx.pad_token_id, 64)
-    explainers = {m: build_method(m, model, forward, ctx) for m in METHODS}
+    default = default_method(model)
+    names = {m: default if m == DEFAULT else m for m in METHODS}
+    explainers = {m: build_method(names[m], model, forward, ctx) for m in METHODS}
+    # the benchmark's rule: a decoder's explained (last real) token stays in every perturbed input
+    protect = resolve_protect_explained(None, model)
     teleporters = {}
     if teleport_n:
         for tp in TELEPORTS:
-            opts = validate_options({"pr-tag": {"teleport": tp}})
-            teleporters[tp] = build_method("pr-tag", model, forward,
+            opts = validate_options({default: {"teleport": tp}})
+            teleporters[tp] = build_method(default, model, forward,
                                            MethodContext.from_tokenizer(tokenizer, seed=0, options=opts))
     rows: List[Dict[str, Any]] = []
     metric_rows: List[Dict[str, Any]] = []
@@ -177,16 +204,21 @@ def run_cell(cell: Cell, metric_examples: int, teleport_n: int, log) -> Dict[str
             target = forward(enc.ids, enc.mask).argmax(dim=-1)
         pos = positions(enc, cell.decoder)
         explained_pos = int(torch.nonzero(pos["explained"]).flatten()[0])
+        metric_special = _metric_special(enc, protect)
         for m, explainer in explainers.items():
             scores = explainer(enc.ids, enc.mask, enc.special, target)
             s = scores[0].double()
             ordinary = s[pos["ordinary"]]
             vals = [float(x) for x in s]
-            top_d = _colors.display_max(enc.tokens, vals, False)
-            top_a = _colors.display_max(enc.tokens, vals, False, include_special=True)
+            # as the pictures draw them (viz.html.token_heatmap_html): the scale by the scores' sign, and a
+            # decoder's explained token named, so it is left out of the maximum like a special token
+            signed = _colors.is_signed(vals)
+            shown = explained_pos if cell.decoder else None
+            top_d = _colors.display_max(enc.tokens, vals, signed, explained=shown)
+            top_a = _colors.display_max(enc.tokens, vals, signed, include_special=True)
             ordm = pos["ordinary"].tolist()
-            int_d = [t for t, o in zip(_colors.intensities(vals, False, top_d), ordm) if o]
-            int_a = [t for t, o in zip(_colors.intensities(vals, False, top_a), ordm) if o]
+            int_d = [abs(t) for t, o in zip(_colors.intensities(vals, signed, top_d), ordm) if o]
+            int_a = [abs(t) for t, o in zip(_colors.intensities(vals, signed, top_a), ordm) if o]
             rows.append({
                 "int_default": sum(int_d) / max(len(int_d), 1), "int_all": sum(int_a) / max(len(int_a), 1),
                 "viz_special": is_special_token(enc.tokens[explained_pos]),
@@ -196,22 +228,24 @@ def run_cell(cell: Cell, metric_examples: int, teleport_n: int, log) -> Dict[str
                 "special": float(s[pos["special"]].sum()),
                 "explained_top1": bool(float(s[explained_pos]) >= float(ordinary.max())) if ordinary.numel() else True,
                 "explained_over_ordinary_max": float(s[explained_pos] / ordinary.max()) if ordinary.numel() else 0.0,
-                "explained_rank": rank_among_real(scores, enc, explained_pos),
+                "explained_rank": rank_among_real(scores, enc, explained_pos, metric_special),
+                "explained_rank_unprotected": rank_among_real(scores, enc, explained_pos, enc.special),
                 "marked_special": int(enc.special[0].sum()),
             })
             if k < metric_examples:
-                raw = metric_values(forward, enc, scores, target, kwargs)
-                ren = metric_values(forward, enc, renormalised(scores, pos["special"]), target, kwargs)
+                raw = metric_values(forward, enc, scores, target, kwargs, metric_special)
+                ren = metric_values(forward, enc, renormalised(scores, pos["special"]), target, kwargs,
+                                    metric_special)
                 metric_rows.append({"example": index, "method": m, "raw": raw, "renormalised": ren,
                                     "max_abs_diff": max(abs(raw[key] - ren[key]) for key in raw)})
-            if m == "pr-tag" and not example:
+            if m == DEFAULT and not example:
                 example = {"index": index, "tokens": enc.tokens, "scores": [float(x) for x in s],
-                           "special": pos["special"].tolist()}
+                           "special": pos["special"].tolist(), "signed": signed, "explained": shown}
         if k < teleport_n:
             for tp, explainer in teleporters.items():
                 scores = explainer(enc.ids, enc.mask, enc.special, target)
                 s = scores[0].double()
-                met = metric_values(forward, enc, scores, target, kwargs)
+                met = metric_values(forward, enc, scores, target, kwargs, metric_special)
                 teleport_rows.append({"example": index, "teleport": tp, "sum": float(s.sum()),
                                       "explained": float(s[pos["explained"]].sum()),
                                       "special": float(s[pos["special"]].sum()),
@@ -220,7 +254,13 @@ def run_cell(cell: Cell, metric_examples: int, teleport_n: int, log) -> Dict[str
         if (k + 1) % 10 == 0 or k + 1 == len(indices):
             log(f"{cell.name}: {k + 1}/{len(indices)} examples, {time.perf_counter() - t0:.0f}s")
     return {"cell": cell, "rows": rows, "metrics": metric_rows, "teleport": teleport_rows, "example": example,
+            "default": default, "default_label": REGISTRY[default].label, "protected": protect,
             "damping": float(explainers["pr-tag"].attribution.damping), "seconds": time.perf_counter() - t0}
+
+
+def label(res: Dict[str, Any], method: str) -> str:
+    """A method's label in a cell's rows: the default by its registry label."""
+    return f"{res['default_label']} (default)" if method == DEFAULT else LABELS[method]
 
 
 # ----------------------------------------------------------------------------- report
@@ -236,7 +276,7 @@ def share_table(results: List[Dict[str, Any]]) -> List[str]:
             rows = [r for r in res["rows"] if r["method"] == m]
             sums = [r["sum"] for r in rows]
             lines.append(
-                f"| {cell.name} | {LABELS[m]} | {len(rows)} | "
+                f"| {cell.name} | {label(res, m)} | {len(rows)} | "
                 f"{sum(r['marked_special'] for r in rows) / len(rows):.1f} | {min(sums):.6f} / {max(sums):.6f} | "
                 f"{expl}: {fmt([r['explained'] for r in rows])} | {other}: {fmt([r['other'] for r in rows])} | "
                 f"{fmt([r['special'] for r in rows])} | "
@@ -251,19 +291,22 @@ def _delta(rows: List[Dict[str, Any]], key: str) -> List[float]:
 
 def metric_table(results: List[Dict[str, Any]]) -> List[str]:
     lines = ["| cell | method | examples | explained token: rank in removal order (0 = protected) | "
+             "same without `protect_explained` | "
              "comprehensiveness raw → renormalised | sufficiency raw → renormalised | "
              "Δ comprehensiveness (renormalised − raw) | Δ sufficiency | max abs difference, all metrics |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for res in results:
         for m in METHODS:
             mr = [r for r in res["metrics"] if r["method"] == m]
             if not mr:
                 continue
-            ranks = [r["explained_rank"] for r in res["rows"] if r["method"] == m][: len(mr)]
-            counts = {v: ranks.count(v) for v in sorted(set(ranks))}
-            ranks_text = ", ".join(f"{v}: {c}/{len(ranks)}" for v, c in counts.items())
+            texts = []
+            for key in ("explained_rank", "explained_rank_unprotected"):
+                ranks = [r[key] for r in res["rows"] if r["method"] == m][: len(mr)]
+                counts = {v: ranks.count(v) for v in sorted(set(ranks))}
+                texts.append(", ".join(f"{v}: {c}/{len(ranks)}" for v, c in counts.items()))
             lines.append(
-                f"| {res['cell'].name} | {LABELS[m]} | {len(mr)} | {ranks_text} | "
+                f"| {res['cell'].name} | {label(res, m)} | {len(mr)} | {texts[0]} | {texts[1]} | "
                 f"{fmt([r['raw']['comprehensiveness'] for r in mr])} → "
                 f"{fmt([r['renormalised']['comprehensiveness'] for r in mr])} | "
                 f"{fmt([r['raw']['sufficiency'] for r in mr])} → {fmt([r['renormalised']['sufficiency'] for r in mr])} | "
@@ -276,20 +319,22 @@ def example_table(res: Dict[str, Any]) -> List[str]:
     from captum_prxai.viz import _colors
 
     ex = res["example"]
-    tokens, scores = ex["tokens"], ex["scores"]
-    top_default = _colors.display_max(tokens, scores, False)
-    top_all = _colors.display_max(tokens, scores, False, include_special=True)
-    t_default = _colors.intensities(scores, False, top_default)
-    t_all = _colors.intensities(scores, False, top_all)
+    tokens, scores, signed = ex["tokens"], ex["scores"], ex["signed"]
+    top_default = _colors.display_max(tokens, scores, signed, explained=ex["explained"])
+    top_all = _colors.display_max(tokens, scores, signed, include_special=True)
+    t_default = _colors.intensities(scores, signed, top_default)
+    t_all = _colors.intensities(scores, signed, top_all)
     from captum_prxai.viz.tokens import is_special_token
 
     summary = (f"Colour maximum: {top_default:.4f} by default, {top_all:.4f} with the special tokens; ")
     if len(tokens) > 60:  # long inputs: the numbers only
-        ordinary = [(a, b) for sp, a, b in zip(ex["special"], t_default, t_all) if not sp]
-        return [f"{res['cell'].name}, holdout example {ex['index']}, PR-TAG ({len(tokens)} tokens): " + summary
+        ordinary = [(abs(a), abs(b)) for sp, a, b in zip(ex["special"], t_default, t_all) if not sp]
+        return [f"{res['cell'].name}, holdout example {ex['index']}, {label(res, DEFAULT)} ({len(tokens)} tokens): "
+                + summary
                 + f"mean intensity of the ordinary tokens {sum(a for a, _ in ordinary) / len(ordinary):.2f} vs "
                 f"{sum(b for _, b in ordinary) / len(ordinary):.2f}."]
-    lines = [f"{res['cell'].name}, holdout example {ex['index']}, PR-TAG; colour intensity in [0, 1] "
+    lines = [f"{res['cell'].name}, holdout example {ex['index']}, {label(res, DEFAULT)}; colour intensity in "
+             f"{'[-1, 1] (the diverging scale of signed scores)' if signed else '[0, 1]'} "
              f"(the HTML / terminal / graph scale, `viz._colors.display_max` then `intensities`):", "",
              "| token | score | counted as special here | special to the viz (`is_special_token`) | intensity, default scale | "
              "intensity, `scale_special_tokens=True` |", "|---|---|---|---|---|---|"]
@@ -297,7 +342,8 @@ def example_table(res: Dict[str, Any]) -> List[str]:
         shown = tok.replace("|", "\\|")
         lines.append(f"| `{shown}` | {s:.4f} | {'yes' if sp else ''} | {'yes' if is_special_token(tok) else ''} | "
                      f"{a:.2f} | {b:.2f} |")
-    ordinary = [(s, a, b) for tok, s, sp, a, b in zip(tokens, scores, ex["special"], t_default, t_all) if not sp]
+    ordinary = [(s, abs(a), abs(b)) for tok, s, sp, a, b in zip(tokens, scores, ex["special"], t_default, t_all)
+                if not sp]
     lines += ["", summary + f"mean intensity of the ordinary tokens {sum(a for _, a, _ in ordinary) / len(ordinary):.2f} "
                   f"vs {sum(b for _, _, b in ordinary) / len(ordinary):.2f}."]
     return lines
@@ -310,7 +356,7 @@ def washout_table(results: List[Dict[str, Any]]) -> List[str]:
     for res in results:
         for m in METHODS:
             rows = [r for r in res["rows"] if r["method"] == m]
-            lines.append(f"| {res['cell'].name} | {LABELS[m]} | {sum(r['viz_special'] for r in rows)}/{len(rows)} | "
+            lines.append(f"| {res['cell'].name} | {label(res, m)} | {sum(r['viz_special'] for r in rows)}/{len(rows)} | "
                          f"{fmt([r['int_default'] for r in rows], 2)} | {fmt([r['int_all'] for r in rows], 2)} |")
     return lines
 
@@ -318,9 +364,10 @@ def washout_table(results: List[Dict[str, Any]]) -> List[str]:
 def teleport_table(res: Dict[str, Any]) -> List[str]:
     rows = res["teleport"]
     n = len({r["example"] for r in rows})
-    lines = [f"PR-TAG on {n} holdout examples of {res['cell'].name} (the first {n} of the n={res['cell'].n} sample); "
+    lines = [f"{label(res, DEFAULT)} on {n} holdout examples of {res['cell'].name} (the first {n} of the "
+             f"n={res['cell'].n} sample); "
              "paired differences against `teleport=\"target\"` (the default):", "",
-             "| teleport | sum of scores (min/max) | [CLS] share | all special share | comprehensiveness | "
+             "| teleport | sum of scores (min/max) | [CLS] score | all special tokens | comprehensiveness | "
              "Δ comprehensiveness | sufficiency (lower is better) | Δ sufficiency | AOPC (most first) | Δ AOPC |",
              "|---|---|---|---|---|---|---|---|---|---|"]
     base = {r["example"]: r for r in rows if r["teleport"] == "target"}
@@ -343,13 +390,17 @@ def conclusions(results: List[Dict[str, Any]]) -> List[str]:
     enc = [r for r in results if not r["cell"].decoder]
     dec = [r for r in results if r["cell"].decoder]
     shares = "; ".join(f"{r['cell'].name} " + ", ".join(
-        f"{LABELS[m].split()[0]} {mean_sem([x['special'] for x in r['rows'] if x['method'] == m])[0]:.2f}"
+        f"{label(r, m)} {mean_sem([x['special'] for x in r['rows'] if x['method'] == m])[0]:.2f}"
         for m in METHODS) for r in results)
-    out.append(f"* **Size.** Mean share of the scores on the special tokens: {shares}. The scores sum to one "
-               "over the tokens (max deviation "
-               f"{max(abs(x['sum'] - 1) for r in results for x in r['rows']):.1e}). With the target teleport the "
-               "explained token receives the whole teleport term, 1 − damping = 0.3, before any edge; PR-A, whose "
-               "attention edges also point at `[CLS]`, puts well over half of the mass there on the encoders.")
+    one_walk = [x["sum"] for r in results for x in r["rows"] if x["method"] != DEFAULT]
+    sums = "; ".join(f"{r['cell'].name}'s {label(r, DEFAULT)} " + "{:.3f}–{:.3f}".format(
+        *(f([x["sum"] for x in r["rows"] if x["method"] == DEFAULT]) for f in (min, max))) for r in results)
+    out.append(f"* **Size.** Mean score on the special tokens: {shares}. One walk sums to one over the tokens "
+               f"(max deviation {max(abs(v - 1) for v in one_walk):.1e}); the defaults walk twice, each walk sums "
+               f"to one, so `P⁺ − λ P⁻` sums to 1 − λ: {sums}. With the target teleport the explained token "
+               "receives the whole teleport term of each walk, 1 − damping = 0.3, before any edge, and the default "
+               "subtracts λ times the negative walk's share there from the positive walk's. PR-A, whose attention "
+               "edges also point at `[CLS]`, puts well over half of the mass there on the encoders.")
     if enc:
         diff = max((m["max_abs_diff"] for r in enc for m in r["metrics"]), default=float("nan"))
         n_ex = sum(len(r["metrics"]) for r in enc)
@@ -357,46 +408,49 @@ def conclusions(results: List[Dict[str, Any]]) -> List[str]:
                    "`special_tokens_mask` and passes it to `evaluate_faithfulness`; `metrics/masking.real_token_mask` "
                    "drops those tokens, `select_tokens` ranks only the real tokens (special ones are filled with "
                    "−inf/+inf before the sort) and `remove_tokens` never removes them; `k` counts real tokens only. "
-                   "Renormalising the ordinary scores is a positive rescaling, which keeps their order, so every "
+                   "Rescaling the ordinary scores is positive, which keeps their order, so every "
                    f"metric is unchanged: max abs difference {diff:.3g} over {n_ex} (example, method) pairs, all "
                    "metrics of `evaluate_faithfulness`.")
     for r in dec:
-        parts = []
+        parts, protected = [], []
         for m in METHODS:
             rows = [x for x in r["rows"] if x["method"] == m]
-            first = sum(x["explained_rank"] == 1 for x in rows)
+            protected.append(sum(x["explained_rank"] == 0 for x in rows) == len(rows))
+            first = sum(x["explained_rank_unprotected"] == 1 for x in rows)
             mr = [x for x in r["metrics"] if x["method"] == m]
-            raw = mean_sem([x["raw"]["comprehensiveness"] for x in mr])[0]
             dc = mean_sem(_delta(mr, "comprehensiveness"))
             ds = mean_sem(_delta(mr, "sufficiency"))
-            parts.append(f"{LABELS[m].split()[0]}: last token first in the removal order in {first}/{len(rows)}; "
-                         f"comprehensiveness {raw:.3f}, Δ {dc[0]:+.3f} ± {dc[1]:.3f}; Δ sufficiency "
-                         f"{ds[0]:+.3f} ± {ds[1]:.3f} (n={len(mr)})")
-        out.append(f"* **(a) Deletion metrics, decoder ({r['cell'].name}): the mass is ranked and removed.** The "
-                   "SmolLM2 tokenizer adds no special tokens (`special_tokens_mask` is all 0), so for the metrics "
-                   "the first and the last token are real tokens like any word. The last token has no in-edges "
-                   "(causal attention; self-loops dropped, `self_loops=\"auto\"`), so its whole score is the "
-                   "teleport's: the 0.3 jump plus the mass of the dangling tokens, which the walk sends back through "
-                   "the teleport vector; the first token (sink) gets ~0 (its in-edges are dropped, "
-                   "`sink=\"auto\"`). That score makes the last token the top-ranked token of every example, "
-                   "so it is deleted at every comprehensiveness bin (the whole 1% bin on short texts, k = 1), and "
-                   "deleting it moves the position the classification head reads. Zeroing the first and last "
-                   "token and renormalising (section 2, paired renormalised − raw): " + "; ".join(parts) + ".")
+            parts.append(f"{label(r, m)}: without the protection first in the removal order in {first}/{len(rows)}; "
+                         f"Δ comprehensiveness {dc[0]:+.3f} ± {dc[1]:.3f}, Δ sufficiency {ds[0]:+.3f} ± {ds[1]:.3f} "
+                         f"(n={len(mr)})")
+        kept = ("it is never ranked or removed (rank 0 in every example, for every method)" if all(protected)
+                else "yet it was ranked in some examples (see section 2)")
+        own = [x for x in r["rows"] if x["method"] == DEFAULT]
+        score = mean_sem([x["explained"] for x in own])
+        places = sorted(x["explained_rank_unprotected"] for x in own)
+        lam = 1 - mean_sem([x["sum"] for x in own])[0]  # each walk sums to one, so the scores sum to 1 − λ
+        walks = (f" In the default's two walks each walk gives the last token its teleport term, so `P⁺ − λ P⁻` "
+                 f"(λ = {lam:.2f}) leaves it {score[0]:+.3f} ± {score[1]:.3f} on average, and without the protection it "
+                 f"would fall at place {places[len(places) // 2]} of the removal order (median over the examples).")
+        out.append(f"* **(a) Deletion metrics, decoder ({r['cell'].name}).** The SmolLM2 tokenizer adds no special "
+                   "tokens (`special_tokens_mask` is all 0), so the benchmark adds the explained last token to the "
+                   f"mask the metrics see (`run_benchmark`'s `protect_explained`, on for decoders): {kept}. The last "
+                   "token has no in-edges (causal attention; self-loops dropped, `self_loops=\"auto\"`), so its "
+                   "score is the teleport's; the first token (sink) gets ~0 (its in-edges are dropped, "
+                   "`sink=\"auto\"`) and is ranked like any word. Zeroing the first and last token and rescaling "
+                   "(section 2, paired renormalised − raw): " + "; ".join(parts) + "." + walks)
     pics = []
     for r in results:
-        rows = [x for x in r["rows"] if x["method"] == "pr-tag"]
-        pics.append(f"{r['cell'].name}: explained token recognised by `is_special_token` in "
-                    f"{sum(x['viz_special'] for x in rows)}/{len(rows)}, ordinary tokens' mean intensity "
+        rows = [x for x in r["rows"] if x["method"] == DEFAULT]
+        pics.append(f"{r['cell'].name}: ordinary tokens' mean intensity "
                     f"{mean_sem([x['int_default'] for x in rows])[0]:.2f} (default scale) vs "
                     f"{mean_sem([x['int_all'] for x in rows])[0]:.2f} (`scale_special_tokens=True`)")
     out.append("* **(b) Pictures.** `viz._colors.display_max` (used by `html.token_heatmap_html`, "
                "`records.to_visualization_records`, `terminal` and `graph`) leaves tokens that "
-               "`viz.tokens.is_special_token` recognises (`[CLS]`, `[SEP]`, `<s>`, `<|...|>`) out of the colour "
-               "maximum and clips them to full colour, so on the encoders `[CLS]` does not wash out the words; "
-               "with `scale_special_tokens=True` it would. The decoder's last token is an ordinary word to that "
-               "regex, so it sets the maximum and the other words are pale. PR-TAG: " + "; ".join(pics) + ". "
-               "The explorer's top-token bar chart (`explorer/static/app.js`, `topTokens`) scales bars by the "
-               "largest |score| with special tokens included, so `[CLS]` takes the full bar there.")
+               "`viz.tokens.is_special_token` recognises (`[CLS]`, `[SEP]`, `<s>`, `<|...|>`) and the explained "
+               "token it is given (a decoder's last word) out of the colour maximum and clips them to full colour, "
+               "so the teleport's mass does not wash out the words; with `scale_special_tokens=True` it would. "
+               f"The default: " + "; ".join(pics) + ".")
     for r in results:
         if not r["teleport"]:
             continue
@@ -407,22 +461,23 @@ def conclusions(results: List[Dict[str, Any]]) -> List[str]:
             rr = [x for x in rows if x["teleport"] == tp]
             sh = mean_sem([x["special"] for x in rr])[0]
             if tp == "target":
-                bits.append(f"`{tp}` special share {sh:.3f}, comprehensiveness "
+                bits.append(f"`{tp}` special-token score {sh:.3f}, comprehensiveness "
                             f"{mean_sem([x['comprehensiveness'] for x in rr])[0]:.3f}")
                 continue
             dc = mean_sem([x["comprehensiveness"] - base[x["example"]]["comprehensiveness"] for x in rr])
             dsu = mean_sem([x["sufficiency"] - base[x["example"]]["sufficiency"] for x in rr])
-            bits.append(f"`{tp}` special share {sh:.3f}, Δ comprehensiveness {dc[0]:+.3f} ± {dc[1]:.3f}, "
+            bits.append(f"`{tp}` special-token score {sh:.3f}, Δ comprehensiveness {dc[0]:+.3f} ± {dc[1]:.3f}, "
                         f"Δ sufficiency {dsu[0]:+.3f} ± {dsu[1]:.3f}")
         worse = all(mean_sem([x["comprehensiveness"] - base[x["example"]]["comprehensiveness"]
                               for x in rows if x["teleport"] == tp])[0] < 0 for tp in TELEPORTS[1:])
-        verdict = (" The other teleports remove most of the special-token mass but lower comprehensiveness and "
-                   "raise sufficiency (both worse): since the encoder metrics never see the special tokens, the mass "
-                   "costs nothing there, and the teleport that creates it is the better construction."
+        verdict = (" The other teleports remove most of the special-token mass but lower comprehensiveness: "
+                   "since the encoder metrics never see the special tokens, the mass costs nothing there, and the "
+                   "teleport that creates it is the better construction."
                    if worse else " The other teleports remove most of the mass; see the table for the metrics.")
-        out.append(f"* **(c) Construction.** The mass is the teleport's: PR-TAG on {len(base)} movie sentences, "
-                   + "; ".join(bits) + "." + verdict + " `GraphSpec.teleport` takes `\"target\"` (default), `\"uniform\"`, "
-                   "`\"input_gradient\"` or a tensor (`graph/builders.TELEPORTS`).")
+        out.append(f"* **(c) Construction.** The mass is the teleport's: {label(r, DEFAULT)} on {len(base)} "
+                   f"movie sentences, " + "; ".join(bits) + "." + verdict + " `GraphSpec.teleport` takes "
+                   "`\"target\"` (default), `\"uniform\"`, `\"input_gradient\"` or a tensor "
+                   "(`graph/builders.TELEPORTS`).")
     return out
 
 
@@ -436,15 +491,18 @@ def report(results: List[Dict[str, Any]], command: str) -> str:
            "## 1. Share of the scores on the special tokens", ""]
     damping = results[0]["damping"] if results else float("nan")
     out += share_table(results)
-    out += ["", f"`attribute` returns scores that sum to one over the tokens (column 5: min and max of the sum over "
-                f"the examples). Column 4: how many tokens the tokenizer marks special, the tokens the metrics "
-                f"protect (2 for the encoders, none for SmolLM2). Damping {damping}: with `teleport=\"target\"` the walk jumps back to the explained "
-                f"token with probability {1 - damping:.1f} at every step, so that token holds at least "
-                f"{1 - damping:.1f} of the mass whatever the edges are.", "",
+    out += ["", f"Column 5: min and max over the examples of the sum of the scores `attribute` returns (one for one "
+                f"walk; 1 − λ for the defaults' two walks, `P⁺ − λ P⁻`, each walk summing to one). Column 4: how "
+                f"many tokens the tokenizer marks special (2 for the encoders, none for SmolLM2; the benchmark "
+                f"also protects SmolLM2's explained last token). Damping {damping}: with `teleport=\"target\"` "
+                f"each walk jumps back to the explained token with probability {1 - damping:.1f} at every step, "
+                f"so that token holds at least {1 - damping:.1f} of each walk's mass whatever the edges are.", "",
             "## 2. Deletion metrics (`evaluate_faithfulness`, the benchmark's settings) on raw vs renormalised scores",
-            "", "Renormalised: the special tokens' scores set to 0 and the ordinary tokens' scores divided by their "
-                "sum. The rank column counts the examples by the place of the explained token in the metrics' removal "
-                "order (`rank: examples`; 1 = removed first; 0 = protected by `special_tokens_mask`, never removed).",
+            "", "Renormalised: the special tokens' scores set to 0 and the ordinary tokens' scores divided by the sum "
+                "of their absolute values. The metrics get the benchmark's special-tokens mask (the decoder's "
+                "explained last token added: `protect_explained`). The rank columns count the examples by the place "
+                "of the explained token in the metrics' removal order (`rank: examples`; 1 = removed first; 0 = "
+                "protected, never removed), with that mask and with the tokenizer's alone.",
                 ""]
     out += metric_table(results)
     out += ["", "## 3. Pictures", "", "Over all examples of each cell:", ""]
@@ -452,7 +510,7 @@ def report(results: List[Dict[str, Any]], command: str) -> str:
     for res in results:
         if res["example"]:
             out += example_table(res) + [""]
-    out += ["## 4. Teleport (PR-TAG)", ""]
+    out += ["## 4. Teleport (the default)", ""]
     for res in results:
         if res["teleport"]:
             out += teleport_table(res) + [""]
