@@ -698,6 +698,8 @@ ROUNDS = {
 #: a round whose worst case runs over other rounds' tune halves too: flag -> the rounds' folders (each half from the
 #: first folder that has it)
 ROUND_WORST_FOLDERS: Dict[str, Tuple[Path, ...]] = {"--eighth-table": (EIGHTH_DIR, SEVENTH_DIR)}
+#: a round's held-out runs when they are not its ranked candidates: flag -> (the default, the candidates)
+ROUND_HOLDOUT: Dict[str, Tuple[str, ...]] = {"--eighth-table": ("ds:pow0.25:pm0.25", "ds:pow0.25")}
 #: a line after a round's worst case: flag -> text
 ROUND_NOTES: Dict[str, str] = {
     "--eighth-table": "One walk (`ds:pow0.5`, PR-TAG, and `ds:pow0.25`) is not ranked: it has no rows on the "
@@ -752,8 +754,9 @@ def _round_runs(folder: Path, lead: str = FOURTH_LEAD) -> Iterator[Tuple[Cell, V
 def _worst_cases(folders: Sequence[Path], ranked: Sequence[str], lead: str = FOURTH_LEAD) -> List[str]:
     """The rule's worst case of each of ``ranked`` over the tune halves of one or more rounds (a half from the first
     folder that has it), each half's run joined by the fourth round's run of that half where both ran the default
-    on the same model (:data:`SAME_RUN_TOLERANCE`); :data:`NOT_CANDIDATES` are left out."""
-    worst: Dict[str, Tuple[float, float, str, str, str]] = {}
+    on the same model (:data:`SAME_RUN_TOLERANCE`); :data:`NOT_CANDIDATES` are left out. The next-worst loss
+    (over the other halves and metrics) breaks a tie of the worst cases."""
+    losses_of: Dict[str, List[Tuple[float, float, str, str, str]]] = {}
     seen: set = set()
     runs = []
     for folder in folders:
@@ -777,16 +780,20 @@ def _worst_cases(folders: Sequence[Path], ranked: Sequence[str], lead: str = FOU
                 losses[rule] = cell_losses(ruled, sorted(m for m in ruled["comprehensiveness"] if m != taken))[rule]
         for method in ranked:
             for metric, loss in losses.get(method, {}).items():
-                if method not in worst or loss["loss"] > worst[method][0]:
-                    worst[method] = (loss["loss"], loss["sem"], cell.name, metric, loss["best"])
-    rows = [[f"`{m}`", _fmt(w[0], w[1]), w[2], w[3], f"`{w[4]}`"] for m, w in worst.items()]
+                losses_of.setdefault(method, []).append((loss["loss"], loss["sem"], cell.name, metric, loss["best"]))
+    rows = []
+    for m, found in losses_of.items():
+        ordered = sorted(found, key=lambda x: -x[0])
+        w = ordered[0]
+        nxt = f"{_fmt(ordered[1][0], ordered[1][1])} ({ordered[1][2]} {ordered[1][3]})" if len(ordered) > 1 else "–"
+        rows.append([f"`{m}`", _fmt(w[0], w[1]), w[2], w[3], f"`{w[4]}`", nxt])
     halves = ", ".join(cell.name for cell, *_ in runs)
     return (["## The rule's worst case over these tune halves", "",
              f"Tune halves: {halves}. "
              "Each half's run joined by the fourth round's run of that half where the default's rows agree to "
              f"{SAME_RUN_TOLERANCE:g} (same model and examples); loss to the best other method of the half, "
              "positive = worse.", ""]
-            + _table(["candidate", "worst case", "tune half", "metric", "best other"], rows) + [""])
+            + _table(["candidate", "worst case", "tune half", "metric", "best other", "next worst"], rows) + [""])
 
 
 def _held_out_lines(folder: Path, ranked: Sequence[str], matrix_lead: str = "pr-tag-pm0.25") -> List[str]:
@@ -874,6 +881,7 @@ def _round_table(flag: str, path: Optional[Path] = None) -> Path:
         # over several rounds' halves: the join with the fourth round goes by the default every encoder round ran
         lines += _worst_cases(ROUND_WORST_FOLDERS[flag], ranked, FOURTH_LEAD)
         lines += ([ROUND_NOTES[flag], ""] if flag in ROUND_NOTES else []) + _long_held_out_lines()
+        lines += _held_out_lines(folder, ROUND_HOLDOUT.get(flag, ranked), matrix_lead)
     elif ranked:
         lines += _worst_cases([folder], ranked, lead) + _held_out_lines(folder, ranked, matrix_lead)
     path = path or RESULTS / name

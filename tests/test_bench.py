@@ -944,6 +944,8 @@ def test_worst_case_over_several_rounds_takes_each_half_once_and_never_ranks_lig
             if line.startswith("| `")}
     assert rows[f"`{lead}`"][1:5] == ["+0.100 ± 0.000", "mpnet--bbc-news", "comprehensiveness", f"`{other}`"]
     assert rows[f"`{other}`"][1:5] == ["+0.200 ± 0.000", "mpnet--tweets", "sufficiency", f"`{lead}`"]
+    # the next-worst loss (the tie-break): the new round's MiniLM tweets, not the older round's 0.5
+    assert rows[f"`{other}`"][5] == "+0.050 ± 0.000 (minilm--tweets comprehensiveness)"
     assert "`ig`" not in rows
     halves = next(line for line in lines if line.startswith("Tune halves:"))
     assert halves.startswith("Tune halves: ") and halves.count("minilm--tweets") == 1
