@@ -54,7 +54,7 @@ import torch
 
 ROOT = Path(__file__).resolve().parent
 OUT = ROOT / "results" / "special-token-mass"
-#: the methods besides each model's default (resolved per cell: ``DEFAULT``)
+#: the methods of each cell; ``DEFAULT`` stands for the model's own default (``default_method``, resolved per cell)
 DEFAULT = "default"
 METHODS = (DEFAULT, "pr-tag", "pr-ag", "pr-a")
 LABELS = {"pr-tag": "PR-TAG (one walk)", "pr-ag": "PR-AG (paper)", "pr-a": "PR-A"}
