@@ -488,7 +488,7 @@ def report(results: List[Dict[str, Any]], command: str) -> str:
            "Mean ± standard error over examples. The explained token is `[CLS]` for the encoders and the last "
            "token for the decoder; the other special tokens are `[SEP]` (encoders) and the first token, the "
            "attention sink (decoder). Produced by:", "", "```", command, "```", "",
-           "## 1. Share of the scores on the special tokens", ""]
+           "## 1. Scores on the special tokens", ""]
     damping = results[0]["damping"] if results else float("nan")
     out += share_table(results)
     out += ["", f"Column 5: min and max over the examples of the sum of the scores `attribute` returns (one for one "
