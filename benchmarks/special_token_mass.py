@@ -7,7 +7,7 @@ encoders the explained token is ``[CLS]``; for the decoder (SmolLM2) it is the
 last token, and the first token is the attention sink. This script measures,
 on the holdout half used by ``benchmarks/matrix.py``:
 
-1. the share of the scores on the special tokens, per method (the model's
+1. the scores on the special tokens, per method (the model's
    default, :func:`captum_prxai.methods.default_method`: PR-TAG± (λ=0.25) on
    MiniLM-L6, PR-TAG± (λ = 1) on SmolLM2; PR-TAG, one walk; PR-AG, the
    paper's; PR-A), for ``minilm--movie-sentences`` (n=100),
