@@ -6,28 +6,18 @@ import sys
 import pytest
 import torch
 
-WORDS = "the a movie film plot was is not very good bad great awful boring fun".split()
-VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + WORDS
-TEXTS = ["the movie was very good", "a boring plot", "not a great film", "fun", "the plot is bad",
-         "a great movie", "awful film", "the film was not boring", "very bad plot", "good fun",
-         "the movie is great fun", "a very awful plot"]
-
 
 @pytest.fixture
 def tiny_encoder(tmp_path):
-    from transformers import BertConfig, BertForSequenceClassification, BertTokenizer
+    """The explorer tests' tiny BERT and its reviews (tests/e2e/_tiny.py)."""
+    from e2e._tiny import build_tiny
 
-    (tmp_path / "vocab.txt").write_text("\n".join(VOCAB) + "\n")
-    tokenizer = BertTokenizer(str(tmp_path / "vocab.txt"))
-    config = BertConfig(vocab_size=len(VOCAB), hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
-                        intermediate_size=32, max_position_embeddings=32, num_labels=2)
-    torch.manual_seed(0)
-    return BertForSequenceClassification(config).eval(), tokenizer
+    model, tokenizer, datasets = build_tiny(tmp_path)
+    return model, tokenizer, datasets["tiny-reviews"]
 
 
 def test_export_cell_writes_the_benchmarks_scores_and_the_resolved_default(tmp_path, monkeypatch, tiny_encoder,
                                                                             benchmark_script):
-    from captum_prxai.data import TextDataset
     from captum_prxai.methods import default_method
 
     threads = torch.get_num_threads()
@@ -35,8 +25,7 @@ def test_export_cell_writes_the_benchmarks_scores_and_the_resolved_default(tmp_p
         export = benchmark_script("ferret/export_cell.py")
     finally:
         torch.set_num_threads(threads)  # the script pins one thread when it loads
-    model, tokenizer = tiny_encoder
-    data = TextDataset("toy", "test", TEXTS, [i % 2 for i in range(len(TEXTS))], ["neg", "pos"])
+    model, tokenizer, data = tiny_encoder
     monkeypatch.setattr(export, "load_model", lambda name: (model, tokenizer))
     monkeypatch.setattr(export, "load_dataset", lambda name, split: data)
     out, model_dir = tmp_path / "cell", tmp_path / "model"
