@@ -137,6 +137,20 @@ def _leaky_walk(adjacency: Tensor, teleport: Tensor, mask: Tensor, damping: floa
     return x / x.sum(-1, keepdim=True)
 
 
+def walk_correlation(positive: Tensor, negative: Tensor, ordinary: Tensor) -> float:
+    """Pearson correlation of the two walks' scores ``P⁺`` and ``P⁻`` over one example's tokens where ``ordinary``
+    is true (every real token but the explained one, whose teleport mass both walks share); 0 when either is
+    constant.
+
+    High when the negative walk ranks the same tokens as the positive one (it then mostly retraces the graph's
+    traffic), low or negative when it singles out other tokens (the counter-evidence that two walks are for)."""
+    p = positive.reshape(-1)[ordinary.reshape(-1)].double()
+    n = negative.reshape(-1)[ordinary.reshape(-1)].double()
+    p, n = p - p.mean(), n - n.mean()
+    scale = (p.norm() * n.norm()).item()
+    return float((p @ n).item() / scale) if scale > 0 else 0.0
+
+
 def _log_prob(forward_func: Callable[..., Tensor]) -> Callable[..., Tensor]:
     """``forward_func`` with its logits replaced by log-probabilities (``log_softmax`` over the classes)."""
 
@@ -212,12 +226,14 @@ CANDIDATES: Dict[str, Dict[str, Any]] = {
     "ds:pow0.25:pm": {"edge_weight": "pow0.25"},
     # eighth round (MPNet BBC News tune half): the 12-layer rule's two walks times |gradient x input| (see FUSED)
     "ds:pow0.25:pm0.25*absixg": {"edge_weight": "pow0.25"},
+    # ninth round: the 12-layer rule's two walks, or its positive walk alone where the walks agree (see GATE)
+    "ds:pow0.25:pm0.25:gate0.6": {"edge_weight": "pow0.25"},
 }
 #: candidates with a negative walk subtracted (see SIGNED_WALKS) and with gradient-norm layer weights
 SIGNED_WALKS = {"ds:pow0.5:pm", "ds:pow0.5:lp:pm", "ds:pow0.5:pm0.5", "ds:pow0.5:pmw", "ds:pow0.5:pmd",
                 "ds:pow0.5:pm0.25", "ds:pow0.5:pm0.75", "ds:pow0.5:pm0.25:d0.5", "ds:pow0.5:pm0.25:d0.85",
                 "ds:pow0.5:pm0.25:nosink", "ds:pow0.25:pm0.25", "ds:pow0:pm0.25", "ds:pow0.25:pm",
-                "ds:pow0.25:pm0.25*absixg"}
+                "ds:pow0.25:pm0.25*absixg", "ds:pow0.25:pm0.25:gate0.6"}
 #: two walks, demoting only: a token keeps its positive-walk score P⁺ when P⁺ ≥ P⁻ and gets P⁺ − P⁻ < 0
 #: otherwise, so PR-TAG's order is kept among the net-positive tokens and the net-negative ones rank last
 DEMOTE = {"ds:pow0.5:pmd"}
@@ -227,7 +243,10 @@ NEGATIVE_WEIGHT: Dict[str, Any] = {"ds:pow0.5:pm0.5": 0.5, "ds:pow0.5:pmw": "mas
                                    "ds:pow0.5:pm0.75": 0.75, "ds:pow0.5:pm0.25:d0.5": 0.25,
                                    "ds:pow0.5:pm0.25:d0.85": 0.25, "ds:pow0.5:pm0.25:nosink": 0.25,
                                    "ds:pow0.25:pm0.25": 0.25, "ds:pow0:pm0.25": 0.25,
-                                   "ds:pow0.25:pm0.25*absixg": 0.25}
+                                   "ds:pow0.25:pm0.25*absixg": 0.25, "ds:pow0.25:pm0.25:gate0.6": 0.25}
+#: gated walks, per example: the positive walk alone when the two walks' scores correlate above the threshold over
+#: the ordinary tokens (:func:`walk_correlation`), else the two walks ``P⁺ − λ P⁻``; the same single pass
+GATE: Dict[str, float] = {"ds:pow0.25:pm0.25:gate0.6": 0.6}
 NORM_WEIGHTED = {"ds:pow0.5:l2w"}
 #: leaky walks: the same built graphs (``attribute_graph``), each walked with row ``i`` divided by
 #: ``s_i = d_i^(1−β) · max_k d_k^β`` instead of its out-weight ``d_i`` (β = 1: one scale for the whole graph, so
@@ -277,6 +296,11 @@ SEVENTH_DECODERS = ["ds:pow0.5:pm", "ds:pow0.25:pm", "ds:pow0.5", "gae"]
 #: GAE and the random control (LIG-50 runs beside them in its own process: ``--methods ig``)
 EIGHTH_NEW = ["ds:pow0.25:pm0.25*absixg"]
 EIGHTH = ["ds:pow0.5:pm0.25", "ds:pow0.25:pm0.25", "ds:pow0.5", "ds:pow0.25"] + EIGHTH_NEW + ["gae", "random"]
+#: 'ninth': one walk (γ = 0.25 and PR-TAG's γ = 0.5) beside the seventh round's candidates, on the 12-layer
+#: encoder's other tune halves (tweets, movie reviews), so that one walk on MPNet can be ranked by the rule
+NINTH = SEVENTH + ["ds:pow0.5", "ds:pow0.25"]
+#: the gate at the threshold the rule chose on the tune halves (``--ninth-table``'s scan), run as a method
+GATED = [name for name in GATE]
 TUNE_METHODS = [m for m in CANDIDATES if m not in EXTRA and m not in LATER and m not in FOURTH and m not in FIFTH
                 and m not in SIXTH and m not in SEVENTH and m not in SEVENTH_DECODERS and m not in EIGHTH_NEW] \
     + REFERENCES
@@ -331,6 +355,11 @@ def register_candidates() -> None:
                     against = negative.attribute(ids, target=target, additional_forward_args=(mask,))
                     if name in DEMOTE:
                         return torch.where(scores >= against, scores, scores - against)
+                    if name in GATE:
+                        ordinary = mask.bool().clone()
+                        ordinary[..., 0] = False  # an encoder explains its first token
+                        if walk_correlation(scores, against, ordinary) > GATE[name]:
+                            return scores
                     scores = scores - weight * against
                 if ixg is not None:
                     scores = scores * ixg(ids, mask, special, target).abs()
@@ -680,6 +709,7 @@ SIXTH_DIR = RESULTS / "sixth"
 SEVENTH_DIR = RESULTS / "seventh"
 SEVENTH_DECODERS_DIR = RESULTS / "seventh-decoders"
 EIGHTH_DIR = RESULTS / "eighth"
+NINTH_DIR = RESULTS / "ninth"
 #: the rounds written by ``_round_table``: flag -> (folder, methods, title, file, candidates ranked by the rule)
 ROUNDS = {
     "--fifth-table": (FIFTH_DIR, FIFTH, "Fifth round: the default's damping, and LIG-50 on the tune halves", "fifth.md",
@@ -694,12 +724,18 @@ ROUNDS = {
     "--eighth-table": (EIGHTH_DIR, EIGHTH + ["ig"],
                        "Eighth round: the 12-layer encoder's long documents (MPNet BBC News tune half)", "eighth.md",
                        ("ds:pow0.5:pm0.25", "ds:pow0.25:pm0.25", "rule:depth")),
+    "--ninth-table": (NINTH_DIR, NINTH + GATED,
+                      "Ninth round: one walk on the 12-layer encoder, and a gate per example", "ninth.md",
+                      ("ds:pow0.5:pm0.25", "ds:pow0.25:pm0.25", "rule:depth", "rule:depth-one-walk",
+                       "rule:depth-gate")),
 }
 #: a round whose worst case runs over other rounds' tune halves too: flag -> the rounds' folders (each half from the
 #: first folder that has it)
-ROUND_WORST_FOLDERS: Dict[str, Tuple[Path, ...]] = {"--eighth-table": (EIGHTH_DIR, SEVENTH_DIR)}
+ROUND_WORST_FOLDERS: Dict[str, Tuple[Path, ...]] = {"--eighth-table": (EIGHTH_DIR, SEVENTH_DIR),
+                                                    "--ninth-table": (NINTH_DIR, EIGHTH_DIR, SEVENTH_DIR)}
 #: a round's held-out runs when they are not its ranked candidates: flag -> (the default, the candidates)
-ROUND_HOLDOUT: Dict[str, Tuple[str, ...]] = {"--eighth-table": ("ds:pow0.25:pm0.25", "ds:pow0.25")}
+ROUND_HOLDOUT: Dict[str, Tuple[str, ...]] = {"--eighth-table": ("ds:pow0.25:pm0.25", "ds:pow0.25"),
+                                             "--ninth-table": ("ds:pow0.25:pm0.25", "ds:pow0.25") + tuple(GATED)}
 #: a line after a round's worst case: flag -> text
 ROUND_NOTES: Dict[str, str] = {
     "--eighth-table": "One walk (`ds:pow0.5`, PR-TAG, and `ds:pow0.25`) is not ranked: it has no rows on the "
@@ -714,13 +750,19 @@ ROUND_LEADS: Dict[str, Tuple[str, str, str]] = {
     "--seventh-decoders-table": ("ds:pow0.5:pm", "pr-tag-pm",
                                  "the decoders' default: PR-TAG's edges, two walks, λ = 1, damping 0.7"),
     "--eighth-table": ("ds:pow0.25:pm0.25", "pr-tag0.25-pm0.25",
-                       "the 12-layer encoders' default: A^0.25 ⊙ dA⁺ edges, two walks, λ = 0.25, damping 0.7")}
+                       "the 12-layer encoders' default: A^0.25 ⊙ dA⁺ edges, two walks, λ = 0.25, damping 0.7"),
+    "--ninth-table": ("ds:pow0.25:pm0.25", "pr-tag0.25-pm0.25",
+                      "the 12-layer encoders' default: A^0.25 ⊙ dA⁺ edges, two walks, λ = 0.25, damping 0.7")}
 #: the encoders' default, the lead of the other rounds
 _ENCODER_LEAD = (FOURTH_LEAD, "pr-tag-pm0.25", "PR-TAG's edges, two walks, λ = 0.25, damping 0.7")
 #: rules ranked beside the candidates: per architecture, the candidate whose rows the rule takes on its halves.
 #: 'rule:depth': γ = 0.25 on the 12-layer encoder (MPNet), the default's γ = 0.5 on the 6-layer one (MiniLM-L6);
 #: the library's ``attention_power="auto"`` (captum_prxai.graph.spec.auto_attention_power)
-RULES: Dict[str, Dict[str, str]] = {"rule:depth": {"minilm": "ds:pow0.5:pm0.25", "mpnet": "ds:pow0.25:pm0.25"}}
+#: 'rule:depth-one-walk': the same, with one walk (γ = 0.25) on the 12-layer encoder; 'rule:depth-gate': with the
+#: gate (see GATE) on it, its threshold chosen by the rule (``_gate_scan_lines``)
+RULES: Dict[str, Dict[str, str]] = {"rule:depth": {"minilm": "ds:pow0.5:pm0.25", "mpnet": "ds:pow0.25:pm0.25"},
+                                    "rule:depth-one-walk": {"minilm": "ds:pow0.5:pm0.25", "mpnet": "ds:pow0.25"},
+                                    "rule:depth-gate": {"minilm": "ds:pow0.5:pm0.25", "mpnet": GATED[0]}}
 #: a fourth-round tune run joins a later round's run of the same cell in the worst case only when the default's
 #: comprehensiveness agrees on every common example to this (the same model and examples)
 SAME_RUN_TOLERANCE = 1e-2
@@ -751,20 +793,29 @@ def _round_runs(folder: Path, lead: str = FOURTH_LEAD) -> Iterator[Tuple[Cell, V
         yield cell, values, theirs, difference
 
 
-def _worst_cases(folders: Sequence[Path], ranked: Sequence[str], lead: str = FOURTH_LEAD) -> List[str]:
-    """The rule's worst case of each of ``ranked`` over the tune halves of one or more rounds (a half from the first
-    folder that has it), each half's run joined by the fourth round's run of that half where both ran the default
-    on the same model (:data:`SAME_RUN_TOLERANCE`); :data:`NOT_CANDIDATES` are left out. The next-worst loss
-    (over the other halves and metrics) breaks a tie of the worst cases."""
-    losses_of: Dict[str, List[Tuple[float, float, str, str, str]]] = {}
+#: a rule's losses: (loss, its s.e., tune half, metric, the best other method)
+Loss = Tuple[float, float, str, str, str]
+
+
+def _rule_losses(folders: Sequence[Path], ranked: Sequence[str], lead: str = FOURTH_LEAD,
+                 rules: Optional[Dict[str, Dict[str, str]]] = None,
+                 augment: Optional[Callable[[Cell, Path, Values], None]] = None) -> Tuple[Dict[str, List[Loss]],
+                                                                                            List[Cell]]:
+    """Every loss of each of ``ranked`` to the best other method, per tune half and metric, over the tune halves of
+    one or more rounds (a half from the first folder that has it), each half's run joined by the fourth round's run
+    of that half where both ran the default on the same model (:data:`SAME_RUN_TOLERANCE`); :data:`NOT_CANDIDATES`
+    are left out. ``rules`` (default :data:`RULES`) take a candidate's rows per architecture; ``augment`` may add
+    methods to a half's values (it gets the half's cell, its folder and values) before the losses are taken."""
+    rules = RULES if rules is None else rules
+    losses_of: Dict[str, List[Loss]] = {}
     seen: set = set()
     runs = []
     for folder in folders:
         for run in _round_runs(folder, lead):
             if run[0].name not in seen:
                 seen.add(run[0].name)
-                runs.append(run)
-    for cell, values, theirs, difference in runs:
+                runs.append((folder,) + run)
+    for folder, cell, values, theirs, difference in runs:
         for metric in values:
             for method in NOT_CANDIDATES:
                 values[metric].pop(method, None)
@@ -772,8 +823,10 @@ def _worst_cases(folders: Sequence[Path], ranked: Sequence[str], lead: str = FOU
             for metric in values:
                 for method, rows in theirs[metric].items():
                     values[metric].setdefault(method, rows)
+        if augment is not None:
+            augment(cell, folder, values)
         losses = cell_losses(values, sorted(values["comprehensiveness"]))
-        for rule, picks in RULES.items():  # the rule against every method but the one it takes; none sees the rule
+        for rule, picks in rules.items():  # the rule against every method but the one it takes; none sees the rule
             if rule in ranked and cell.architecture in picks:
                 taken = picks[cell.architecture]
                 ruled = {metric: {**rows, rule: rows[taken]} for metric, rows in values.items()}
@@ -781,13 +834,23 @@ def _worst_cases(folders: Sequence[Path], ranked: Sequence[str], lead: str = FOU
         for method in ranked:
             for metric, loss in losses.get(method, {}).items():
                 losses_of.setdefault(method, []).append((loss["loss"], loss["sem"], cell.name, metric, loss["best"]))
-    rows = []
-    for m, found in losses_of.items():
-        ordered = sorted(found, key=lambda x: -x[0])
-        w = ordered[0]
-        nxt = f"{_fmt(ordered[1][0], ordered[1][1])} ({ordered[1][2]} {ordered[1][3]})" if len(ordered) > 1 else "–"
-        rows.append([f"`{m}`", _fmt(w[0], w[1]), w[2], w[3], f"`{w[4]}`", nxt])
-    halves = ", ".join(cell.name for cell, *_ in runs)
+    return losses_of, [cell for _, cell, *_ in runs]
+
+
+def _worst_row(found: List[Loss]) -> List[str]:
+    """``[worst case, tune half, metric, best other, next worst]``: the next-worst loss breaks a tie."""
+    ordered = sorted(found, key=lambda x: -x[0])
+    w = ordered[0]
+    nxt = f"{_fmt(ordered[1][0], ordered[1][1])} ({ordered[1][2]} {ordered[1][3]})" if len(ordered) > 1 else "–"
+    return [_fmt(w[0], w[1]), w[2], w[3], f"`{w[4]}`", nxt]
+
+
+def _worst_cases(folders: Sequence[Path], ranked: Sequence[str], lead: str = FOURTH_LEAD) -> List[str]:
+    """The rule's worst case of each of ``ranked`` over the tune halves of one or more rounds (see
+    :func:`_rule_losses`). The next-worst loss (over the other halves and metrics) breaks a tie of the worst cases."""
+    losses_of, cells = _rule_losses(folders, ranked, lead)
+    rows = [[f"`{m}`"] + _worst_row(found) for m, found in losses_of.items()]
+    halves = ", ".join(cell.name for cell in cells)
     return (["## The rule's worst case over these tune halves", "",
              f"Tune halves: {halves}. "
              "Each half's run joined by the fourth round's run of that half where the default's rows agree to "
@@ -859,6 +922,92 @@ def _long_held_out_lines() -> List[str]:
                       "default − AttnLRP", "PR-TAG − AttnLRP"], rows) + [""])
 
 
+#: the walks' correlation of a run, one per γ: (one walk, the two walks at λ = 0.25) of that γ
+_WALK_PAIRS = {0.25: ("ds:pow0.25", "ds:pow0.25:pm0.25"), 0.5: ("ds:pow0.5", "ds:pow0.5:pm0.25")}
+
+
+def write_walk_correlation(folder: Path) -> Path:
+    """``<folder>/walk_correlation.csv``: per example and γ, :func:`walk_correlation` of the two walks, recovered from
+    the run's cached scores of one walk ``P⁺`` and two walks ``S = P⁺ − 0.25 P⁻`` (``P⁻ = (P⁺ − S) / 0.25``), so the
+    gate's picks can be read without the cache (which git does not keep)."""
+    by: Dict[int, Dict[str, Any]] = {}
+    with (folder / "cache.jsonl").open(encoding="utf-8") as fh:
+        for line in fh:
+            record = json.loads(line)
+            by.setdefault(record["example"], {})[record["method"]] = record
+    rows = []
+    for example in sorted(by):
+        for gamma, (one, two) in _WALK_PAIRS.items():
+            if one in by[example] and two in by[example]:
+                positive = torch.tensor(by[example][one]["scores"], dtype=torch.float64)
+                both = torch.tensor(by[example][two]["scores"], dtype=torch.float64)
+                ordinary = torch.ones_like(positive, dtype=torch.bool)
+                ordinary[0] = False  # an encoder explains its first token; a cached example has no padding
+                rows.append((example, gamma, walk_correlation(positive, (positive - both) / 0.25, ordinary)))
+    path = folder / "walk_correlation.csv"
+    with path.open("w", newline="", encoding="utf-8") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(["example", "gamma", "correlation"])
+        writer.writerows((e, g, f"{r:.6f}") for e, g, r in rows)
+    return path
+
+
+def _read_correlation(folder: Path, gamma: float) -> Dict[int, float]:
+    path = folder / "walk_correlation.csv"
+    if not path.is_file():
+        return {}
+    with path.open(newline="", encoding="utf-8") as fh:
+        return {int(r["example"]): float(r["correlation"]) for r in csv.DictReader(fh) if float(r["gamma"]) == gamma}
+
+
+def _gated(values: Values, correlation: Dict[int, float], threshold: float, gamma: float = 0.25) -> Values:
+    """The gate at ``threshold`` read from a run's rows: per example, one walk's metrics where the walks correlate
+    above it, else the two walks' (the gate computes nothing else, so its metrics are the picked method's)."""
+    one, two = _WALK_PAIRS[gamma]
+    out: Values = {}
+    for metric, rows in values.items():
+        a, b = rows.get(one, {}), rows.get(two, {})
+        out[metric] = {e: (a[e] if correlation[e] > threshold else b[e]) for e in sorted(set(a) & set(b) & set(correlation))}
+    return out
+
+
+#: the gate's thresholds scanned on the tune halves (−1: one walk on every example; 1: two walks on every example)
+GATE_THRESHOLDS = (-1.0, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 1.0)
+
+
+def _gate_scan_lines(folders: Sequence[Path], thresholds: Sequence[float] = GATE_THRESHOLDS) -> List[str]:
+    """The threshold of the 12-layer gate chosen by the rule: for each threshold, the depth rule with the gate on
+    MPNet (its rows read from each MPNet half's one walk, two walks and ``walk_correlation.csv``, :func:`_gated`)
+    and the default's two walks on MiniLM, its worst case over the tune halves of ``folders``."""
+    rows = []
+    for threshold in thresholds:
+        gate, rule = f"gate@{threshold:g}", f"rule:depth-gate@{threshold:g}"
+        picked: List[bool] = []
+
+        def augment(cell: Cell, folder: Path, values: Values, gate: str = gate, threshold: float = threshold) -> None:
+            if cell.architecture != "mpnet":
+                return
+            correlation = _read_correlation(folder / "tune" / cell.name, 0.25)
+            if not correlation:
+                raise SystemExit(f"{folder / 'tune' / cell.name} has no walk_correlation.csv: run "
+                                 f"--walk-correlation on it first")
+            for metric, rows_ in _gated(values, correlation, threshold).items():
+                values[metric][gate] = rows_
+            picked.extend(correlation[e] > threshold for e in values["comprehensiveness"][gate])
+
+        losses_of, _ = _rule_losses(folders, [rule], FOURTH_LEAD, {rule: {"minilm": FOURTH_LEAD, "mpnet": gate}},
+                                    augment)
+        share = f"{sum(picked) / len(picked):.2f}" if picked else "–"
+        rows.append([f"{threshold:g}", share] + _worst_row(losses_of[rule]))
+    return (["## The gate's threshold, by the rule", "",
+             "The depth rule with the gate on the 12-layer encoder: one walk where the two walks' scores correlate "
+             "above the threshold over the ordinary tokens, else the default's two walks (−1: one walk everywhere; "
+             "1: the default). The gate's rows are the picked method's rows; `walk_correlation.csv` in each MPNet "
+             "half (`--walk-correlation`) has the correlations. Worst case over the same tune halves as above.", ""]
+            + _table(["threshold", "MPNet examples on one walk", "worst case", "tune half", "metric", "best other",
+                      "next worst"], rows) + [""])
+
+
 def _round_table(flag: str, path: Optional[Path] = None) -> Path:
     """``results/default-search/<round>.md``: a round's constructions against the default (``ds:pow0.5:pm0.25``, or
     the round's own in :data:`ROUND_LEADS`, rerun in the same process) on the tune halves; the pairing check is the
@@ -880,6 +1029,8 @@ def _round_table(flag: str, path: Optional[Path] = None) -> Path:
     if ranked and flag in ROUND_WORST_FOLDERS:
         # over several rounds' halves: the join with the fourth round goes by the default every encoder round ran
         lines += _worst_cases(ROUND_WORST_FOLDERS[flag], ranked, FOURTH_LEAD)
+        if flag == "--ninth-table":
+            lines += _gate_scan_lines(ROUND_WORST_FOLDERS[flag])
         lines += ([ROUND_NOTES[flag], ""] if flag in ROUND_NOTES else []) + _long_held_out_lines()
         lines += _held_out_lines(folder, ROUND_HOLDOUT.get(flag, ranked), matrix_lead)
     elif ranked:
@@ -1244,6 +1395,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--eighth-table", action="store_true",
                         help="write results/default-search/eighth.md: the MPNet BBC News tune half, and the rule's "
                              "worst case over it and the seventh round's halves")
+    parser.add_argument("--ninth-table", action="store_true",
+                        help="write results/default-search/ninth.md: one walk and the gate on the 12-layer encoder, "
+                             "the gate's threshold scan and the rule's worst case over the ninth, eighth and seventh "
+                             "rounds' halves")
+    parser.add_argument("--walk-correlation", default=None, metavar="DIR",
+                        help="write DIR/walk_correlation.csv from DIR/cache.jsonl: the two walks' correlation per "
+                             "example (the gate's signal)")
     parser.add_argument("--tables", default=None, metavar="DIR",
                         help="write DIR/losses.md: the tables of --summary for one side run (with --cell, --half)")
     args = parser.parse_args(argv)
@@ -1254,7 +1412,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         groups = {"tune": TUNE_METHODS, "extra": EXTRA, "long": LONG_METHODS, "later": LATER, "fourth": FOURTH,
                   "fourth-long": FOURTH_LONG, "fourth-holdout": FOURTH_HOLDOUT, "fifth": FIFTH,
                   "sixth": SIXTH, "seventh": SEVENTH, "seventh-decoders": SEVENTH_DECODERS,
-                  "eighth": EIGHTH}
+                  "eighth": EIGHTH, "ninth": NINTH, "gated": GATED}
         methods += groups[item] if item in groups else [item] if item else []
     if args.half == "holdout" and args.cell and not args.tables and "tune" in args.methods.split(","):
         parser.error("the held-out half only confirms: pass --methods with the chosen candidate and references")
@@ -1267,6 +1425,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         body, _ = half_tables(args.half, [(CELLS[args.cell[0]], Path(args.tables) / "results.csv")])
         (Path(args.tables) / "losses.md").write_text("\n".join([f"# {args.tables}", ""] + body), encoding="utf-8")
         print(Path(args.tables) / "losses.md")
+    if args.walk_correlation:
+        print(write_walk_correlation(Path(args.walk_correlation)))
     if args.summary:
         print(write_summary())
     if args.later_table:

@@ -1286,3 +1286,69 @@ def test_train_reproducibility_tables_compare_runs_and_cpus(benchmark_script):
                {**base, "processor": "CPU four", "pinned": "q" * 64, "steps": 80}]
     verdicts = [line.rsplit("|", 2)[1].strip() for line in script.history_table(history) if line.startswith("| d |")]
     assert verdicts == ["same", "same", "same", "differs from CPU one", "no other CPU yet"]
+
+
+def test_walk_correlation_leaves_out_the_masked_tokens_and_is_zero_for_a_constant_walk():
+    default_search = _default_search()
+    positive = torch.tensor([[0.9, 0.1, 0.2, 0.3, 0.4]])
+    negative = torch.tensor([[0.9, 0.4, 0.3, 0.2, 0.1]])
+    ordinary = torch.tensor([[False, True, True, True, True]])
+    # over the four ordinary tokens the walks are reversed; the shared first token would make them agree
+    assert default_search.walk_correlation(positive, negative, ordinary) == pytest.approx(-1.0)
+    assert default_search.walk_correlation(positive, negative, torch.ones_like(ordinary)) > 0.5
+    assert default_search.walk_correlation(positive, torch.full_like(negative, 0.2), ordinary) == 0.0
+
+
+def test_walk_correlation_file_recovers_the_negative_walk_from_the_cached_scores(tmp_path):
+    import csv
+    import json
+
+    default_search = _default_search()
+    positive = [0.5, 0.1, 0.2, 0.3, 0.4]
+    negatives = {0: [0.5, 0.4, 0.3, 0.2, 0.1], 1: [0.5, 0.1, 0.2, 0.3, 0.45]}  # reversed / the same order
+    with (tmp_path / "cache.jsonl").open("w") as fh:
+        for example, negative in negatives.items():
+            both = [p - 0.25 * n for p, n in zip(positive, negative)]
+            for method, scores in (("ds:pow0.25", positive), ("ds:pow0.25:pm0.25", both), ("gae", negative)):
+                fh.write(json.dumps({"example": example, "method": method, "scores": scores,
+                                     "tokens": ["<s>", "a", "b", "c", "</s>"]}) + "\n")
+    path = default_search.write_walk_correlation(tmp_path)
+    with path.open() as fh:
+        rows = {int(r["example"]): (float(r["gamma"]), float(r["correlation"])) for r in csv.DictReader(fh)}
+    assert rows[0] == (0.25, pytest.approx(-1.0, abs=1e-5))
+    expected = default_search.walk_correlation(torch.tensor(positive), torch.tensor(negatives[1]),
+                                               torch.tensor([False, True, True, True, True]))
+    assert rows[1] == (0.25, pytest.approx(expected, abs=1e-5)) and expected > 0.9
+
+
+def test_gate_scan_takes_one_walk_where_the_walks_agree_and_ranks_each_threshold_by_the_rule(tmp_path, monkeypatch):
+    import csv
+
+    default_search = _default_search()
+    lead, one, two = default_search.FOURTH_LEAD, "ds:pow0.25", "ds:pow0.25:pm0.25"
+    write = _write_results
+    # MPNet: one walk 0.2 ahead on example 0 (walks agree, 0.9), 0.3 behind on example 1 (they disagree, 0.1)
+    folder = tmp_path / "round" / "tune" / "mpnet--tweets"
+    write(folder, [(0, one, 0.7, 0.1), (0, two, 0.5, 0.1), (1, one, 0.3, 0.1), (1, two, 0.6, 0.1),
+                   (0, lead, 0.4, 0.1), (1, lead, 0.4, 0.1)])
+    with (folder / "walk_correlation.csv").open("w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerows([["example", "gamma", "correlation"], [0, 0.25, 0.9], [1, 0.25, 0.1], [0, 0.5, -0.9]])
+    # MiniLM: the default level with the other method
+    write(tmp_path / "round" / "tune" / "minilm--tweets", [(e, m, 0.5, 0.1) for e in range(2) for m in (lead, one)])
+    monkeypatch.setattr(default_search, "FOURTH_DIR", tmp_path / "fourth")
+    values = default_search._read_csv(folder / "results.csv")
+    gated = default_search._gated(values, default_search._read_correlation(folder, 0.25), 0.5)
+    assert gated["comprehensiveness"] == {0: 0.7, 1: 0.6}
+    lines = default_search._gate_scan_lines([tmp_path / "round"], (-1.0, 0.5, 1.0))
+    rows = {line.split("|")[1].strip(): [c.strip() for c in line.strip("|").split("|")] for line in lines
+            if line.startswith("| ") and not line.startswith("| threshold")}
+    # one walk everywhere trails the two walks by 0.05 on MPNet; the gate at 0.5 takes the better walk on both
+    # examples, so it is ahead of both there and level on MiniLM (its worst case is a tie, 0)
+    assert rows["-1"][1:5] == ["1.00", "+0.050 ± 0.250", "mpnet--tweets", "comprehensiveness"]
+    assert rows["0.5"][1:3] == ["0.50", "+0.000 ± 0.000"]
+    assert rows["1"][1] == "0.00"
+    # a 12-layer half without correlations cannot be gated
+    (folder / "walk_correlation.csv").unlink()
+    with pytest.raises(SystemExit, match="walk_correlation.csv"):
+        default_search._gate_scan_lines([tmp_path / "round"], (0.5,))
