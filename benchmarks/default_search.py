@@ -805,7 +805,7 @@ def _rule_losses(folders: Sequence[Path], ranked: Sequence[str], lead: str = FOU
     one or more rounds (a half from the first folder that has it), each half's run joined by the fourth round's run
     of that half where both ran the default on the same model (:data:`SAME_RUN_TOLERANCE`); :data:`NOT_CANDIDATES`
     are left out. ``rules`` (default :data:`RULES`) take a candidate's rows per architecture; ``augment`` may add
-    methods to a half's values (it gets the half's cell, its folder and values) before the losses are taken."""
+    methods to a half's values (it gets the half's cell, its run folder and values) before the losses are taken."""
     rules = RULES if rules is None else rules
     losses_of: Dict[str, List[Loss]] = {}
     seen: set = set()
@@ -824,7 +824,7 @@ def _rule_losses(folders: Sequence[Path], ranked: Sequence[str], lead: str = FOU
                 for method, rows in theirs[metric].items():
                     values[metric].setdefault(method, rows)
         if augment is not None:
-            augment(cell, folder, values)
+            augment(cell, folder / "tune" / cell.name, values)
         losses = cell_losses(values, sorted(values["comprehensiveness"]))
         for rule, picks in rules.items():  # the rule against every method but the one it takes; none sees the rule
             if rule in ranked and cell.architecture in picks:
@@ -845,10 +845,11 @@ def _worst_row(found: List[Loss]) -> List[str]:
     return [_fmt(w[0], w[1]), w[2], w[3], f"`{w[4]}`", nxt]
 
 
-def _worst_cases(folders: Sequence[Path], ranked: Sequence[str], lead: str = FOURTH_LEAD) -> List[str]:
+def _worst_cases(folders: Sequence[Path], ranked: Sequence[str], lead: str = FOURTH_LEAD,
+                 augment: Optional[Callable[[Cell, Path, Values], None]] = None) -> List[str]:
     """The rule's worst case of each of ``ranked`` over the tune halves of one or more rounds (see
     :func:`_rule_losses`). The next-worst loss (over the other halves and metrics) breaks a tie of the worst cases."""
-    losses_of, cells = _rule_losses(folders, ranked, lead)
+    losses_of, cells = _rule_losses(folders, ranked, lead, augment=augment)
     rows = [[f"`{m}`"] + _worst_row(found) for m, found in losses_of.items()]
     halves = ", ".join(cell.name for cell in cells)
     return (["## The rule's worst case over these tune halves", "",
@@ -859,7 +860,8 @@ def _worst_cases(folders: Sequence[Path], ranked: Sequence[str], lead: str = FOU
             + _table(["candidate", "worst case", "tune half", "metric", "best other", "next worst"], rows) + [""])
 
 
-def _held_out_lines(folder: Path, ranked: Sequence[str], matrix_lead: str = "pr-tag-pm0.25") -> List[str]:
+def _held_out_lines(folder: Path, ranked: Sequence[str], matrix_lead: str = "pr-tag-pm0.25",
+                    augment: Optional[Callable[[Cell, Path, Values], None]] = None) -> List[str]:
     """A round's held-out runs: each ranked candidate against the default, and both against the committed matrix's
     LIG rows on the same examples where the run and the matrix cell come from the same model (:func:`_same_model`;
     else 'other model'), with the default's largest difference from the matrix's default (the pairing check: 0
@@ -871,6 +873,8 @@ def _held_out_lines(folder: Path, ranked: Sequence[str], matrix_lead: str = "pr-
         if not csv_path.is_file():
             continue
         values = _read_csv(csv_path)
+        if augment is not None:
+            augment(cell, csv_path.parent, values)
         matrix_csv = MATRIX_DIR / cell.name / "results.csv"
         same = matrix_csv.is_file() and _same_model(csv_path, matrix_csv)
         if same:
@@ -975,6 +979,43 @@ def _gated(values: Values, correlation: Dict[int, float], threshold: float, gamm
 GATE_THRESHOLDS = (-1.0, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 1.0)
 
 
+def _add_gate_rows(cell: Cell, run: Path, values: Values) -> None:
+    """A 12-layer run's rows of the chosen gate (:data:`GATED`) where it did not run: read from its one walk, two
+    walks and ``walk_correlation.csv`` (:func:`_gated`), which :func:`_gate_check_lines` checks against the runs
+    where it ran."""
+    correlation = _read_correlation(run, 0.25)
+    if cell.architecture != "mpnet" or not correlation:
+        return
+    for name in GATED:
+        if name not in values["comprehensiveness"]:
+            for metric, rows in _gated(values, correlation, GATE[name]).items():
+                values[metric][name] = rows
+
+
+def _gate_check_lines(folder: Path) -> List[str]:
+    """Where the gate ran as a method, its largest difference from the picked method's rows (0: the gate computes
+    nothing else, so the rows read from a half's one walk and two walks are the gate's)."""
+    rows = []
+    for half in ("tune", "holdout"):
+        for cell in CELLS.values():
+            path = folder / half / cell.name
+            if not (path / "results.csv").is_file():
+                continue
+            values, correlation = _read_csv(path / "results.csv"), _read_correlation(path, 0.25)
+            for name in GATED:
+                if name in values["comprehensiveness"] and correlation:
+                    picked = _gated(values, correlation, GATE[name])
+                    gap = max(abs(values[m][name][e] - picked[m][e]) for m in picked for e in values[m][name])
+                    rows.append([f"{half}/{cell.name}", f"`{name}`", str(len(values["comprehensiveness"][name])),
+                                 f"{gap:.0e}"])
+    if not rows:
+        return []
+    return (["## The gate run as a method against its picks", "",
+             "Largest difference, over examples and both metrics, between the gate's own rows and the rows of the "
+             "walk its correlation picks; elsewhere the gate's rows are those picks.", ""]
+            + _table(["run", "gate", "n", "max \\|Δ\\|"], rows) + [""])
+
+
 def _gate_scan_lines(folders: Sequence[Path], thresholds: Sequence[float] = GATE_THRESHOLDS) -> List[str]:
     """The threshold of the 12-layer gate chosen by the rule: for each threshold, the depth rule with the gate on
     MPNet (its rows read from each MPNet half's one walk, two walks and ``walk_correlation.csv``, :func:`_gated`)
@@ -984,13 +1025,12 @@ def _gate_scan_lines(folders: Sequence[Path], thresholds: Sequence[float] = GATE
         gate, rule = f"gate@{threshold:g}", f"rule:depth-gate@{threshold:g}"
         picked: List[bool] = []
 
-        def augment(cell: Cell, folder: Path, values: Values, gate: str = gate, threshold: float = threshold) -> None:
+        def augment(cell: Cell, run: Path, values: Values, gate: str = gate, threshold: float = threshold) -> None:
             if cell.architecture != "mpnet":
                 return
-            correlation = _read_correlation(folder / "tune" / cell.name, 0.25)
+            correlation = _read_correlation(run, 0.25)
             if not correlation:
-                raise SystemExit(f"{folder / 'tune' / cell.name} has no walk_correlation.csv: run "
-                                 f"--walk-correlation on it first")
+                raise SystemExit(f"{run} has no walk_correlation.csv: run --walk-correlation on it first")
             for metric, rows_ in _gated(values, correlation, threshold).items():
                 values[metric][gate] = rows_
             picked.extend(correlation[e] > threshold for e in values["comprehensiveness"][gate])
@@ -1008,6 +1048,10 @@ def _gate_scan_lines(folders: Sequence[Path], thresholds: Sequence[float] = GATE
                       "next worst"], rows) + [""])
 
 
+#: rows a round's halves take before its tables: flag -> augment (see :func:`_rule_losses`)
+ROUND_AUGMENT: Dict[str, Callable[[Cell, Path, Values], None]] = {"--ninth-table": _add_gate_rows}
+
+
 def _round_table(flag: str, path: Optional[Path] = None) -> Path:
     """``results/default-search/<round>.md``: a round's constructions against the default (``ds:pow0.5:pm0.25``, or
     the round's own in :data:`ROUND_LEADS`, rerun in the same process) on the tune halves; the pairing check is the
@@ -1019,8 +1063,11 @@ def _round_table(flag: str, path: Optional[Path] = None) -> Path:
              f"method − the default (`{lead}`: {what}); comprehensiveness: "
              "> 0 is better, sufficiency: < 0 is better. Each run's command is in its folder's `COMMAND`.", ""]
     others = [m for m in methods if m != lead]
+    augment = ROUND_AUGMENT.get(flag)
     rows = []
     for cell, values, _, difference in _round_runs(folder, lead):
+        if augment is not None:
+            augment(cell, folder / "tune" / cell.name, values)
         check = "–" if difference is None else f"{difference:.0e}"
         texts = [_paired(values, m, lead) for m in others]
         rows.append([cell.name, str(max(n for n, _ in texts))] + [t for _, t in texts] + [check])
@@ -1028,11 +1075,11 @@ def _round_table(flag: str, path: Optional[Path] = None) -> Path:
                     + ["default vs fourth round (max \\|Δ comp.\\|)"], rows) + [""]
     if ranked and flag in ROUND_WORST_FOLDERS:
         # over several rounds' halves: the join with the fourth round goes by the default every encoder round ran
-        lines += _worst_cases(ROUND_WORST_FOLDERS[flag], ranked, FOURTH_LEAD)
+        lines += _worst_cases(ROUND_WORST_FOLDERS[flag], ranked, FOURTH_LEAD, ROUND_AUGMENT.get(flag))
         if flag == "--ninth-table":
-            lines += _gate_scan_lines(ROUND_WORST_FOLDERS[flag])
+            lines += _gate_scan_lines(ROUND_WORST_FOLDERS[flag]) + _gate_check_lines(folder)
         lines += ([ROUND_NOTES[flag], ""] if flag in ROUND_NOTES else []) + _long_held_out_lines()
-        lines += _held_out_lines(folder, ROUND_HOLDOUT.get(flag, ranked), matrix_lead)
+        lines += _held_out_lines(folder, ROUND_HOLDOUT.get(flag, ranked), matrix_lead, ROUND_AUGMENT.get(flag))
     elif ranked:
         lines += _worst_cases([folder], ranked, lead) + _held_out_lines(folder, ranked, matrix_lead)
     path = path or RESULTS / name

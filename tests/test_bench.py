@@ -1352,3 +1352,30 @@ def test_gate_scan_takes_one_walk_where_the_walks_agree_and_ranks_each_threshold
     (folder / "walk_correlation.csv").unlink()
     with pytest.raises(SystemExit, match="walk_correlation.csv"):
         default_search._gate_scan_lines([tmp_path / "round"], (0.5,))
+
+
+def test_gate_rows_are_read_where_it_did_not_run_and_checked_where_it_did(tmp_path, monkeypatch):
+    import csv
+
+    default_search = _default_search()
+    one, two, gate = "ds:pow0.25", "ds:pow0.25:pm0.25", default_search.GATED[0]
+    threshold = default_search.GATE[gate]
+    correlations = {0: threshold + 0.1, 1: threshold - 0.1}  # example 0 takes one walk, example 1 two walks
+    for cell, live in (("mpnet--tweets", {0: 0.7, 1: 0.45}), ("mpnet--bbc-news", None)):
+        folder = tmp_path / "round" / "tune" / cell
+        rows = [(0, one, 0.7, 0.1), (0, two, 0.5, 0.2), (1, one, 0.3, 0.1), (1, two, 0.4, 0.2)]
+        _write_results(folder, rows + ([(e, gate, c, 0.1 if e == 0 else 0.2) for e, c in live.items()]
+                                       if live else []))
+        with (folder / "walk_correlation.csv").open("w", newline="") as fh:
+            csv.writer(fh).writerows([["example", "gamma", "correlation"]]
+                                     + [[e, 0.25, r] for e, r in correlations.items()])
+    # BBC News: the gate did not run; its rows are the picked walk's
+    values = default_search._read_csv(tmp_path / "round" / "tune" / "mpnet--bbc-news" / "results.csv")
+    default_search._add_gate_rows(default_search.CELLS["mpnet--bbc-news"],
+                                  tmp_path / "round" / "tune" / "mpnet--bbc-news", values)
+    assert values["comprehensiveness"][gate] == {0: 0.7, 1: 0.4}
+    assert values["sufficiency"][gate] == {0: 0.1, 1: 0.2}
+    # tweets: the gate ran, and its example 1 is 0.05 off the two walks it should have taken
+    lines = default_search._gate_check_lines(tmp_path / "round")
+    checks = [line for line in lines if line.startswith("| tune/")]
+    assert checks == [f"| tune/mpnet--tweets | `{gate}` | 2 | 5e-02 |"]
