@@ -227,13 +227,13 @@ CANDIDATES: Dict[str, Dict[str, Any]] = {
     # eighth round (MPNet BBC News tune half): the 12-layer rule's two walks times |gradient x input| (see FUSED)
     "ds:pow0.25:pm0.25*absixg": {"edge_weight": "pow0.25"},
     # ninth round: the 12-layer rule's two walks, or its positive walk alone where the walks agree (see GATE)
-    "ds:pow0.25:pm0.25:gate0.6": {"edge_weight": "pow0.25"},
+    "ds:pow0.25:pm0.25:gate0.5": {"edge_weight": "pow0.25"},
 }
 #: candidates with a negative walk subtracted (see SIGNED_WALKS) and with gradient-norm layer weights
 SIGNED_WALKS = {"ds:pow0.5:pm", "ds:pow0.5:lp:pm", "ds:pow0.5:pm0.5", "ds:pow0.5:pmw", "ds:pow0.5:pmd",
                 "ds:pow0.5:pm0.25", "ds:pow0.5:pm0.75", "ds:pow0.5:pm0.25:d0.5", "ds:pow0.5:pm0.25:d0.85",
                 "ds:pow0.5:pm0.25:nosink", "ds:pow0.25:pm0.25", "ds:pow0:pm0.25", "ds:pow0.25:pm",
-                "ds:pow0.25:pm0.25*absixg", "ds:pow0.25:pm0.25:gate0.6"}
+                "ds:pow0.25:pm0.25*absixg", "ds:pow0.25:pm0.25:gate0.5"}
 #: two walks, demoting only: a token keeps its positive-walk score P⁺ when P⁺ ≥ P⁻ and gets P⁺ − P⁻ < 0
 #: otherwise, so PR-TAG's order is kept among the net-positive tokens and the net-negative ones rank last
 DEMOTE = {"ds:pow0.5:pmd"}
@@ -243,10 +243,10 @@ NEGATIVE_WEIGHT: Dict[str, Any] = {"ds:pow0.5:pm0.5": 0.5, "ds:pow0.5:pmw": "mas
                                    "ds:pow0.5:pm0.75": 0.75, "ds:pow0.5:pm0.25:d0.5": 0.25,
                                    "ds:pow0.5:pm0.25:d0.85": 0.25, "ds:pow0.5:pm0.25:nosink": 0.25,
                                    "ds:pow0.25:pm0.25": 0.25, "ds:pow0:pm0.25": 0.25,
-                                   "ds:pow0.25:pm0.25*absixg": 0.25, "ds:pow0.25:pm0.25:gate0.6": 0.25}
+                                   "ds:pow0.25:pm0.25*absixg": 0.25, "ds:pow0.25:pm0.25:gate0.5": 0.25}
 #: gated walks, per example: the positive walk alone when the two walks' scores correlate above the threshold over
 #: the ordinary tokens (:func:`walk_correlation`), else the two walks ``P⁺ − λ P⁻``; the same single pass
-GATE: Dict[str, float] = {"ds:pow0.25:pm0.25:gate0.6": 0.6}
+GATE: Dict[str, float] = {"ds:pow0.25:pm0.25:gate0.5": 0.5}
 NORM_WEIGHTED = {"ds:pow0.5:l2w"}
 #: leaky walks: the same built graphs (``attribute_graph``), each walked with row ``i`` divided by
 #: ``s_i = d_i^(1−β) · max_k d_k^β`` instead of its out-weight ``d_i`` (β = 1: one scale for the whole graph, so
