@@ -245,7 +245,8 @@ NEGATIVE_WEIGHT: Dict[str, Any] = {"ds:pow0.5:pm0.5": 0.5, "ds:pow0.5:pmw": "mas
                                    "ds:pow0.25:pm0.25": 0.25, "ds:pow0:pm0.25": 0.25,
                                    "ds:pow0.25:pm0.25*absixg": 0.25, "ds:pow0.25:pm0.25:gate0.5": 0.25}
 #: gated walks, per example: the positive walk alone when the two walks' scores correlate above the threshold over
-#: the ordinary tokens (:func:`walk_correlation`), else the two walks ``P⁺ − λ P⁻``; the same single pass
+#: the real tokens other than the explained one (:func:`walk_correlation`), else the two walks ``P⁺ − λ P⁻``; the
+#: same single pass
 GATE: Dict[str, float] = {"ds:pow0.25:pm0.25:gate0.5": 0.5}
 NORM_WEIGHTED = {"ds:pow0.5:l2w"}
 #: leaky walks: the same built graphs (``attribute_graph``), each walked with row ``i`` divided by
@@ -302,7 +303,8 @@ NINTH = SEVENTH + ["ds:pow0.5", "ds:pow0.25"]
 #: the gate at the threshold the rule chose on the tune halves (``--ninth-table``'s scan), run as a method
 GATED = [name for name in GATE]
 TUNE_METHODS = [m for m in CANDIDATES if m not in EXTRA and m not in LATER and m not in FOURTH and m not in FIFTH
-                and m not in SIXTH and m not in SEVENTH and m not in SEVENTH_DECODERS and m not in EIGHTH_NEW] \
+                and m not in SIXTH and m not in SEVENTH and m not in SEVENTH_DECODERS and m not in EIGHTH_NEW
+                and m not in GATE] \
     + REFERENCES
 #: 'long': the candidates run on the 256-token cells (a long explanation costs ~10x a short one on this
 #: shared CPU): each edge family, the interpolation, the best damping of the earlier BBC ablation (0.5)
@@ -971,7 +973,8 @@ def _gated(values: Values, correlation: Dict[int, float], threshold: float, gamm
     out: Values = {}
     for metric, rows in values.items():
         a, b = rows.get(one, {}), rows.get(two, {})
-        out[metric] = {e: (a[e] if correlation[e] > threshold else b[e]) for e in sorted(set(a) & set(b) & set(correlation))}
+        common = sorted(set(a) & set(b) & set(correlation))
+        out[metric] = {e: (a[e] if correlation[e] > threshold else b[e]) for e in common}
     return out
 
 
@@ -1041,7 +1044,7 @@ def _gate_scan_lines(folders: Sequence[Path], thresholds: Sequence[float] = GATE
         rows.append([f"{threshold:g}", share] + _worst_row(losses_of[rule]))
     return (["## The gate's threshold, by the rule", "",
              "The depth rule with the gate on the 12-layer encoder: one walk where the two walks' scores correlate "
-             "above the threshold over the ordinary tokens, else the default's two walks (−1: one walk everywhere; "
+             "above the threshold over the real tokens other than the explained one, else the default's two walks (−1: one walk everywhere; "
              "1: the default). The gate's rows are the picked method's rows; `walk_correlation.csv` in each MPNet "
              "half (`--walk-correlation`) has the correlations. Worst case over the same tune halves as above.", ""]
             + _table(["threshold", "MPNet examples on one walk", "worst case", "tune half", "metric", "best other",
