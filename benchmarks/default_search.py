@@ -747,14 +747,15 @@ ROUND_NOTES: Dict[str, str] = {
 #: methods a round ran beside its candidates that are not candidates for the default, so never a half's 'best other'
 #: in the worst case (LIG-50 costs 50 passes; the goal's comparison with it is on the held-out halves)
 NOT_CANDIDATES = ("ig",)
+#: the 12-layer encoders' default, the lead of the rounds on MPNet
+_MPNET_LEAD = ("ds:pow0.25:pm0.25", "pr-tag0.25-pm0.25",
+               "the 12-layer encoders' default: A^0.25 ⊙ dA⁺ edges, two walks, λ = 0.25, damping 0.7")
 #: a round's default, if not the encoders' (``FOURTH_LEAD``): flag -> (its candidate name, its matrix name, what it is)
 ROUND_LEADS: Dict[str, Tuple[str, str, str]] = {
     "--seventh-decoders-table": ("ds:pow0.5:pm", "pr-tag-pm",
                                  "the decoders' default: PR-TAG's edges, two walks, λ = 1, damping 0.7"),
-    "--eighth-table": ("ds:pow0.25:pm0.25", "pr-tag0.25-pm0.25",
-                       "the 12-layer encoders' default: A^0.25 ⊙ dA⁺ edges, two walks, λ = 0.25, damping 0.7"),
-    "--ninth-table": ("ds:pow0.25:pm0.25", "pr-tag0.25-pm0.25",
-                      "the 12-layer encoders' default: A^0.25 ⊙ dA⁺ edges, two walks, λ = 0.25, damping 0.7")}
+    "--eighth-table": _MPNET_LEAD,
+    "--ninth-table": _MPNET_LEAD}
 #: the encoders' default, the lead of the other rounds
 _ENCODER_LEAD = (FOURTH_LEAD, "pr-tag-pm0.25", "PR-TAG's edges, two walks, λ = 0.25, damping 0.7")
 #: rules ranked beside the candidates: per architecture, the candidate whose rows the rule takes on its halves.
@@ -978,6 +979,13 @@ def _gated(values: Values, correlation: Dict[int, float], threshold: float, gamm
     return out
 
 
+def _gate_picks(run: Path, values: Values, threshold: float) -> Optional[Tuple[Values, Dict[int, float]]]:
+    """The gate's rows at ``threshold`` in a run (:func:`_gated` on its ``walk_correlation.csv``, γ = 0.25) and the
+    correlations they were picked by; None where the run has no correlations."""
+    correlation = _read_correlation(run, 0.25)
+    return (_gated(values, correlation, threshold), correlation) if correlation else None
+
+
 #: the gate's thresholds scanned on the tune halves (−1: one walk on every example; 1: two walks on every example)
 GATE_THRESHOLDS = (-1.0, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 1.0)
 
@@ -986,12 +994,12 @@ def _add_gate_rows(cell: Cell, run: Path, values: Values) -> None:
     """A 12-layer run's rows of the chosen gate (:data:`GATED`) where it did not run: read from its one walk, two
     walks and ``walk_correlation.csv`` (:func:`_gated`), which :func:`_gate_check_lines` checks against the runs
     where it ran."""
-    correlation = _read_correlation(run, 0.25)
-    if cell.architecture != "mpnet" or not correlation:
+    if cell.architecture != "mpnet":
         return
     for name in GATED:
-        if name not in values["comprehensiveness"]:
-            for metric, rows in _gated(values, correlation, GATE[name]).items():
+        found = None if name in values["comprehensiveness"] else _gate_picks(run, values, GATE[name])
+        if found is not None:
+            for metric, rows in found[0].items():
                 values[metric][name] = rows
 
 
@@ -1004,10 +1012,11 @@ def _gate_check_lines(folder: Path) -> List[str]:
             path = folder / half / cell.name
             if not (path / "results.csv").is_file():
                 continue
-            values, correlation = _read_csv(path / "results.csv"), _read_correlation(path, 0.25)
+            values = _read_csv(path / "results.csv")
             for name in GATED:
-                if name in values["comprehensiveness"] and correlation:
-                    picked = _gated(values, correlation, GATE[name])
+                found = _gate_picks(path, values, GATE[name]) if name in values["comprehensiveness"] else None
+                if found is not None:
+                    picked = found[0]
                     gap = max(abs(values[m][name][e] - picked[m][e]) for m in picked for e in values[m][name])
                     rows.append([f"{half}/{cell.name}", f"`{name}`", str(len(values["comprehensiveness"][name])),
                                  f"{gap:.0e}"])
@@ -1031,11 +1040,12 @@ def _gate_scan_lines(folders: Sequence[Path], thresholds: Sequence[float] = GATE
         def augment(cell: Cell, run: Path, values: Values, gate: str = gate, threshold: float = threshold) -> None:
             if cell.architecture != "mpnet":
                 return
-            correlation = _read_correlation(run, 0.25)
-            if not correlation:
+            found = _gate_picks(run, values, threshold)
+            if found is None:
                 raise SystemExit(f"{run} has no walk_correlation.csv: run --walk-correlation on it first")
-            for metric, rows_ in _gated(values, correlation, threshold).items():
-                values[metric][gate] = rows_
+            rows_, correlation = found
+            for metric in rows_:
+                values[metric][gate] = rows_[metric]
             picked.extend(correlation[e] > threshold for e in values["comprehensiveness"][gate])
 
         losses_of, _ = _rule_losses(folders, [rule], FOURTH_LEAD, {rule: {"minilm": FOURTH_LEAD, "mpnet": gate}},
@@ -1044,15 +1054,18 @@ def _gate_scan_lines(folders: Sequence[Path], thresholds: Sequence[float] = GATE
         rows.append([f"{threshold:g}", share] + _worst_row(losses_of[rule]))
     return (["## The gate's threshold, by the rule", "",
              "The depth rule with the gate on the 12-layer encoder: one walk where the two walks' scores correlate "
-             "above the threshold over the real tokens other than the explained one, else the default's two walks (−1: one walk everywhere; "
-             "1: the default). The gate's rows are the picked method's rows; `walk_correlation.csv` in each MPNet "
-             "half (`--walk-correlation`) has the correlations. Worst case over the same tune halves as above.", ""]
+             "above the threshold over the real tokens other than the explained one, else the default's two walks "
+             "(−1: one walk everywhere; 1: the default). The gate's rows are the picked method's rows; "
+             "`walk_correlation.csv` in each MPNet half (`--walk-correlation`) has the correlations. Worst case over the same tune halves as above.", ""]
             + _table(["threshold", "MPNet examples on one walk", "worst case", "tune half", "metric", "best other",
                       "next worst"], rows) + [""])
 
 
 #: rows a round's halves take before its tables: flag -> augment (see :func:`_rule_losses`)
 ROUND_AUGMENT: Dict[str, Callable[[Cell, Path, Values], None]] = {"--ninth-table": _add_gate_rows}
+#: sections a round's table adds after its worst case: flag -> lines, given the round's worst-case folders and folder
+ROUND_SECTIONS: Dict[str, Callable[[Sequence[Path], Path], List[str]]] = {
+    "--ninth-table": lambda folders, folder: _gate_scan_lines(folders) + _gate_check_lines(folder)}
 
 
 def _round_table(flag: str, path: Optional[Path] = None) -> Path:
@@ -1078,11 +1091,11 @@ def _round_table(flag: str, path: Optional[Path] = None) -> Path:
                     + ["default vs fourth round (max \\|Δ comp.\\|)"], rows) + [""]
     if ranked and flag in ROUND_WORST_FOLDERS:
         # over several rounds' halves: the join with the fourth round goes by the default every encoder round ran
-        lines += _worst_cases(ROUND_WORST_FOLDERS[flag], ranked, FOURTH_LEAD, ROUND_AUGMENT.get(flag))
-        if flag == "--ninth-table":
-            lines += _gate_scan_lines(ROUND_WORST_FOLDERS[flag]) + _gate_check_lines(folder)
+        lines += _worst_cases(ROUND_WORST_FOLDERS[flag], ranked, FOURTH_LEAD, augment)
+        if flag in ROUND_SECTIONS:
+            lines += ROUND_SECTIONS[flag](ROUND_WORST_FOLDERS[flag], folder)
         lines += ([ROUND_NOTES[flag], ""] if flag in ROUND_NOTES else []) + _long_held_out_lines()
-        lines += _held_out_lines(folder, ROUND_HOLDOUT.get(flag, ranked), matrix_lead, ROUND_AUGMENT.get(flag))
+        lines += _held_out_lines(folder, ROUND_HOLDOUT.get(flag, ranked), matrix_lead, augment)
     elif ranked:
         lines += _worst_cases([folder], ranked, lead) + _held_out_lines(folder, ranked, matrix_lead)
     path = path or RESULTS / name
