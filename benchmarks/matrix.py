@@ -45,8 +45,9 @@ SHORT_METHODS = ("pr-tag,pr-tag-pm,pr-tag-pm0.25,pr-g,pr-ag,pr-a,gae,rollout,raw
 LONG_METHODS = "pr-tag,pr-tag-pm,pr-tag-pm0.25,pr-g,pr-ag,gae,rollout,ig,random"
 #: Methods of the MPNet and SmolLM2 long cells (fewer, for CPU time).
 FEW_LONG_METHODS = "pr-tag,pr-tag-pm,pr-tag-pm0.25,pr-g,pr-ag,gae,ig,random"
-#: Added to the MPNet cells: the default of encoders of 12 or more layers (the seventh round of the default search)
-DEEP = ",pr-tag0.25-pm0.25"
+#: Added to the MPNet cells: the defaults of encoders of 12 or more layers, the seventh round's two walks at γ = 0.25
+#: and the ninth round's gate on them (the current default)
+DEEP = ",pr-tag0.25-pm0.25,pr-tag0.25-pm0.25-gate0.5"
 
 
 @dataclass(frozen=True)
@@ -93,9 +94,9 @@ class Cell:
 DECODERS = ("smollm2",)
 #: attention layers of each architecture (the default's γ depends on an encoder's depth)
 DEPTHS = {"minilm": 6, "mpnet": 12, "smollm2": 30}
-#: the default of an architecture before the seventh round of the default search (γ = 0.5 on every encoder): shown,
-#: and said to be, where a cell has no rows of the current default
-FORMER_DEFAULT = {"mpnet": "pr-tag-pm0.25"}
+#: the default of an architecture before the ninth round of the default search (no gate on the walks): shown, and said
+#: to be, where a cell has no rows of the current default
+FORMER_DEFAULT = {"mpnet": "pr-tag0.25-pm0.25"}
 
 
 CELLS: Dict[str, Cell] = {c.name: c for c in [
@@ -229,9 +230,13 @@ def write_summary(path: Path = RESULTS / "matrix.md") -> Path:
              "rank = place among the cell's methods on comprehensiveness (1 = best, the random control unranked). "
              "Each cell's folder under [`matrix/`](matrix/) has its full table, deletion curves, per-example CSV "
              "and the exact command (`COMMAND`).")
-    # the encoders' defaults, PR-TAG± (γ=0.25, λ=0.25) and PR-TAG± (λ=0.25), and the decoders', PR-TAG±, against
-    # each strong rival; then the former encoder default (PR-TAG), PR-G and PR-AG
-    pairs = [("pr-tag0.25-pm0.25", "gae"), ("pr-tag0.25-pm0.25", "ig"), ("pr-tag0.25-pm0.25", "attnlrp"),
+    # the encoders' defaults, PR-TAG± (γ=0.25, λ=0.25, gate 0.5) and PR-TAG± (λ=0.25), and the decoders', PR-TAG±,
+    # against each strong rival; then the former defaults (PR-TAG± (γ=0.25, λ=0.25), PR-TAG), PR-G and PR-AG
+    pairs = [("pr-tag0.25-pm0.25-gate0.5", "gae"), ("pr-tag0.25-pm0.25-gate0.5", "ig"),
+             ("pr-tag0.25-pm0.25-gate0.5", "attnlrp"), ("pr-tag0.25-pm0.25-gate0.5", "lime"),
+             ("pr-tag0.25-pm0.25-gate0.5", "kernel-shap"), ("pr-tag0.25-pm0.25-gate0.5", "pr-tag0.25-pm0.25"),
+             ("pr-tag0.25-pm0.25-gate0.5", "pr-tag"),
+             ("pr-tag0.25-pm0.25", "gae"), ("pr-tag0.25-pm0.25", "ig"), ("pr-tag0.25-pm0.25", "attnlrp"),
              ("pr-tag0.25-pm0.25", "lime"), ("pr-tag0.25-pm0.25", "kernel-shap"),
              ("pr-tag0.25-pm0.25", "pr-tag-pm0.25"), ("pr-tag0.25-pm0.25", "pr-tag"),
              ("pr-tag-pm0.25", "gae"), ("pr-tag-pm0.25", "ig"), ("pr-tag-pm0.25", "attnlrp"),
@@ -246,8 +251,8 @@ def write_summary(path: Path = RESULTS / "matrix.md") -> Path:
     write_default_check(_shown_cells(lambda c: f"{c.architecture} × {c.dataset}"),
                         RESULTS / "matrix_default.md",
                         intro="The default of each cell's architecture (`captum_prxai.methods.default_method`: "
-                              "PR-TAG± (λ=0.25) on encoders under 12 layers, PR-TAG± (γ=0.25, λ=0.25) on encoders of "
-                              "12 or more, PR-TAG± on decoders) against every other method of the cell, from each "
+                              "PR-TAG± (λ=0.25) on encoders under 12 layers, PR-TAG± (γ=0.25, λ=0.25, gate 0.5) on "
+                              "encoders of 12 or more, PR-TAG± on decoders) against every other method of the cell, from each "
                               "cell's `results.csv` (`python benchmarks/matrix.py --summary`). A cell marked 'former "
                               "default' has no rows of its current default yet and shows the one before. The goal: "
                               "first or level within one paired standard error against GAE and LIG, on both metrics.")

@@ -954,9 +954,9 @@ def test_worst_case_over_several_rounds_takes_each_half_once_and_never_ranks_lig
 
 def test_long_held_out_lines_pair_one_walk_with_each_encoders_own_default(tmp_path, monkeypatch):
     default_search = _default_search()
-    # MPNet (12 layers): its default is γ = 0.25's two walks; MiniLM (6 layers): γ = 0.5's. Each cell also has the
-    # other depth's default, 0.3 ahead, so pairing with the wrong one would show -0.3 more
-    for cell, default, other in (("mpnet--bbc-news", "pr-tag0.25-pm0.25", "pr-tag-pm0.25"),
+    # MPNet (12 layers): its default is γ = 0.25's gated walks; MiniLM (6 layers): γ = 0.5's two walks. Each cell
+    # also has the other depth's default, 0.3 ahead, so pairing with the wrong one would show -0.3 more
+    for cell, default, other in (("mpnet--bbc-news", "pr-tag0.25-pm0.25-gate0.5", "pr-tag-pm0.25"),
                                  ("minilm--movie-reviews", "pr-tag-pm0.25", "pr-tag0.25-pm0.25")):
         _write_results(tmp_path / "matrix" / cell, [(e, m, c, s) for e in range(2) for m, c, s in (
             (default, 0.4, 0.1), (other, 0.7, 0.1), ("pr-tag", 0.5, 0.05), ("ig", 0.45, 0.0))])
@@ -966,7 +966,7 @@ def test_long_held_out_lines_pair_one_walk_with_each_encoders_own_default(tmp_pa
     rows = {line.split("|")[1].strip(): [c.strip() for c in line.strip("|").split("|")] for line in lines
             if line.startswith("| m")}
     assert set(rows) == {"mpnet--bbc-news", "minilm--movie-reviews"}
-    assert rows["mpnet--bbc-news"][header.index("default")] == "`pr-tag0.25-pm0.25`"
+    assert rows["mpnet--bbc-news"][header.index("default")] == "`pr-tag0.25-pm0.25-gate0.5`"
     assert rows["minilm--movie-reviews"][header.index("default")] == "`pr-tag-pm0.25`"
     for row in rows.values():
         assert row[header.index("PR-TAG (one walk) − default")] == "+0.100 ± 0.000 / -0.050 ± 0.000"
@@ -986,17 +986,19 @@ def test_matrix_cells_name_the_default_by_depth_and_show_the_former_one_only_whe
         sys.path.pop(0)
     cells = matrix.CELLS
     assert cells["minilm--tweets"].default == "pr-tag-pm0.25"  # 6 layers
-    assert cells["mpnet--tweets"].default == "pr-tag0.25-pm0.25"  # 12 layers
+    assert cells["mpnet--tweets"].default == "pr-tag0.25-pm0.25-gate0.5"  # 12 layers
     assert cells["smollm2--tweets"].default == "pr-tag-pm"  # a decoder: λ = 1, γ = 0.5
-    assert all("pr-tag0.25-pm0.25" in c.methods for c in cells.values() if c.architecture == "mpnet")
+    assert all("pr-tag0.25-pm0.25-gate0.5" in c.methods.split(",") for c in cells.values()
+               if c.architecture == "mpnet")
     monkeypatch.setattr(matrix, "MATRIX_DIR", tmp_path)
     cell = cells["mpnet--tweets"]
-    _write_results(tmp_path / cell.name, [(0, "pr-tag-pm0.25", 0.5, 0.1), (0, "gae", 0.4, 0.2)])
-    assert cell.shown_default() == ("pr-tag-pm0.25", "former default")
+    _write_results(tmp_path / cell.name, [(0, "pr-tag0.25-pm0.25", 0.5, 0.1), (0, "gae", 0.4, 0.2)])
+    assert cell.shown_default() == ("pr-tag0.25-pm0.25", "former default")
     (tmp_path / cell.name / "results.csv").unlink()
     (tmp_path / cell.name).rmdir()
-    _write_results(tmp_path / cell.name, [(0, "pr-tag-pm0.25", 0.5, 0.1), (0, "pr-tag0.25-pm0.25", 0.6, 0.1)])
-    assert cell.shown_default() == ("pr-tag0.25-pm0.25", "")
+    _write_results(tmp_path / cell.name, [(0, "pr-tag0.25-pm0.25", 0.5, 0.1),
+                                          (0, "pr-tag0.25-pm0.25-gate0.5", 0.6, 0.1)])
+    assert cell.shown_default() == ("pr-tag0.25-pm0.25-gate0.5", "")
     # a MiniLM cell's default has not changed: it is shown as it is, rows or not
     assert cells["minilm--tweets"].shown_default() == ("pr-tag-pm0.25", "")
 

@@ -250,6 +250,23 @@ def test_explain_graph_of_both_walks_says_it_draws_the_positive_walk(tiny_model_
     assert abs(float(node_scores.sum())) < 1e-4  # a difference of two distributions
 
 
+@pytest.mark.parametrize("gate, one_walk", [(-1.0, True), (1.0, False)])
+def test_the_graph_title_says_when_the_gate_kept_one_walk(gate, one_walk, tiny_model_factory, tiny_batch):
+    """With ``walk_gate``, the title of the drawn example says whether its scores subtract the negative walk."""
+    import captum_prxai as cp
+    from captum_prxai.viz.explanation import graph_title
+    from conftest import forward_for
+
+    model = tiny_model_factory("bert")
+    ids, mask = tiny_batch
+    attr = cp.PRTemperedAttentionGradient(forward_for(model), cp.attention_layers(model), walks="both",
+                                          negative_weight=0.25, walk_gate=gate)
+    graph = attr.attribute_graph(ids, target=1, additional_forward_args=(mask,), attention_mask=mask)
+    title = graph_title("PR-TAG±", graph)
+    assert ("the two walks agree (correlation above" in title) is one_walk
+    assert ("the scores subtract 0.25 x the negative walk's PageRank" in title) is not one_walk
+
+
 def test_explain_leads_with_the_class_default(tiny_model_dir, tmp_path, capsys):
     """Without --methods, the first method is what PageRankAttribution() computes with its defaults."""
     import captum_prxai

@@ -188,6 +188,76 @@ def test_negative_weight_scales_the_negative_walk(weight, tiny_model_factory, ti
     assert weighted.negative_weight == weight and weighted.spec.negative_weight == weight
 
 
+def _pearson(a, b):
+    a, b = a - a.mean(), b - b.mean()
+    scale = float(a.norm() * b.norm())
+    return float(a @ b) / scale if scale > 0 else 0.0
+
+
+@pytest.mark.parametrize("kind", ["bert", "llama"])
+def test_the_walk_gate_keeps_the_positive_walk_where_the_walks_correlate(kind, tiny_model_factory, tiny_batch):
+    from captum_prxai.graph.spec import walk_correlation
+
+    model = tiny_model_factory(kind)
+    ids, mask = tiny_batch
+    layers = cp.attention_layers(model)
+    kw = dict(target=1, additional_forward_args=(mask,), attention_mask=mask)
+    positive = cp.PRTemperedAttentionGradient(forward_for(model), layers).attribute(ids, **kw)
+    negative = cp.PageRankAttribution(forward_for(model), layers, edge_weight=_negative_tempered,
+                                      walks="positive").attribute(ids, **kw)
+    # each example's correlation, by hand: real tokens only, the explained one (teleport target) left out
+    explained = [0, 0] if kind == "bert" else [int(mask[b].sum()) - 1 for b in range(2)]
+    corr = []
+    for b in range(2):
+        keep = [t for t in range(ids.shape[1]) if mask[b, t] and t != explained[b]]
+        corr.append(_pearson(positive[b, keep].double(), negative[b, keep].double()))
+    ordinary = mask.bool().clone()
+    ordinary[torch.arange(2), torch.tensor(explained)] = False
+    torch.testing.assert_close(walk_correlation(positive, negative, ordinary), torch.tensor(corr, dtype=torch.float64),
+                               atol=1e-5, rtol=0)
+    # a gate between the two examples' correlations keeps one walk on one example and two on the other
+    gate = sum(corr) / 2
+    assert abs(corr[0] - corr[1]) > 1e-3
+    gated = cp.PRTemperedAttentionGradient(forward_for(model), layers, walks="both", negative_weight=0.25,
+                                           walk_gate=gate)
+    scores = gated.attribute(ids, **kw)
+    for b in range(2):
+        expected = positive[b] if corr[b] > gate else positive[b] - 0.25 * negative[b]
+        torch.testing.assert_close(scores[b], expected, atol=1e-6, rtol=0)
+    graph = gated.attribute_graph(ids, **kw)
+    torch.testing.assert_close(graph.rescore(), scores, atol=1e-4, rtol=0)
+    assert graph.walk_weights.tolist() == [0.0 if c > gate else 0.25 for c in corr]
+    # the gate at its ends: -1 keeps one walk wherever the walks are not exactly opposed, 1 never does
+    low = cp.PRTemperedAttentionGradient(forward_for(model), layers, walks="both", negative_weight=0.25, walk_gate=-1)
+    torch.testing.assert_close(low.attribute(ids, **kw), positive, atol=1e-6, rtol=0)
+    high = cp.PRTemperedAttentionGradient(forward_for(model), layers, walks="both", negative_weight=0.25, walk_gate=1)
+    torch.testing.assert_close(high.attribute(ids, **kw), positive - 0.25 * negative, atol=1e-6, rtol=0)
+    # windows: the gate reads the stitched graph's walks, the explained token left out the same way
+    long_gate = cp.PRTemperedAttentionGradient(forward_for(model), layers, walks="both", negative_weight=0.25,
+                                               walk_gate=-1)
+    one = cp.PRTemperedAttentionGradient(forward_for(model), layers)
+    torch.testing.assert_close(long_gate.attribute_long(ids[:1], target=1, window=6, stride=3),
+                               one.attribute_long(ids[:1], target=1, window=6, stride=3), atol=1e-6, rtol=0)
+
+
+def test_walk_correlation_is_zero_where_a_walk_is_flat():
+    from captum_prxai.graph.spec import walk_correlation
+
+    flat = torch.tensor([[0.5, 0.25, 0.25, 0.0]])
+    varied = torch.tensor([[0.5, 0.1, 0.4, 0.0]])
+    ordinary = torch.tensor([[False, True, True, False]])
+    assert walk_correlation(flat, varied, ordinary).tolist() == [0.0]
+    # the left-out tokens do not count: over all four tokens the same walks correlate
+    assert walk_correlation(flat, varied, torch.ones(1, 4, dtype=torch.bool)).item() > 0.5
+
+
+@pytest.mark.parametrize("bad", [1.5, -2, float("nan"), True, "high"])
+def test_walk_gate_is_checked(bad, tiny_model_factory):
+    layers = cp.attention_layers(tiny_model_factory("bert"))
+    with pytest.raises(cp.PRXAIError, match=r"^walk_gate must be None or a number in \[-1, 1\], got "):
+        cp.PRTemperedAttentionGradient(forward_for(tiny_model_factory("bert")), layers, walks="both", walk_gate=bad)
+
+
 @pytest.mark.parametrize("bad", [-0.5, float("nan"), True, "half"])
 def test_negative_weight_is_checked(bad, tiny_model_factory):
     layers = cp.attention_layers(tiny_model_factory("bert"))
@@ -255,19 +325,26 @@ def test_auto_attention_power_tempers_deep_encoders_less_and_the_apps_name_the_s
     forward, layers = forward_for(deep), cp.attention_layers(deep)
     default = cp.PageRankAttribution(forward, layers)
     assert default.attention_power == 0.25 and default.walks == "both" and default.negative_weight == 0.25
+    # the gate on the walks' correlation: 0.5 on encoders of 12 or more layers, none on shallower ones or decoders
+    from captum_prxai.graph.spec import auto_walk_gate
+
+    assert default.walk_gate == 0.5 and auto_walk_gate(False, 11) is None and auto_walk_gate(True, 30) is None
+    assert cp.PRTemperedAttentionGradient(forward, layers).walk_gate is None  # the preset: no gate unless given
     # the preset keeps PR-TAG's 0.5 on every depth; an explicit value wins over the rule
     assert cp.PRTemperedAttentionGradient(forward, layers).attention_power == 0.5
     assert cp.PageRankAttribution(forward, layers, attention_power=0.5).attention_power == 0.5
     # the registry name the apps read runs exactly the class's default
     name = default_method(deep)
-    assert name == "pr-tag0.25-pm0.25" and default_method(depth=12) == name
+    assert name == "pr-tag0.25-pm0.25-gate0.5" and default_method(depth=12) == name
     assert default_method(deep, depth=6) == "pr-tag-pm0.25"  # depth= takes precedence
     settings = METHODS[name].defaults()
-    assert (settings["attention_power"], settings["walks"], settings["negative_weight"]) == (0.25, "both", 0.25)
+    assert (settings["attention_power"], settings["walks"], settings["negative_weight"], settings["walk_gate"]) == (
+        0.25, "both", 0.25, 0.5)
+    assert METHODS["pr-tag0.25-pm0.25"].defaults()["walk_gate"] is None
     torch.manual_seed(3)
     ids, mask = torch.randint(2, 50, (2, 7)), torch.ones(2, 7, dtype=torch.long)
     preset = cp.PRTemperedAttentionGradient(forward, layers, walks="both", negative_weight=0.25,
-                                            attention_power=0.25)
+                                            attention_power=0.25, walk_gate=0.5)
     ours = default.attribute(ids, target=1, additional_forward_args=(mask,), attention_mask=mask)
     assert torch.allclose(ours, preset.attribute(ids, target=1, additional_forward_args=(mask,),
                                                  attention_mask=mask), atol=1e-7)

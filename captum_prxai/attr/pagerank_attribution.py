@@ -40,12 +40,14 @@ from captum_prxai.graph.spec import (
     apply_sign,
     auto_attention_power,
     auto_negative_weight,
+    auto_walk_gate,
     auto_walks,
     build_graph,
     score_graph,
     teleport_for,
     token_adjacency,
     token_layer,
+    walk_weights,
 )
 from captum_prxai.graph.windows import plan_windows, stitch_window_graphs
 from captum_prxai.hooks import AttentionExtractor
@@ -134,6 +136,15 @@ class GraphExplanation:
         return pagerank(adjacency.double(), spec.damping, personalization=self.teleport.double(),
                         node_mask=self.node_mask, tol=spec.tol * 1e-3, max_iter=max(spec.max_iter, 1000))
 
+    @property
+    def walk_weights(self) -> Optional[Tensor]:
+        """``(B,)`` the weight ``λ`` of each example's negative walk (``walks="both"``; 0 where ``walk_gate`` kept
+        the positive walk alone: :func:`~captum_prxai.graph.spec.walk_weights`), else ``None``."""
+        if self.built.negative is None:
+            return None
+        ranks = self.node_ranks()
+        return walk_weights(self.spec, self.built, ranks / ranks.sum(-1, keepdim=True), self.node_ranks("negative"))
+
     def rescore(self) -> Tensor:
         """PageRank of :attr:`adjacency` with :attr:`teleport`, reduced to token scores like :attr:`scores`.
 
@@ -143,7 +154,9 @@ class GraphExplanation:
         ranks = self.node_ranks()[:, :tokens]
         ranks = ranks / ranks.sum(-1, keepdim=True)
         if self.built.negative is not None:
-            return (ranks - self.spec.negative_weight * self.node_ranks("negative")).to(self.scores.dtype)
+            negative = self.node_ranks("negative")
+            weights = walk_weights(self.spec, self.built, ranks, negative)
+            return (ranks - weights[:, None] * negative).to(self.scores.dtype)
         return apply_sign(self.spec, ranks.to(self.scores.dtype), self.built.input_gradient)
 
 
@@ -164,7 +177,8 @@ class PageRankAttribution(AttentionGraphAttribution):
     so tokens that argue against the target rank last; ``λ`` is 0.25 for
     encoders and 1 for decoders (``negative_weight="auto"``), and encoders of
     12 or more layers temper the attention less, ``γ = 0.25``
-    (``attention_power="auto"``). Padding gets
+    (``attention_power="auto"``) and keep the positive walk alone where the
+    two walks' scores agree (``walk_gate="auto"``). Padding gets
     exactly zero and is never part of the graph.
 
     The paper describes the method at the level of its abstract: attention
@@ -256,6 +270,16 @@ class PageRankAttribution(AttentionGraphAttribution):
             :func:`~captum_prxai.capture.layers_are_causal`: PR-TAG±), 0.25
             otherwise (encoders: PR-TAG± (λ=0.25)). :attr:`negative_weight`
             holds the resolved value.
+        walk_gate (float, str or None): With two walks, keep the positive
+            walk alone (``λ = 0``) on an example where the two walks' scores
+            correlate above this value over its real tokens other than the
+            explained one (:class:`~captum_prxai.graph.spec.GraphSpec`); the
+            same pass. ``None``: two walks on every example. ``"auto"``
+            (default): the rule by depth chosen on the tune halves
+            (docs/default_search.md, ninth round;
+            :func:`~captum_prxai.graph.spec.auto_walk_gate`): 0.5 on encoders
+            with 12 or more attention layers, ``None`` otherwise.
+            :attr:`walk_gate` holds the resolved value.
 
     All graph options live in :attr:`spec`, a
     :class:`~captum_prxai.graph.spec.GraphSpec`, checked when the attribution
@@ -290,6 +314,7 @@ class PageRankAttribution(AttentionGraphAttribution):
         attention_power: Union[float, str] = "auto",
         walks: str = "auto",
         negative_weight: Union[float, str] = "auto",
+        walk_gate: Union[float, str, None] = "auto",
     ) -> None:
         super().__init__(forward_func, layers, attention_fn, head_reduction, target_position, capture, pad_token_id)
         if isinstance(walks, str) and walks == "auto":
@@ -298,12 +323,14 @@ class PageRankAttribution(AttentionGraphAttribution):
             negative_weight = auto_negative_weight(layers_are_causal(self.layers))
         if isinstance(attention_power, str) and attention_power == "auto":
             attention_power = auto_attention_power(layers_are_causal(self.layers), len(self.layers))
+        if isinstance(walk_gate, str) and walk_gate == "auto":
+            walk_gate = auto_walk_gate(layers_are_causal(self.layers), len(self.layers))
         #: every graph option, checked once; the attributes below mirror it
         self.spec = GraphSpec(
             edge_weight=edge_weight, head_reduction=head_reduction, graph=graph, residual=residual,
             normalize_layers=normalize_layers, sink=sink, self_loops=self_loops, teleport=teleport, damping=damping,
             tol=tol, max_iter=max_iter, signed=signed, attention_power=attention_power, walks=walks,
-            negative_weight=negative_weight,
+            negative_weight=negative_weight, walk_gate=walk_gate,
         )
 
     # The options, read from the spec (one source of truth); setting one rebuilds the spec, checked again.
@@ -330,6 +357,7 @@ class PageRankAttribution(AttentionGraphAttribution):
     attention_power = _option("attention_power")
     walks = _option("walks")
     negative_weight = _option("negative_weight")
+    walk_gate = _option("walk_gate")
     del _option
 
     @property
@@ -557,10 +585,10 @@ class PageRankAttribution(AttentionGraphAttribution):
             input_gradient = torch.zeros(1, length, dtype=values.dtype, device=ids.device)
             input_gradient[0].index_add_(0, positions.reshape(-1), values.reshape(-1))
         full = torch.ones(1, length, dtype=torch.bool, device=ids.device)
-        teleport = teleport_for(spec, full, target_positions(full, causal, self.target_position), adjacency.dtype,
-                                input_gradient)
+        explained = target_positions(full, causal, self.target_position)
+        teleport = teleport_for(spec, full, explained, adjacency.dtype, input_gradient)
         built = BuiltGraph("token", full, teleport, adjacency=adjacency.unsqueeze(0), input_gradient=input_gradient,
-                           negative=None if negative is None else negative.unsqueeze(0))
+                           negative=None if negative is None else negative.unsqueeze(0), target_position=explained)
         return score_graph(spec, built)[0], torch.cat(logits_parts).mean(0)
 
 class PRAttention(PageRankAttribution):
@@ -577,25 +605,26 @@ class PRAttention(PageRankAttribution):
 class PRGradient(PageRankAttribution):
     r"""PR-G: :class:`PageRankAttribution` with edges from the positive attention gradients ``dA⁺``.
 
-    One walk, on the positive edges (``walks="positive"``), unless given ``walks``.
+    One walk, on the positive edges (``walks="positive"``), unless given ``walks``; no gate on the walks
+    unless given ``walk_gate``.
     """
 
     def __init__(self, forward_func: Callable, layers: Union[nn.Module, Sequence[nn.Module]],
-                 walks: str = "positive", **kwargs: Any) -> None:
-        super().__init__(forward_func, layers, edge_weight="gradient", walks=walks, **kwargs)
+                 walks: str = "positive", walk_gate: Optional[float] = None, **kwargs: Any) -> None:
+        super().__init__(forward_func, layers, edge_weight="gradient", walks=walks, walk_gate=walk_gate, **kwargs)
 
 
 class PRAttentionGradient(PageRankAttribution):
     r"""PR-AG: :class:`PageRankAttribution` with edges ``(A ⊙ dA)⁺``, attention times its gradient.
 
     The variant the PR-XAI paper reports as most faithful. One walk, on the
-    positive edges, unless given ``walks``. Other keyword arguments as in
-    :class:`PageRankAttribution`.
+    positive edges, unless given ``walks``; no gate on the walks unless given
+    ``walk_gate``. Other keyword arguments as in :class:`PageRankAttribution`.
     """
 
     def __init__(self, forward_func: Callable, layers: Union[nn.Module, Sequence[nn.Module]],
-                 walks: str = "positive", **kwargs: Any) -> None:
-        super().__init__(forward_func, layers, edge_weight="attention_gradient", walks=walks, **kwargs)
+                 walks: str = "positive", walk_gate: Optional[float] = None, **kwargs: Any) -> None:
+        super().__init__(forward_func, layers, edge_weight="attention_gradient", walks=walks, walk_gate=walk_gate, **kwargs)
 
 
 class PRTemperedAttentionGradient(PageRankAttribution):
@@ -608,14 +637,17 @@ class PRTemperedAttentionGradient(PageRankAttribution):
     unless given ``walks``: ``walks="both"`` is PR-TAG± (its
     ``negative_weight="auto"``: λ = 0.25 on encoders, 1 on decoders),
     :class:`PageRankAttribution`'s default on decoders and on encoders of
-    fewer than 12 layers. Other keyword arguments as in
+    fewer than 12 layers. No gate on the walks unless given ``walk_gate``
+    (``walks="both", attention_power=0.25, walk_gate=0.5`` is the default
+    on encoders of 12 or more layers). Other keyword arguments as in
     :class:`PageRankAttribution`.
     """
 
     def __init__(self, forward_func: Callable, layers: Union[nn.Module, Sequence[nn.Module]],
-                 walks: str = "positive", attention_power: float = DEFAULT_ATTENTION_POWER, **kwargs: Any) -> None:
+                 walks: str = "positive", attention_power: float = DEFAULT_ATTENTION_POWER,
+                 walk_gate: Optional[float] = None, **kwargs: Any) -> None:
         super().__init__(forward_func, layers, edge_weight="tempered_attention_gradient", walks=walks,
-                         attention_power=attention_power, **kwargs)
+                         attention_power=attention_power, walk_gate=walk_gate, **kwargs)
 
 
 # -- helpers of attribute_graph / attribute_long ------------------------------------------------------
@@ -636,7 +668,8 @@ def _cat_built(parts: list[BuiltGraph]) -> BuiltGraph:
     return BuiltGraph(first.kind, torch.cat([p.mask for p in parts]), torch.cat([p.teleport for p in parts]),
                       adjacency=cat([p.adjacency for p in parts]), transitions=transitions,
                       input_gradient=cat([p.input_gradient for p in parts]),
-                      negative=cat([p.negative for p in parts]))
+                      negative=cat([p.negative for p in parts]),
+                      target_position=cat([p.target_position for p in parts]))
 
 
 def _format_long_targets(target: TargetType, batch: int, device: torch.device) -> Optional[Tensor]:

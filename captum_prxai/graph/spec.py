@@ -53,13 +53,17 @@ __all__ = [
     "ENCODER_NEGATIVE_WEIGHT",
     "auto_attention_power",
     "auto_negative_weight",
+    "auto_walk_gate",
     "auto_walks",
+    "DEEP_ENCODER_WALK_GATE",
     "build_graph",
     "has_negative_walk",
     "layer_edge_map",
     "score_graph",
     "token_adjacency",
     "token_layer",
+    "walk_correlation",
+    "walk_weights",
 ]
 
 #: Default PageRank damping, chosen by the ablation in docs/benchmarks.md (0.5-0.95 tried).
@@ -156,6 +160,53 @@ def auto_attention_power(causal: bool, depth: int) -> float:
     return DEFAULT_ATTENTION_POWER
 
 
+#: The gate of ``walk_gate="auto"`` on encoders of at least :data:`DEEP_ENCODER_LAYERS` layers (ninth round of
+#: docs/default_search.md): one walk where the two walks' scores correlate above it.
+DEEP_ENCODER_WALK_GATE = 0.5
+
+
+def auto_walk_gate(causal: bool, depth: int) -> Optional[float]:
+    """The gate of ``walk_gate="auto"``: 0.5 on encoders of 12 or more attention layers, none otherwise.
+
+    Chosen by the worst case on the tune halves (docs/default_search.md,
+    ninth round): on the 12-layer MPNet halves the gate at 0.5 lowers the
+    worst case of the two walks from +0.045 (BBC News comprehensiveness) to
+    +0.024, level with one walk, and the next-worst loss prefers it to one
+    walk and to the thresholds 0.3-0.4. The 6-layer encoder and the decoders
+    keep two walks on every example, as measured in the fourth and seventh
+    rounds.
+
+    Args:
+        causal (bool): Whether the attention is causal (a decoder).
+        depth (int): The number of attention layers walked.
+    """
+    if not causal and depth >= DEEP_ENCODER_LAYERS:
+        return DEEP_ENCODER_WALK_GATE
+    return None
+
+
+def walk_correlation(positive: Tensor, negative: Tensor, ordinary: Tensor) -> Tensor:
+    """``(B,)`` Pearson correlation of two walks' scores ``(B, T)`` over each example's ``ordinary`` tokens.
+
+    ``ordinary`` ``(B, T)`` marks the tokens compared: :func:`score_graph`
+    passes the real tokens other than the explained one (whose teleport mass
+    both walks share). An example where either walk is constant on them gets 0.
+    High when the negative walk ranks the same tokens as the positive one (it
+    then mostly retraces the graph's traffic), low or negative when it singles
+    out other tokens (the counter-evidence that the second walk is for).
+    Computed in float64.
+    """
+    weight = ordinary.to(torch.float64)
+    count = weight.sum(-1, keepdim=True).clamp_min(1.0)
+    centred = []
+    for walk in (positive, negative):
+        walk = walk.to(torch.float64) * weight
+        centred.append((walk - walk.sum(-1, keepdim=True) / count) * weight)
+    p, n = centred
+    scale = p.norm(dim=-1) * n.norm(dim=-1)
+    return torch.where(scale > 0, (p * n).sum(-1) / scale.clamp_min(1e-300), torch.zeros_like(scale))
+
+
 def layer_edge_map(edge_weight: Union[str, EdgeWeight], head_reduction: str = "mean",
                    attention_power: Optional[float] = None) -> Callable[[Tensor, Optional[Tensor]], Tensor]:
     """``(A, dA) -> (B, T, T)``: the edge weight applied per head, then the heads reduced.
@@ -240,6 +291,17 @@ class GraphSpec:
             0.25, 0.5 and 0.75. Ignored with one walk. Default: 1.0
             (:class:`~captum_prxai.PageRankAttribution` resolves its own
             ``"auto"`` by architecture: :func:`auto_negative_weight`).
+        walk_gate (float, optional): ``walks="both"``: per example, keep the
+            positive walk alone (``λ = 0``) where the Pearson correlation of
+            the two walks' scores over the real tokens other than the
+            explained one is above this value in ``[-1, 1]``
+            (:func:`walk_correlation`); elsewhere ``P⁺ − λ P⁻``. Where the
+            walks agree, subtracting the negative one mostly takes away the
+            graph's traffic rather than counter-evidence. The same pass and
+            graph; :func:`walk_weights` gives each example's ``λ``. ``None``:
+            no gate. Ignored with one walk. Default: ``None``
+            (:class:`~captum_prxai.PageRankAttribution` resolves its own
+            ``"auto"`` by architecture and depth: :func:`auto_walk_gate`).
 
     All values are checked here, so a bad option fails when the attribution
     is constructed, before any pass through the model.
@@ -264,6 +326,7 @@ class GraphSpec:
     attention_power: float = DEFAULT_ATTENTION_POWER
     walks: str = "positive"
     negative_weight: float = 1.0
+    walk_gate: Optional[float] = None
     _edge: EdgeWeight = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -314,6 +377,11 @@ class GraphSpec:
         ):
             raise PRXAIError(f"negative_weight must be a finite number >= 0, got {weight!r}.")
         object.__setattr__(self, "negative_weight", float(weight))
+        gate = self.walk_gate
+        if gate is not None:
+            if isinstance(gate, bool) or not isinstance(gate, (int, float)) or not -1.0 <= float(gate) <= 1.0:
+                raise PRXAIError(f"walk_gate must be None or a number in [-1, 1], got {gate!r}.")
+            object.__setattr__(self, "walk_gate", float(gate))
         if self.walks == "both":  # asked for explicitly: refuse what has no negative walk
             reason = _no_negative_walk(self.edge_weight, self.graph, self.signed)
             if reason is not None:
@@ -374,6 +442,7 @@ class BuiltGraph:
     negative: Optional[Tensor] = None  #: ``walks="both"``: the negative walk's token graph ``(B, T, T)``
     transitions: Optional[list[Tensor]] = None  #: layered graph, ``L`` maps ``(B, T, T)``
     input_gradient: Optional[Tensor] = None  #: ``(B, T)`` gradient x input, for the sign
+    target_position: Optional[Tensor] = None  #: ``(B,)`` the explained token (left out of :func:`walk_correlation`)
 
     @property
     def num_layers(self) -> int:
@@ -479,20 +548,22 @@ def build_graph(spec: GraphSpec, captured: "CapturedGraph") -> BuiltGraph:
         if spec.both_walks:
             adjacency, negative = adjacency[0], adjacency[1]
         return BuiltGraph("token", captured.mask, teleport, adjacency=adjacency, negative=negative,
-                          input_gradient=captured.input_gradient)
+                          input_gradient=captured.input_gradient, target_position=captured.target_position)
     if captured.summed:
         raise PRXAIError("the layered graph needs every layer's map; this capture kept only their sum.")
     maps = _apply_policies(spec, captured.maps, captured.mask, captured.causal)
     return BuiltGraph("layered", captured.mask, teleport, transitions=layered_transitions(maps, spec.residual,
-                      captured.mask), input_gradient=captured.input_gradient)
+                      captured.mask), input_gradient=captured.input_gradient,
+                      target_position=captured.target_position)
 
 
 def score_graph(spec: GraphSpec, built: BuiltGraph) -> Tensor:
     """PageRank token scores ``(B, T)`` of a built graph: non-negative, summing to one, zero on padding.
 
     With ``spec.signed`` each score takes the sign of the token's gradient x input. With a negative
-    walk (``walks="both"``) the scores are the positive walk's PageRank minus ``spec.negative_weight``
-    times the negative walk's (both solved in one batched call): signed, summing to ``1 − λ``.
+    walk (``walks="both"``) the scores are the positive walk's PageRank minus ``λ`` times the negative
+    walk's (both solved in one batched call): signed, summing to ``1 − λ``, with ``λ`` per example from
+    :func:`walk_weights` (``spec.negative_weight``, or 0 where ``spec.walk_gate`` keeps one walk).
     """
     if built.kind == "token":
         assert built.adjacency is not None
@@ -501,7 +572,8 @@ def score_graph(spec: GraphSpec, built: BuiltGraph) -> Tensor:
                             personalization=built.teleport.repeat(2, 1), node_mask=built.mask.repeat(2, 1),
                             tol=spec.tol, max_iter=spec.max_iter)
             batch = built.adjacency.shape[0]
-            return both[:batch] - spec.negative_weight * both[batch:]
+            positive, negative = both[:batch], both[batch:]
+            return positive - walk_weights(spec, built, positive, negative).to(positive.dtype)[:, None] * negative
         scores = pagerank(built.adjacency, spec.damping, personalization=built.teleport, node_mask=built.mask,
                           tol=spec.tol, max_iter=spec.max_iter)
     else:
@@ -523,3 +595,17 @@ def apply_sign(spec: GraphSpec, scores: Tensor, input_gradient: Optional[Tensor]
     if input_gradient is None:
         raise PRXAIError("signed=True needs gradients; the attention maps were captured without a backward pass.")
     return torch.where(input_gradient < 0, -scores, scores)
+
+
+def walk_weights(spec: GraphSpec, built: BuiltGraph, positive: Tensor, negative: Tensor) -> Tensor:
+    """``(B,)`` the weight ``λ`` of each example's negative walk: ``spec.negative_weight``, or 0 where the gate
+    keeps the positive walk alone (``spec.walk_gate``; :func:`walk_correlation` of the walks' PageRank vectors
+    ``positive`` and ``negative`` ``(B, T)`` over the real tokens other than the explained one, above the gate)."""
+    weights = torch.full((positive.shape[0],), spec.negative_weight, dtype=torch.float64, device=positive.device)
+    if spec.walk_gate is None:
+        return weights
+    ordinary = built.mask.bool().clone()
+    if built.target_position is not None:
+        ordinary[torch.arange(ordinary.shape[0], device=ordinary.device), built.target_position] = False
+    agree = walk_correlation(positive, negative, ordinary) > spec.walk_gate
+    return torch.where(agree, torch.zeros_like(weights), weights)

@@ -103,12 +103,14 @@ def pr_factory(name: str, label: str, class_name: str = "PageRankAttribution", *
 PR_PRESETS: Dict[str, str] = {"attention": "pr-a", "gradient": "pr-g", "attention_gradient": "pr-ag",
                               "tempered_attention_gradient": "pr-tag"}
 #: Registry name of the preset that walks both signs of an edge weight, by ``γ`` (``attention_power``) and the
-#: weight ``λ`` of its negative walk: PR-TAG± (λ = 1, the decoders' default), PR-TAG± (λ=0.25) (the default of
-#: encoders under 12 layers) and PR-TAG± (γ=0.25, λ=0.25) (encoders of 12 or more layers).
-BOTH_WALKS_PRESETS: Dict[Tuple[str, float, float], str] = {
-    ("tempered_attention_gradient", 0.5, 1.0): "pr-tag-pm",
-    ("tempered_attention_gradient", 0.5, 0.25): "pr-tag-pm0.25",
-    ("tempered_attention_gradient", 0.25, 0.25): "pr-tag0.25-pm0.25",
+#: weight ``λ`` of its negative walk and the gate on the walks' correlation (``walk_gate``; None: no gate): PR-TAG±
+#: (λ = 1, the decoders' default), PR-TAG± (λ=0.25) (the default of encoders under 12 layers), PR-TAG± (γ=0.25,
+#: λ=0.25) and, with the gate, PR-TAG± (γ=0.25, λ=0.25, gate 0.5) (encoders of 12 or more layers).
+BOTH_WALKS_PRESETS: Dict[Tuple[str, float, float, Optional[float]], str] = {
+    ("tempered_attention_gradient", 0.5, 1.0, None): "pr-tag-pm",
+    ("tempered_attention_gradient", 0.5, 0.25, None): "pr-tag-pm0.25",
+    ("tempered_attention_gradient", 0.25, 0.25, None): "pr-tag0.25-pm0.25",
+    ("tempered_attention_gradient", 0.25, 0.25, 0.5): "pr-tag0.25-pm0.25-gate0.5",
 }
 
 
@@ -120,9 +122,10 @@ def default_method(model: Optional[nn.Module] = None, *, causal: Optional[bool] 
     benchmark's matrix) read the default from: the preset whose edges are
     :data:`captum_prxai.graph.spec.DEFAULT_EDGE_WEIGHT`, walked as the class's
     ``walks="auto"``, ``negative_weight="auto"`` and ``attention_power="auto"``
-    walk them: PR-TAG± (λ=0.25) (``"pr-tag-pm0.25"``) for encoders of fewer
-    than 12 attention layers and without a model, PR-TAG± (γ=0.25, λ=0.25)
-    (``"pr-tag0.25-pm0.25"``) for encoders of 12 or more, PR-TAG±
+    walk them (and ``walk_gate="auto"`` gates them): PR-TAG± (λ=0.25)
+    (``"pr-tag-pm0.25"``) for encoders of fewer than 12 attention layers and
+    without a model, PR-TAG± (γ=0.25, λ=0.25, gate 0.5)
+    (``"pr-tag0.25-pm0.25-gate0.5"``) for encoders of 12 or more, PR-TAG±
     (``"pr-tag-pm"``, λ = 1) for decoders
     (:func:`captum_prxai.capture.model_is_causal`). ``causal`` and ``depth``
     (the number of attention layers) say which without a model; each takes
@@ -133,6 +136,7 @@ def default_method(model: Optional[nn.Module] = None, *, causal: Optional[bool] 
         DEFAULT_EDGE_WEIGHT,
         auto_attention_power,
         auto_negative_weight,
+        auto_walk_gate,
         auto_walks,
     )
 
@@ -142,7 +146,8 @@ def default_method(model: Optional[nn.Module] = None, *, causal: Optional[bool] 
         depth = 0 if model is None else model_depth(model)
     if auto_walks(DEFAULT_EDGE_WEIGHT) == "positive":
         return PR_PRESETS[DEFAULT_EDGE_WEIGHT]
-    return BOTH_WALKS_PRESETS[(DEFAULT_EDGE_WEIGHT, auto_attention_power(causal, depth), auto_negative_weight(causal))]
+    return BOTH_WALKS_PRESETS[(DEFAULT_EDGE_WEIGHT, auto_attention_power(causal, depth), auto_negative_weight(causal),
+                               auto_walk_gate(causal, depth))]
 
 
 def register_pr_method(name: str, settings: Dict[str, Any], label: Optional[str] = None,
@@ -373,6 +378,15 @@ def register_defaults() -> None:
                                walks="both", negative_weight=0.25, attention_power=0.25),
                     defaults=pr_defaults("PRTemperedAttentionGradient", walks="both", negative_weight=0.25,
                                          attention_power=0.25))
+    register_method("pr-tag0.25-pm0.25-gate0.5", "PR-TAG± (γ=0.25, λ=0.25, gate 0.5)", "pr-xai",
+                    "PR-TAG± (γ=0.25, λ=0.25), or its positive walk alone on an example where the two walks' "
+                    "scores correlate above 0.5: the default of encoders of 12 or more layers, chosen in the ninth "
+                    "round of docs/default_search.md; one pass (PR-XAI)",
+                    pr_factory("pr-tag0.25-pm0.25-gate0.5", "PR-TAG± (γ=0.25, λ=0.25, gate 0.5)",
+                               "PRTemperedAttentionGradient", walks="both", negative_weight=0.25, attention_power=0.25,
+                               walk_gate=0.5),
+                    defaults=pr_defaults("PRTemperedAttentionGradient", walks="both", negative_weight=0.25,
+                                         attention_power=0.25, walk_gate=0.5))
     att = [
         ("raw-attention", "Raw attention", "RawAttention", "last-layer attention of the explained token",
          ("attention",)),

@@ -97,8 +97,14 @@ def graph_title(label: str, graph: Any) -> str:
     title = f"{label}: the graph PageRank ran on{damping}\nedges: {words} (i -> j: token i attends to j)"
     if getattr(graph, "negative_adjacency", None) is not None:
         weight = float(getattr(spec, "negative_weight", 1.0))
-        times = "" if weight == 1.0 else f"{weight:g} x "
-        title += f"\npositive walk drawn; the scores subtract {times}the negative walk's PageRank"
+        gate = getattr(spec, "walk_gate", None)
+        weights = getattr(graph, "walk_weights", None) if gate is not None else None
+        if weights is not None and float(weights[0]) == 0.0:
+            title += (f"\npositive walk drawn; the two walks agree (correlation above {float(gate):g}), "
+                      "so the scores are its PageRank alone")
+        else:
+            times = "" if weight == 1.0 else f"{weight:g} x "
+            title += f"\npositive walk drawn; the scores subtract {times}the negative walk's PageRank"
     return title
 
 
