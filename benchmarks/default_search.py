@@ -140,15 +140,10 @@ def _leaky_walk(adjacency: Tensor, teleport: Tensor, mask: Tensor, damping: floa
 def walk_correlation(positive: Tensor, negative: Tensor, ordinary: Tensor) -> float:
     """Pearson correlation of the two walks' scores ``P⁺`` and ``P⁻`` over one example's tokens where ``ordinary``
     is true (every real token but the explained one, whose teleport mass both walks share); 0 when either is
-    constant.
+    constant: the core's :func:`captum_prxai.graph.spec.walk_correlation`, the gate's signal, on one example."""
+    from captum_prxai.graph.spec import walk_correlation as batched
 
-    High when the negative walk ranks the same tokens as the positive one (it then mostly retraces the graph's
-    traffic), low or negative when it singles out other tokens (the counter-evidence that two walks are for)."""
-    p = positive.reshape(-1)[ordinary.reshape(-1)].double()
-    n = negative.reshape(-1)[ordinary.reshape(-1)].double()
-    p, n = p - p.mean(), n - n.mean()
-    scale = (p.norm() * n.norm()).item()
-    return float((p @ n).item() / scale) if scale > 0 else 0.0
+    return float(batched(positive.reshape(1, -1), negative.reshape(1, -1), ordinary.reshape(1, -1))[0])
 
 
 def _log_prob(forward_func: Callable[..., Tensor]) -> Callable[..., Tensor]:
@@ -899,24 +894,25 @@ def _held_out_lines(folder: Path, ranked: Sequence[str], matrix_lead: str = "pr-
                      + ["default vs matrix (max \\|Δ comp.\\|)"], rows) + [""])
 
 
-#: attention layers of the encoders (MiniLM-L6, MPNet-base)
-ENCODER_DEPTH = {"minilm": 6, "mpnet": 12}
 #: the matrix's long-document encoder cells (held-out halves, 256 or 512 tokens)
 LONG_ENCODER_MATRIX = ("minilm--bbc-news", "minilm--movie-reviews", "mpnet--bbc-news", "mpnet--movie-reviews")
 
 
-def _long_held_out_lines() -> List[str]:
-    """The matrix's long encoder cells: one walk (PR-TAG) against the model's default (by depth,
-    :func:`captum_prxai.methods.default_method`), and both against LIG-50 and AttnLRP, paired per example."""
-    from captum_prxai.methods import default_method
+#: each encoder's default in the matrix when the eighth and ninth rounds ran (before the ninth round's gate was
+#: adopted): the default those rounds' held-out long lines pair with
+ROUND_MATRIX_DEFAULTS = {"minilm": "pr-tag-pm0.25", "mpnet": "pr-tag0.25-pm0.25"}
 
+
+def _long_held_out_lines() -> List[str]:
+    """The matrix's long encoder cells: one walk (PR-TAG) against the model's default when the round ran
+    (:data:`ROUND_MATRIX_DEFAULTS`, by depth), and both against LIG-50 and AttnLRP, paired per example."""
     rows = []
     for name in LONG_ENCODER_MATRIX:
         csv_path = MATRIX_DIR / name / "results.csv"
         if not csv_path.is_file():
             continue
         values = _read_csv(csv_path)
-        default = default_method(causal=False, depth=ENCODER_DEPTH[name.split("--")[0]])
+        default = ROUND_MATRIX_DEFAULTS[name.split("--")[0]]
         pairs = [("pr-tag", default), (default, "ig"), ("pr-tag", "ig"), (default, "attnlrp"), ("pr-tag", "attnlrp")]
         texts = [_paired(values, a, b) for a, b in pairs]
         rows.append([name, str(max(n for n, _ in texts)), f"`{default}`"] + [t or "–" for _, t in texts])
@@ -1028,6 +1024,41 @@ def _gate_check_lines(folder: Path) -> List[str]:
             + _table(["run", "gate", "n", "max \\|Δ\\|"], rows) + [""])
 
 
+#: the library's preset of the gate (``walk_gate=0.5`` in the core), the matrix's default of 12-layer encoders
+LIBRARY_GATE = ("pr-tag0.25-pm0.25-gate0.5", "ds:pow0.25:pm0.25:gate0.5")
+
+
+def _library_gate_lines(folder: Path) -> List[str]:
+    """The core's gate (:data:`LIBRARY_GATE`, run in the matrix) against this round's picks on the same held-out
+    examples: the share of examples whose picked walk is the one the core's rows equal, and the largest
+    difference of the rows (0: the core computes the picks)."""
+    library, name = LIBRARY_GATE
+    rows = []
+    for cell in CELLS.values():
+        run, matrix_csv = folder / "holdout" / cell.name, MATRIX_DIR / cell.name / "results.csv"
+        if not (run / "results.csv").is_file() or not matrix_csv.is_file():
+            continue
+        found = _gate_picks(run, _read_csv(run / "results.csv"), GATE[name])
+        matrix = _read_csv(matrix_csv)
+        if found is None or library not in matrix["comprehensiveness"]:
+            continue
+        picked = found[0]
+        common = sorted(set(picked["comprehensiveness"]) & set(matrix["comprehensiveness"][library]))
+        if not common:
+            continue
+        gap = max(abs(matrix[m][library][e] - picked[m][e]) for m in picked for e in common)
+        one = sum(found[1][e] > GATE[name] for e in common)
+        rows.append([cell.name, str(len(common)), f"{one} of {len(common)}", f"{gap:.0e}"])
+    if not rows:
+        return []
+    return (["## The library's gate in the matrix against the picks", "",
+             f"`{library}` (`walk_gate=0.5` in `GraphSpec`, one pass: both walks and the gate on the same graph) in "
+             "each matrix cell's `results.csv`, against this round's picks on the same held-out examples (one walk "
+             "where `walk_correlation.csv` is above 0.5, else the two walks). Largest difference over examples and "
+             "both metrics.", ""]
+            + _table(["held-out half", "n", "one walk picked", "max \\|Δ\\|"], rows) + [""])
+
+
 def _gate_scan_lines(folders: Sequence[Path], thresholds: Sequence[float] = GATE_THRESHOLDS) -> List[str]:
     """The threshold of the 12-layer gate chosen by the rule: for each threshold, the depth rule with the gate on
     MPNet (its rows read from each MPNet half's one walk, two walks and ``walk_correlation.csv``, :func:`_gated`)
@@ -1065,7 +1096,8 @@ def _gate_scan_lines(folders: Sequence[Path], thresholds: Sequence[float] = GATE
 ROUND_AUGMENT: Dict[str, Callable[[Cell, Path, Values], None]] = {"--ninth-table": _add_gate_rows}
 #: sections a round's table adds after its worst case: flag -> lines, given the round's worst-case folders and folder
 ROUND_SECTIONS: Dict[str, Callable[[Sequence[Path], Path], List[str]]] = {
-    "--ninth-table": lambda folders, folder: _gate_scan_lines(folders) + _gate_check_lines(folder)}
+    "--ninth-table": lambda folders, folder: (_gate_scan_lines(folders) + _gate_check_lines(folder)
+                                              + _library_gate_lines(folder))}
 
 
 def _round_table(flag: str, path: Optional[Path] = None) -> Path:

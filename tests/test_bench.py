@@ -954,9 +954,9 @@ def test_worst_case_over_several_rounds_takes_each_half_once_and_never_ranks_lig
 
 def test_long_held_out_lines_pair_one_walk_with_each_encoders_own_default(tmp_path, monkeypatch):
     default_search = _default_search()
-    # MPNet (12 layers): its default is γ = 0.25's gated walks; MiniLM (6 layers): γ = 0.5's two walks. Each cell
-    # also has the other depth's default, 0.3 ahead, so pairing with the wrong one would show -0.3 more
-    for cell, default, other in (("mpnet--bbc-news", "pr-tag0.25-pm0.25-gate0.5", "pr-tag-pm0.25"),
+    # MPNet (12 layers): its default when the rounds ran is γ = 0.25's two walks; MiniLM (6 layers): γ = 0.5's. Each
+    # cell also has the other depth's default, 0.3 ahead, so pairing with the wrong one would show -0.3 more
+    for cell, default, other in (("mpnet--bbc-news", "pr-tag0.25-pm0.25", "pr-tag-pm0.25"),
                                  ("minilm--movie-reviews", "pr-tag-pm0.25", "pr-tag0.25-pm0.25")):
         _write_results(tmp_path / "matrix" / cell, [(e, m, c, s) for e in range(2) for m, c, s in (
             (default, 0.4, 0.1), (other, 0.7, 0.1), ("pr-tag", 0.5, 0.05), ("ig", 0.45, 0.0))])
@@ -966,7 +966,7 @@ def test_long_held_out_lines_pair_one_walk_with_each_encoders_own_default(tmp_pa
     rows = {line.split("|")[1].strip(): [c.strip() for c in line.strip("|").split("|")] for line in lines
             if line.startswith("| m")}
     assert set(rows) == {"mpnet--bbc-news", "minilm--movie-reviews"}
-    assert rows["mpnet--bbc-news"][header.index("default")] == "`pr-tag0.25-pm0.25-gate0.5`"
+    assert rows["mpnet--bbc-news"][header.index("default")] == "`pr-tag0.25-pm0.25`"
     assert rows["minilm--movie-reviews"][header.index("default")] == "`pr-tag-pm0.25`"
     for row in rows.values():
         assert row[header.index("PR-TAG (one walk) − default")] == "+0.100 ± 0.000 / -0.050 ± 0.000"
@@ -1381,3 +1381,29 @@ def test_gate_rows_are_read_where_it_did_not_run_and_checked_where_it_did(tmp_pa
     lines = default_search._gate_check_lines(tmp_path / "round")
     checks = [line for line in lines if line.startswith("| tune/")]
     assert checks == [f"| tune/mpnet--tweets | `{gate}` | 2 | 5e-02 |"]
+
+
+def test_the_library_gate_in_the_matrix_is_checked_against_the_rounds_picks(tmp_path, monkeypatch):
+    import csv
+
+    default_search = _default_search()
+    library, name = default_search.LIBRARY_GATE
+    one, two = "ds:pow0.25", "ds:pow0.25:pm0.25"
+    folder = tmp_path / "round" / "holdout" / "mpnet--tweets"
+    _write_results(folder, [(0, one, 0.7, 0.1), (0, two, 0.5, 0.2), (1, one, 0.3, 0.1), (1, two, 0.4, 0.2),
+                            (2, one, 0.6, 0.3), (2, two, 0.6, 0.1)])
+    threshold = default_search.GATE[name]
+    with (folder / "walk_correlation.csv").open("w", newline="") as fh:
+        csv.writer(fh).writerows([["example", "gamma", "correlation"], [0, 0.25, threshold + 0.1],
+                                  [1, 0.25, threshold - 0.1], [2, 0.25, threshold + 0.2]])
+    # the matrix: examples 0 and 1 equal the picks (one walk, two walks); example 2 took two walks, not one
+    _write_results(tmp_path / "matrix" / "mpnet--tweets", [(0, library, 0.7, 0.1), (1, library, 0.4, 0.2),
+                                                           (2, library, 0.6, 0.1), (3, library, 0.9, 0.9)])
+    monkeypatch.setattr(default_search, "MATRIX_DIR", tmp_path / "matrix")
+    lines = default_search._library_gate_lines(tmp_path / "round")
+    assert [line for line in lines if line.startswith("| mpnet")] == ["| mpnet--tweets | 3 | 2 of 3 | 2e-01 |"]
+    # a matrix without the library's rows gives no section
+    (tmp_path / "matrix" / "mpnet--tweets" / "results.csv").unlink()
+    _write_results(tmp_path / "matrix2" / "mpnet--tweets", [(0, two, 0.5, 0.2)])
+    monkeypatch.setattr(default_search, "MATRIX_DIR", tmp_path / "matrix2")
+    assert default_search._library_gate_lines(tmp_path / "round") == []
