@@ -66,6 +66,8 @@ def test_info_lists_the_bench_registry_and_limits(client):
     assert [m["name"] for m in info["methods"]] == available_methods()
     by_name = {m["name"]: m for m in info["methods"]}
     assert by_name["pr-ag"]["params"] == ["damping", "teleport", "graph", "head_reduction"]
+    # the gate on the walks is a parameter of the methods that walk both signs only
+    assert by_name["pr-tag-pm"]["params"] == ["damping", "teleport", "graph", "head_reduction", "walk_gate"]
     assert by_name["ig"]["params"] == ["ig_steps", "ig_baseline"] and by_name["occlusion"]["params"] == ["window"]
     assert by_name["shapley"]["params"] == ["permutations"] and by_name["lime"]["params"] == ["samples"]
     assert by_name["shapley"]["lane"] == "slow" and by_name["pr-ag"]["lane"] == "fast"
@@ -424,6 +426,16 @@ def test_graph_view_of_the_layered_graph(client):
     assert out["graph"] == "layered"
     assert "layered graph (3 x 5 nodes)" in out["title"]  # (L + 1) x T nodes, 2 layers, 5 tokens
     assert max(out["nodes"]) >= 5 and len(out["nodes"]) == 15
+
+
+@pytest.mark.parametrize("gate, weight", [(-1.0, 0.0), (1.0, 1.0)])
+def test_graph_view_says_when_the_gate_kept_the_positive_walk_alone(client, gate, weight):
+    out = client.post("/api/graph", json={"text": "the story was not good", "method": "pr-tag-pm",
+                                          "params": {"walk_gate": gate}}).json
+    assert out["walk_weight"] == weight
+    assert ("the two walks agree (correlation above" in out["title"]) is (weight == 0.0)
+    unsigned = client.post("/api/graph", json={"text": "the story was not good", "method": "pr-tag-pm"}).json
+    assert unsigned["walk_weight"] == 1.0  # no gate: λ of PR-TAG±
 
 
 def test_graph_view_of_both_walks_draws_each_walk_and_says_which(client, tiny):

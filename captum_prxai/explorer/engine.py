@@ -821,13 +821,16 @@ class Engine:
         method's token scores; for the layered graph (one node per token and
         layer) they are the PageRank of each node of the same graph. A method
         that walks both signs (``walks="both"``, PR-TAG±) has two graphs, and
-        its scores are the positive walk's PageRank minus the negative walk's:
-        ``walk`` picks the one drawn (``"positive"`` or ``"negative"``), sized
-        by its own PageRank, and the title says which.
+        its scores are the positive walk's PageRank minus ``λ`` times the
+        negative walk's (``λ`` = 0 where ``walk_gate`` kept the positive walk
+        alone): ``walk`` picks the one drawn (``"positive"`` or
+        ``"negative"``), sized by its own PageRank, and the title says which
+        and how the scores combine them.
 
         Returns:
-            ``{"method", "label", "svg", "title", "graph", "walk", "walks", "nodes", "edges", "scores"}``:
-            ``walk`` the drawn walk, ``walks`` the walks the method has,
+            ``{"method", "label", "svg", "title", "graph", "walk", "walks", "walk_weight", "nodes", "edges",
+            "scores"}``: ``walk`` the drawn walk, ``walks`` the walks the method has, ``walk_weight`` the ``λ``
+            of this example's negative walk (``None`` with one walk),
             ``nodes`` the drawn nodes' indices into the graph's adjacency,
             ``edges`` the drawn ``[i, j, weight]`` (same indices), ``scores``
             the method's token scores.
@@ -872,9 +875,16 @@ class Engine:
             what += f"layered graph ({layers + 1} x {len(enc.tokens)} nodes)"
         else:
             what += f"token graph ({layers} layers summed)"
+        weight = None
         if two_walks:
-            what += (f", {walk} walk (the scores are the positive walk's PageRank minus the negative walk's; "
-                     "nodes sized by this walk's)")
+            weight = float(graph.walk_weights[0])
+            if weight == 0.0 and graph.spec.walk_gate is not None:
+                how = (f"the two walks agree (correlation above {graph.spec.walk_gate:g}), so the scores are the "
+                       "positive walk's PageRank alone")
+            else:
+                times = "" if weight == 1.0 else f"{weight:g} x "
+                how = f"the scores are the positive walk's PageRank minus {times}the negative walk's"
+            what += f", {walk} walk ({how}; nodes sized by this walk's)"
         shown = (f"top {len(chosen)} of {len(real)} nodes" if len(chosen) < len(real) else f"{len(real)} nodes")
         title = f"{what}; {shown}, {len(edges)} strongest edges"
         explained = self.explained_position(enc)
@@ -887,7 +897,8 @@ class Engine:
                                   explained_position=chosen.index(explained) if explained in chosen else None)
         return {"method": spec.name, "label": spec.label, "svg": svg, "title": title,
                 "graph": "layered" if layered else "token", "walk": walk,
-                "walks": ["positive", "negative"] if two_walks else ["positive"], "nodes": chosen, "edges": edges,
+                "walks": ["positive", "negative"] if two_walks else ["positive"], "walk_weight": weight,
+                "nodes": chosen, "edges": edges,
                 "scores": [float(v) for v in scores.tolist()], "params": used}
 
     def explained_position(self, enc: Encoded) -> int:

@@ -122,6 +122,10 @@ PARAMS: Dict[str, Param] = {
         Param("head_reduction", "Heads", "choice", "mean",
               "how the attention heads of a layer are combined (attention-graph methods)",
               choices=("mean", "sum", "max"), option="head_reduction"),
+        Param("walk_gate", "Walk gate", "float", None,
+              "PR-XAI methods that walk both signs (PR-TAG±): keep the positive walk alone on a text whose two "
+              "walks' scores correlate above this (empty: the method's own; the 12-layer default's is 0.5, "
+              "others have none)", -1.0, 1.0, option="walk_gate"),
         Param("ig_steps", "IG steps", "int", 50,
               "Integrated Gradients: integration steps; each step is one forward and one backward pass",
               1, 300, option="n_steps"),
@@ -156,10 +160,22 @@ _BY_FAMILY: Dict[str, Tuple[str, ...]] = {
 
 
 def method_param_names(name: str, family: str) -> Tuple[str, ...]:
-    """Keys of :data:`PARAMS` that apply to a registered method."""
+    """Keys of :data:`PARAMS` that apply to a registered method (``walk_gate``: PR-XAI methods that walk both signs)."""
     if name in _BY_NAME:
         return _BY_NAME[name]
-    return _BY_FAMILY.get(family, ())
+    names = _BY_FAMILY.get(family, ())
+    if family == "pr-xai" and _walks_both(name):
+        names += ("walk_gate",)
+    return names
+
+
+def _walks_both(name: str) -> bool:
+    """Whether the registered PR-XAI method ``name`` walks both signs (its ``walks`` setting is ``"both"``)."""
+    from captum_prxai.methods import METHODS
+
+    method = METHODS.get(name)
+    defaults = method.defaults() if method is not None and method.defaults is not None else {}
+    return defaults.get("walks") == "both"
 
 
 def method_options(name: str, family: str, params: Mapping[str, Any]
