@@ -155,9 +155,12 @@ def auto_attention_power(causal: bool, depth: int) -> float:
         causal (bool): Whether the attention is causal (a decoder).
         depth (int): The number of attention layers walked.
     """
-    if not causal and depth >= DEEP_ENCODER_LAYERS:
-        return DEEP_ENCODER_ATTENTION_POWER
-    return DEFAULT_ATTENTION_POWER
+    return DEEP_ENCODER_ATTENTION_POWER if _deep_encoder(causal, depth) else DEFAULT_ATTENTION_POWER
+
+
+def _deep_encoder(causal: bool, depth: int) -> bool:
+    """Whether the rules by depth treat a model as a deep encoder: bidirectional, 12 or more attention layers."""
+    return not causal and depth >= DEEP_ENCODER_LAYERS
 
 
 #: The gate of ``walk_gate="auto"`` on encoders of at least :data:`DEEP_ENCODER_LAYERS` layers (ninth round of
@@ -174,15 +177,9 @@ def auto_walk_gate(causal: bool, depth: int) -> Optional[float]:
     +0.024, level with one walk, and the next-worst loss prefers it to one
     walk and to the thresholds 0.3-0.4. The 6-layer encoder and the decoders
     keep two walks on every example, as measured in the fourth and seventh
-    rounds.
-
-    Args:
-        causal (bool): Whether the attention is causal (a decoder).
-        depth (int): The number of attention layers walked.
+    rounds. ``causal`` and ``depth`` as in :func:`auto_attention_power`.
     """
-    if not causal and depth >= DEEP_ENCODER_LAYERS:
-        return DEEP_ENCODER_WALK_GATE
-    return None
+    return DEEP_ENCODER_WALK_GATE if _deep_encoder(causal, depth) else None
 
 
 def walk_correlation(positive: Tensor, negative: Tensor, ordinary: Tensor) -> Tensor:
