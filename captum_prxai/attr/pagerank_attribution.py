@@ -142,6 +142,9 @@ class GraphExplanation:
         the positive walk alone: :func:`~captum_prxai.graph.spec.walk_weights`), else ``None``."""
         if self.built.negative is None:
             return None
+        if self.spec.walk_gate is None:  # no gate: every example's λ is the option's
+            return torch.full((self.mask.shape[0],), self.spec.negative_weight, dtype=torch.float64,
+                              device=self.mask.device)
         ranks = self.node_ranks()
         return walk_weights(self.spec, self.built, ranks / ranks.sum(-1, keepdim=True), self.node_ranks("negative"))
 
@@ -624,7 +627,8 @@ class PRAttentionGradient(PageRankAttribution):
 
     def __init__(self, forward_func: Callable, layers: Union[nn.Module, Sequence[nn.Module]],
                  walks: str = "positive", walk_gate: Optional[float] = None, **kwargs: Any) -> None:
-        super().__init__(forward_func, layers, edge_weight="attention_gradient", walks=walks, walk_gate=walk_gate, **kwargs)
+        super().__init__(forward_func, layers, edge_weight="attention_gradient", walks=walks, walk_gate=walk_gate,
+                         **kwargs)
 
 
 class PRTemperedAttentionGradient(PageRankAttribution):
