@@ -401,3 +401,22 @@ def test_sigkill_damaged_tails_and_changed_inputs_never_lose_duplicate_or_reuse_
     lines = _lines(cache)  # every line whole; the current key holds each (example, method) once
     current = [(r["example"], r["method"]) for r in lines if r["config_key"] in resumed.meta["cache_keys"].values()]
     assert sorted(current) == sorted(want)
+
+
+def test_an_option_added_at_its_neutral_value_keeps_every_cached_records_key():
+    """``walk_gate`` came after the matrix's records were cached: at ``None`` (and on PR-A, which has no negative
+    walk to gate) it stays out of the cache key, so those records stay valid; a gate set changes the key."""
+    from captum_prxai.methods import METHODS, method_settings
+    from captum_prxai.methods.builtin import register_pr_method
+
+    for name in ("pr-a", "pr-g", "pr-ag", "pr-tag", "pr-tag-pm", "pr-tag-pm0.25", "pr-tag0.25-pm0.25"):
+        assert "walk_gate" not in method_settings(name)["options"], name
+    assert METHODS["pr-tag-pm"].defaults()["walk_gate"] is None  # still an option of the preset
+    gated = method_settings("pr-tag0.25-pm0.25-gate0.5")["options"]
+    assert gated["walk_gate"] == 0.5
+    assert method_settings("pr-tag-pm", {"pr-tag-pm": {"walk_gate": 0.3}})["options"]["walk_gate"] == 0.3
+    register_pr_method("tmp-gate-auto", {"edge_weight": "gradient"}, overwrite=True)
+    try:  # the class's own "auto" resolves by model, so it stays in the key
+        assert method_settings("tmp-gate-auto")["options"]["walk_gate"] == "auto"
+    finally:
+        del METHODS["tmp-gate-auto"]

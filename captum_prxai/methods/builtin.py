@@ -60,8 +60,9 @@ def _constructor_defaults(cls: type, exclude: Iterable[str] = ()) -> Dict[str, A
     return out
 
 
-#: Settings the PR-XAI presets fix themselves (not options of theirs)
-_PRESET_FIXED = {"PRAttention": ("edge_weight", "attention_power"), "PRGradient": ("edge_weight", "attention_power"),
+#: Settings the PR-XAI presets fix themselves (not options of theirs; PR-A has no negative walk to gate)
+_PRESET_FIXED = {"PRAttention": ("edge_weight", "attention_power", "walk_gate"),
+                 "PRGradient": ("edge_weight", "attention_power"),
                  "PRAttentionGradient": ("edge_weight", "attention_power"),
                  "PRTemperedAttentionGradient": ("edge_weight",)}
 
