@@ -70,8 +70,8 @@ class GraphExplanation:
     ``pagerank(adjacency, damping, personalization=teleport, node_mask=...)``
     reproduces ``scores`` (for the layered graph: its layer-0 nodes,
     renormalised; with ``signed``, up to the sign; with ``walks="both"``, minus
-    the PageRank of :attr:`negative_adjacency`), so a drawing of ``adjacency``
-    always shows the graph the scores came from.
+    :attr:`walk_weights` times the PageRank of :attr:`negative_adjacency`), so a
+    drawing of ``adjacency`` always shows the graph the scores came from.
     """
 
     scores: Tensor  #: ``(B, T)`` token scores, as :meth:`~PageRankAttribution.attribute` returns them
