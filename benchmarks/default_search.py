@@ -1030,8 +1030,8 @@ LIBRARY_GATE = ("pr-tag0.25-pm0.25-gate0.5", "ds:pow0.25:pm0.25:gate0.5")
 
 def _library_gate_lines(folder: Path) -> List[str]:
     """The core's gate (:data:`LIBRARY_GATE`, run in the matrix) against this round's picks on the same held-out
-    examples: the share of examples whose picked walk is the one the core's rows equal, and the largest
-    difference of the rows (0: the core computes the picks)."""
+    examples: how many examples the round's correlations send to one walk, and the largest difference of the rows
+    (0: the core computes the picks)."""
     library, name = LIBRARY_GATE
     rows = []
     for cell in CELLS.values():
