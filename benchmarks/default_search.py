@@ -241,7 +241,7 @@ NEGATIVE_WEIGHT: Dict[str, Any] = {"ds:pow0.5:pm0.5": 0.5, "ds:pow0.5:pmw": "mas
                                    "ds:pow0.25:pm0.25*absixg": 0.25, "ds:pow0.25:pm0.25:gate0.5": 0.25}
 #: gated walks, per example: the positive walk alone when the two walks' scores correlate above the threshold over
 #: the real tokens other than the explained one (:func:`walk_correlation`), else the two walks ``P⁺ − λ P⁻``; the
-#: same single pass
+#: same single pass (run by the library's ``walk_gate``)
 GATE: Dict[str, float] = {"ds:pow0.25:pm0.25:gate0.5": 0.5}
 NORM_WEIGHTED = {"ds:pow0.5:l2w"}
 #: leaky walks: the same built graphs (``attribute_graph``), each walked with row ``i`` divided by
@@ -323,11 +323,13 @@ def register_candidates() -> None:
             if name in LOG_PROB:
                 forward_func = _log_prob(forward_func)
             layers = captum_prxai.attention_layers(model)
+            if name in GATE:  # the library's gate: both walks (W(A, -dA) of the same edges) in one pass, gated
+                kwargs.update(walks="both", negative_weight=NEGATIVE_WEIGHT[name], walk_gate=GATE[name])
             attr = captum_prxai.PageRankAttribution(forward_func, layers, **kwargs)
             if name in NORM_WEIGHTED:
                 attr = _gradient_norm_weighted(attr)
             negative = None
-            if name in SIGNED_WALKS:
+            if name in SIGNED_WALKS and name not in GATE:
                 gamma = kwargs["edge_weight"].gamma
                 negative = captum_prxai.PageRankAttribution(forward_func, layers,
                                                             **{**kwargs, "edge_weight": NegativePowerGradient(gamma)})
@@ -352,11 +354,6 @@ def register_candidates() -> None:
                     against = negative.attribute(ids, target=target, additional_forward_args=(mask,))
                     if name in DEMOTE:
                         return torch.where(scores >= against, scores, scores - against)
-                    if name in GATE:
-                        ordinary = mask.bool().clone()
-                        ordinary[..., 0] = False  # an encoder explains its first token
-                        if walk_correlation(scores, against, ordinary) > GATE[name]:
-                            return scores
                     scores = scores - weight * against
                 if ixg is not None:
                     scores = scores * ixg(ids, mask, special, target).abs()
