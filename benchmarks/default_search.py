@@ -296,7 +296,7 @@ EIGHTH = ["ds:pow0.5:pm0.25", "ds:pow0.25:pm0.25", "ds:pow0.5", "ds:pow0.25"] + 
 #: encoder's other tune halves (tweets, movie reviews), so that one walk on MPNet can be ranked by the rule
 NINTH = SEVENTH + ["ds:pow0.5", "ds:pow0.25"]
 #: the gate at the threshold the rule chose on the tune halves (``--ninth-table``'s scan), run as a method
-GATED = [name for name in GATE]
+GATED = list(GATE)
 TUNE_METHODS = [m for m in CANDIDATES if m not in EXTRA and m not in LATER and m not in FOURTH and m not in FIFTH
                 and m not in SIXTH and m not in SEVENTH and m not in SEVENTH_DECODERS and m not in EIGHTH_NEW
                 and m not in GATE] \
@@ -996,6 +996,14 @@ def _add_gate_rows(cell: Cell, run: Path, values: Values) -> None:
                 values[metric][name] = rows
 
 
+def _picks_gap(values: Values, method: str, picked: Values) -> Tuple[List[int], float]:
+    """The examples ``method``'s rows in ``values`` share with ``picked``, and the largest difference of the two over
+    them and both metrics (0: ``method`` computes the picks)."""
+    common = sorted(set(picked["comprehensiveness"]) & set(values["comprehensiveness"][method]))
+    gap = max((abs(values[m][method][e] - picked[m][e]) for m in picked for e in common), default=0.0)
+    return common, gap
+
+
 def _gate_check_lines(folder: Path) -> List[str]:
     """Where the gate ran as a method, its largest difference from the picked method's rows (0: the gate computes
     nothing else, so the rows read from a half's one walk and two walks are the gate's)."""
@@ -1009,10 +1017,8 @@ def _gate_check_lines(folder: Path) -> List[str]:
             for name in GATED:
                 found = _gate_picks(path, values, GATE[name]) if name in values["comprehensiveness"] else None
                 if found is not None:
-                    picked = found[0]
-                    gap = max(abs(values[m][name][e] - picked[m][e]) for m in picked for e in values[m][name])
-                    rows.append([f"{half}/{cell.name}", f"`{name}`", str(len(values["comprehensiveness"][name])),
-                                 f"{gap:.0e}"])
+                    common, gap = _picks_gap(values, name, found[0])
+                    rows.append([f"{half}/{cell.name}", f"`{name}`", str(len(common)), f"{gap:.0e}"])
     if not rows:
         return []
     return (["## The gate run as a method against its picks", "",
@@ -1039,11 +1045,9 @@ def _library_gate_lines(folder: Path) -> List[str]:
         matrix = _read_csv(matrix_csv)
         if found is None or library not in matrix["comprehensiveness"]:
             continue
-        picked = found[0]
-        common = sorted(set(picked["comprehensiveness"]) & set(matrix["comprehensiveness"][library]))
+        common, gap = _picks_gap(matrix, library, found[0])
         if not common:
             continue
-        gap = max(abs(matrix[m][library][e] - picked[m][e]) for m in picked for e in common)
         one = sum(found[1][e] > GATE[name] for e in common)
         rows.append([cell.name, str(len(common)), f"{one} of {len(common)}", f"{gap:.0e}"])
     if not rows:
