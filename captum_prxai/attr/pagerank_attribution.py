@@ -139,14 +139,17 @@ class GraphExplanation:
     @property
     def walk_weights(self) -> Optional[Tensor]:
         """``(B,)`` the weight ``λ`` of each example's negative walk (``walks="both"``; 0 where ``walk_gate`` kept
-        the positive walk alone: :func:`~captum_prxai.graph.spec.walk_weights`), else ``None``."""
+        the positive walk alone, as :func:`~captum_prxai.graph.spec.walk_weights` decided when scoring), else
+        ``None``. Read from :attr:`scores`, which sum to ``1 − λ``, so no PageRank is solved again."""
         if self.built.negative is None:
             return None
+        weight = self.spec.negative_weight
+        weights = torch.full((self.mask.shape[0],), weight, dtype=torch.float64, device=self.mask.device)
         if self.spec.walk_gate is None:  # no gate: every example's λ is the option's
-            return torch.full((self.mask.shape[0],), self.spec.negative_weight, dtype=torch.float64,
-                              device=self.mask.device)
-        ranks = self.node_ranks()
-        return walk_weights(self.spec, self.built, ranks / ranks.sum(-1, keepdim=True), self.node_ranks("negative"))
+            return weights
+        # both walks' PageRank sum to one, so an example's scores sum to 1 − λ: read λ from the scores themselves
+        one_walk = (1.0 - self.scores.double().sum(-1)).abs() < weight / 2
+        return torch.where(one_walk, torch.zeros_like(weights), weights)
 
     def rescore(self) -> Tensor:
         """PageRank of :attr:`adjacency` with :attr:`teleport`, reduced to token scores like :attr:`scores`.
