@@ -20,7 +20,9 @@ defaults were not tuned on.
 (model weights, settings, method options) matches are kept, and only the new
 examples are computed; with ``--retrained`` also the rows of a model retrained
 with the same recipe whose weights differ a little, after a spot check
-(``run_benchmark(reuse_retrained=True)``). ``--finished`` computes nothing: it
+(``run_benchmark(reuse_retrained=True)``); ``--recompute-retrained`` does the
+opposite, computing those rows again with this model so that the cell holds one
+model's rows (``run_benchmark(recompute_retrained=True)``). ``--finished`` computes nothing: it
 summarises the longest prefix of the sample whose examples have every method in
 the cache, e.g. of a run that was stopped (``--n`` then bounds it).
 """
@@ -156,7 +158,8 @@ def _register_precomputed(cells: Sequence[Cell], labels_only: bool = False) -> N
 
 
 def run_cell(cell: Cell, n: Optional[int], methods: Optional[str], argv: Sequence[str], add: bool = False,
-             extend: bool = False, finished: bool = False, retrained: bool = False) -> Path:
+             extend: bool = False, finished: bool = False, retrained: bool = False,
+             recompute_retrained: bool = False) -> Path:
     """Run one cell (``add``: only ``methods``, merged into the cell's finished run; ``extend``: reuse the rows of
     its ``results.csv`` that this run would compute; ``finished``: compute nothing, summarise the examples whose
     every method is done; see the module docstring)."""
@@ -174,7 +177,7 @@ def run_cell(cell: Cell, n: Optional[int], methods: Optional[str], argv: Sequenc
     result = run_benchmark(model, tokenizer, dataset, (methods or default_methods) + extra,
                   n=n or cell.n or (100 if cell.long else 200), out_dir=out, model_name=cell.model,
                   max_length=cell.max_length, merge=add, reuse_results=extend, finished_only=finished,
-                  reuse_retrained=retrained,
+                  reuse_retrained=retrained, recompute_retrained=recompute_retrained,
                   method_options={"ig": {"internal_batch_size": cell.ig_batch}} if cell.ig_batch else None)
     if finished:  # the command that computes what was summarised: this n, computed (or resumed) in full
         argv = _with_n([a for a in argv if a != "--finished"], result.meta["n_examples"])
@@ -334,6 +337,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                         help="with --extend: also keep the rows of a model retrained with the same recipe whose "
                              "weights are not bit-for-bit the former ones, after recomputing the first examples to "
                              "check them")
+    parser.add_argument("--recompute-retrained", action="store_true",
+                        help="with --extend: compute again, with this model, the rows an earlier --retrained run kept "
+                             "from a former model (summary.json's reused_retrained), so the cell holds one model's "
+                             "rows")
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--summary", action="store_true",
                         help="write benchmarks/results/matrix.md and matrix_default.md")
@@ -347,7 +354,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         torch.set_num_threads(args.threads)
     for name in args.cell:
         print(run_cell(CELLS[name], args.n, args.add or args.methods, argv, add=bool(args.add),
-                       extend=args.extend, finished=args.finished, retrained=args.retrained), flush=True)
+                       extend=args.extend, finished=args.finished, retrained=args.retrained,
+                       recompute_retrained=args.recompute_retrained), flush=True)
     if args.summary:
         print(write_summary())
     if args.readme_table:

@@ -1111,6 +1111,64 @@ def test_reuse_retrained_takes_a_nearly_equal_models_rows_after_a_spot_check(tin
     assert (out / "cache.jsonl").read_text().count("\n") >= 1
 
 
+def test_recompute_retrained_replaces_a_former_models_rows_with_this_models(tiny, tmp_path):
+    """recompute_retrained computes again, every method, the examples whose rows a note says a former model made,
+    even where their probabilities pass the same-model check, and takes the rest from results.csv: the rows then
+    equal a run made with this model alone, and no note of a former model is left."""
+    from captum_prxai.bench import runner as runner_module
+
+    model, tokenizer = tiny
+    out, fresh = tmp_path / "out", tmp_path / "fresh"
+    run_benchmark(model, tokenizer, DATA, ["pr-ag", "random"], n=5, out_dir=fresh, progress=False)
+    run_benchmark(model, tokenizer, DATA, ["pr-ag", "random"], n=5, out_dir=out, progress=False)
+    (out / "cache.jsonl").unlink()
+    order = runner_module._sample_order(len(DATA), 5)
+    former = sorted(order[2:4])
+    # a former model's rows: the same probabilities (they pass the 1e-4 check), other metrics
+    with (out / "results.csv").open(newline="") as f:
+        rows = list(csv.DictReader(f))
+    for r in rows:
+        if int(r["example"]) in former:
+            r["comprehensiveness"] = r["sufficiency"] = "0.987"
+    with (out / "results.csv").open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    summary = json.loads((out / "summary.json").read_text())
+    summary["meta"]["reused_retrained"] = [{"examples": 2, "example_ids": former, "spot_check": sorted(order[:2]),
+                                            "methods": ["pr-ag", "random"], "every_method": True,
+                                            "max_metric_difference": 0.003, "max_prob_difference": 0.0004,
+                                            "tolerance": 0.01}]
+    (out / "summary.json").write_text(json.dumps(summary))
+    for bad in ({"reuse_retrained": True, "reuse_results": True}, {}):
+        with pytest.raises(PRXAIError, match=r"^recompute_retrained=True computes again, from results\.csv's run, "
+                                             r"the rows of a former model: it needs reuse_results=True and cannot be "
+                                             r"combined with reuse_retrained=True, which keeps them\.$"):
+            run_benchmark(model, tokenizer, DATA, ["pr-ag", "random"], n=5, out_dir=out, progress=False,
+                          recompute_retrained=True, **bad)
+    again = run_benchmark(model, tokenizer, DATA, ["pr-ag", "random"], n=5, out_dir=out, progress=False,
+                          reuse_results=True, recompute_retrained=True)
+    assert again.n_computed == 4 and again.n_cached == 6
+    assert {r["example"] for r in again.records if "curve_most" in r} == set(former)
+    assert "reused_retrained" not in json.loads((out / "summary.json").read_text())["meta"]
+    assert "former model" not in (out / "summary.md").read_text()
+
+    def metrics(folder):
+        return {(int(r["example"]), r["method"]): (r["comprehensiveness"], r["sufficiency"], r["prob"])
+                for r in _metric_rows(folder / "results.csv")}
+
+    assert metrics(out) == metrics(fresh)
+    # a note of one method's changed key names that method's rows alone; a note without its examples is refused
+    assert runner_module._retrained_pairs([{"example_ids": [3], "methods": ["random"], "every_method": False}],
+                                          ["pr-ag", "random"]) == {("random", 3)}
+    assert runner_module._retrained_pairs([{"example_ids": [3], "methods": ["random"], "every_method": False,
+                                            "this_model": {"pr-ag": 1}}], ["pr-ag", "random"]) == {
+        ("random", 3), ("pr-ag", 3)}
+    with pytest.raises(PRXAIError, match=r"^recompute_retrained=True: a note in summary\.json \(reused_retrained\) "
+                                         r"was written before the examples it took were kept"):
+        runner_module._retrained_pairs([{"examples": 2}], ["pr-ag"])
+
+
 def test_reuse_retrained_notes_name_the_methods_and_carry_the_earlier_runs(tiny, tmp_path):
     """A run where one method's key changed alone (its options or inputs) says so, naming the method, not "a former
     model"; an earlier run's note stays, counting only the examples whose rows are still taken from results.csv."""

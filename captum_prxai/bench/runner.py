@@ -284,7 +284,8 @@ def _probe_rows(firsts: Dict[int, Dict[str, Any]], probe: Callable[[int], Tuple[
 
 
 def _reusable_rows(out: Path, keys: Dict[str, str], indices: Sequence[int], data: _Data,
-                   probe: Callable[[int], Tuple[int, int, float]], retrained: bool = False
+                   probe: Callable[[int], Tuple[int, int, float]], retrained: bool = False,
+                   drop: frozenset = frozenset()
                    ) -> Tuple[Dict[tuple, Dict[str, Any]], Dict[Tuple[str, int], Dict[str, Any]]]:
     """For ``reuse_results=True``: the rows of ``out/results.csv`` whose method's cache key (kept in
     ``summary.json``) equals this run's, for this run's examples, keyed as :func:`_cached_records` looks them up.
@@ -297,7 +298,8 @@ def _reusable_rows(out: Path, keys: Dict[str, str], indices: Sequence[int], data
     stored key differs from this run's (e.g. a retrained model) has none of its rows taken, with a warning; with
     ``retrained`` those rows are returned instead, as ``{(method, example): row}``, for :func:`_retrained_rows`, and
     the probability check is to :data:`RETRAINED_TOLERANCE` (a run extended this way keeps the former model's rows
-    under this model's key, and resuming it must take them again).
+    under this model's key, and resuming it must take them again). The ``(method, example)`` rows in ``drop`` are
+    never taken (:func:`_retrained_pairs`).
     """
     run = _finished_run(out)
     if run is None:
@@ -308,7 +310,7 @@ def _reusable_rows(out: Path, keys: Dict[str, str], indices: Sequence[int], data
     stale: Dict[str, None] = {}  # methods whose stored key is not this run's, in file order
     stale_rows: Dict[Tuple[str, int], Dict[str, Any]] = {}
     for r in old_rows:
-        if r["example"] in wanted and r["method"] in keys:
+        if r["example"] in wanted and r["method"] in keys and (r["method"], r["example"]) not in drop:
             if old_keys.get(r["method"]) == keys[r["method"]]:
                 candidates.append(r)
             else:
@@ -434,6 +436,23 @@ def _carried_retrained(earlier: Sequence[Dict[str, Any]], from_csv: set, names: 
                 note["this_model"] = mixed
         carried.append(note)
     return carried
+
+
+def _retrained_pairs(notes: Sequence[Dict[str, Any]], names: Sequence[str]) -> set:
+    """For ``recompute_retrained=True``: the ``(method, example)`` rows of ``names`` that the earlier
+    ``reuse_retrained`` runs' ``notes`` describe, to be computed again with this run's model. A note of a former
+    model (``every_method``, or ``this_model``: the former model's rows beside this model's) names whole examples,
+    every method; a note of one method's changed key names that method's rows alone."""
+    pairs: set = set()
+    for note in notes:
+        if "example_ids" not in note:
+            raise PRXAIError("recompute_retrained=True: a note in summary.json (reused_retrained) was written before "
+                             "the examples it took were kept, so they cannot be found: run without reuse_results "
+                             "to compute every example with this model.")
+        former = note.get("every_method", note.get("methods") is None) or "this_model" in note
+        methods = names if former else [m for m in note["methods"] if m in names]
+        pairs |= {(m, e) for m in methods for e in note["example_ids"]}
+    return pairs
 
 
 def _finished_prefix(indices: Sequence[int], data: _Data, keys: Dict[str, str], cached: Dict[tuple, Dict[str, Any]],
@@ -829,6 +848,7 @@ def run_benchmark(
     merge: bool = False,
     reuse_results: bool = False,
     reuse_retrained: bool = False,
+    recompute_retrained: bool = False,
     finished_only: bool = False,
     **config_kwargs: Any,
 ) -> BenchmarkResult:
@@ -916,6 +936,14 @@ def run_benchmark(
             models were on the checks. Later runs that take those rows from
             ``results.csv`` again keep the notes, counting the examples
             still taken.
+        recompute_retrained: With ``reuse_results``, the opposite of
+            ``reuse_retrained``: compute again, with this run's model, every
+            row that earlier ``reuse_retrained`` runs took under another key
+            (``meta["reused_retrained"]``): all the methods of an example
+            whose rows a former model made, the one method's rows where only
+            its key had changed. The other rows are taken from
+            ``results.csv`` as usual, so the run then holds one model's rows
+            and carries no such note.
         finished_only: Compute nothing: summarise the longest prefix of the
             sample order whose examples have every method's record (in the
             cache, or with ``reuse_results`` in ``results.csv``), e.g. the
@@ -952,6 +980,10 @@ def run_benchmark(
     if reuse_retrained and not reuse_results:
         raise PRXAIError("reuse_retrained=True takes the rows of a retrained model from results.csv: it needs "
                          "reuse_results=True.")
+    if recompute_retrained and (reuse_retrained or not reuse_results):
+        raise PRXAIError("recompute_retrained=True computes again, from results.csv's run, the rows of a former model: "
+                         "it needs reuse_results=True and cannot be combined with reuse_retrained=True, which keeps "
+                         "them.")
     if finished_only and (merge or not resume):
         raise PRXAIError("finished_only=True summarises what a run's cache (or results.csv) already holds: it needs "
                          "resume=True and cannot merge.")
@@ -965,12 +997,15 @@ def run_benchmark(
     from captum_prxai.bench.report import retrained_notes
 
     earlier_notes = retrained_notes(_last_meta(out)) if resume and (reuse_results or merge) else []
+    drop = frozenset(_retrained_pairs(earlier_notes, names)) if recompute_retrained and resume else frozenset()
+    if recompute_retrained:
+        earlier_notes = []  # every row they describe is computed again (or comes from this model's cache)
     spot_computed = 0  # records the spot check computed: counted as computed, not as taken from the cache
     if resume:
         cached = cache.read(set(keys.values()))
         if reuse_results:  # records from the cache first: they carry curves and scores
             probe = _prober(data, tokenizer, max_length, device, forward)
-            rows, stale = _reusable_rows(out, keys, indices, data, probe, retrained=reuse_retrained)
+            rows, stale = _reusable_rows(out, keys, indices, data, probe, retrained=reuse_retrained, drop=drop)
             cached = {**rows, **cached}
             if stale:  # reuse_retrained: check the first stored examples against this model, then take the rest
                 stored = {e for _, e in stale}
