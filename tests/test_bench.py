@@ -1161,9 +1161,10 @@ def test_recompute_retrained_replaces_a_former_models_rows_with_this_models(tiny
     # a note of one method's changed key names that method's rows alone; a note without its examples is refused
     assert runner_module._retrained_pairs([{"example_ids": [3], "methods": ["random"], "every_method": False}],
                                           ["pr-ag", "random"]) == {("random", 3)}
-    assert runner_module._retrained_pairs([{"example_ids": [3], "methods": ["random"], "every_method": False,
-                                            "this_model": {"pr-ag": 1}}], ["pr-ag", "random"]) == {
-        ("random", 3), ("pr-ag", 3)}
+    # a former model's note: every method but one this model made on all of its examples (on some: not known where)
+    note = {"example_ids": [3, 5], "methods": ["random"], "every_method": False, "this_model": {"pr-ag": 2, "gae": 1}}
+    assert runner_module._retrained_pairs([note], ["pr-ag", "random", "gae", "ig"]) == {
+        (m, e) for m in ("random", "gae", "ig") for e in (3, 5)}
     with pytest.raises(PRXAIError, match=r"^recompute_retrained=True: a note in summary\.json \(reused_retrained\) "
                                          r"was written before the examples it took were kept"):
         runner_module._retrained_pairs([{"examples": 2}], ["pr-ag"])

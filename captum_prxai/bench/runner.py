@@ -441,16 +441,20 @@ def _carried_retrained(earlier: Sequence[Dict[str, Any]], from_csv: set, names: 
 def _retrained_pairs(notes: Sequence[Dict[str, Any]], names: Sequence[str]) -> set:
     """For ``recompute_retrained=True``: the ``(method, example)`` rows of ``names`` that the earlier
     ``reuse_retrained`` runs' ``notes`` describe, to be computed again with this run's model. A note of a former
-    model (``every_method``, or ``this_model``: the former model's rows beside this model's) names whole examples,
-    every method; a note of one method's changed key names that method's rows alone."""
+    model names whole examples, every method, except a method that its ``this_model`` says this model made on
+    every one of them (on fewer, it is not known where, so it is computed again too); a note of one method's
+    changed key names that method's rows alone."""
     pairs: set = set()
     for note in notes:
         if "example_ids" not in note:
             raise PRXAIError("recompute_retrained=True: a note in summary.json (reused_retrained) was written before "
                              "the examples it took were kept, so they cannot be found: run without reuse_results "
                              "to compute every example with this model.")
-        former = note.get("every_method", note.get("methods") is None) or "this_model" in note
-        methods = names if former else [m for m in note["methods"] if m in names]
+        if note.get("every_method", note.get("methods") is None) or "this_model" in note:
+            made_here = {m for m, k in note.get("this_model", {}).items() if k == len(note["example_ids"])}
+            methods = [m for m in names if m not in made_here]
+        else:
+            methods = [m for m in note["methods"] if m in names]
         pairs |= {(m, e) for m in methods for e in note["example_ids"]}
     return pairs
 
