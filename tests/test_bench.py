@@ -1141,9 +1141,10 @@ def test_recompute_retrained_replaces_a_former_models_rows_with_this_models(tiny
                                             "tolerance": 0.01}]
     (out / "summary.json").write_text(json.dumps(summary))
     for bad in ({"reuse_retrained": True, "reuse_results": True}, {}):
-        with pytest.raises(PRXAIError, match=r"^recompute_retrained=True computes again, from results\.csv's run, "
-                                             r"the rows of a former model: it needs reuse_results=True and cannot be "
-                                             r"combined with reuse_retrained=True, which keeps them\.$"):
+        with pytest.raises(PRXAIError, match=r"^recompute_retrained=True computes again the rows that an earlier "
+                                             r"reuse_retrained run took from a former model: it needs "
+                                             r"reuse_results=True, and cannot be combined with reuse_retrained=True, "
+                                             r"which keeps them\.$"):
             run_benchmark(model, tokenizer, DATA, ["pr-ag", "random"], n=5, out_dir=out, progress=False,
                           recompute_retrained=True, **bad)
     again = run_benchmark(model, tokenizer, DATA, ["pr-ag", "random"], n=5, out_dir=out, progress=False,

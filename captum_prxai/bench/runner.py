@@ -943,9 +943,10 @@ def run_benchmark(
         recompute_retrained: With ``reuse_results``, the opposite of
             ``reuse_retrained``: compute again, with this run's model, every
             row that earlier ``reuse_retrained`` runs took under another key
-            (``meta["reused_retrained"]``): all the methods of an example
-            whose rows a former model made, the one method's rows where only
-            its key had changed. The other rows are taken from
+            (``meta["reused_retrained"]``): on an example whose rows a former
+            model made, every method but one this model made on all of that
+            note's examples; where only one method's key had changed, that
+            method's rows. The other rows are taken from
             ``results.csv`` as usual, so the run then holds one model's rows
             and carries no such note.
         finished_only: Compute nothing: summarise the longest prefix of the
@@ -985,9 +986,9 @@ def run_benchmark(
         raise PRXAIError("reuse_retrained=True takes the rows of a retrained model from results.csv: it needs "
                          "reuse_results=True.")
     if recompute_retrained and (reuse_retrained or not reuse_results):
-        raise PRXAIError("recompute_retrained=True computes again, from results.csv's run, the rows of a former model: "
-                         "it needs reuse_results=True and cannot be combined with reuse_retrained=True, which keeps "
-                         "them.")
+        raise PRXAIError("recompute_retrained=True computes again the rows that an earlier reuse_retrained run took "
+                         "from a former model: it needs reuse_results=True, and cannot be combined with "
+                         "reuse_retrained=True, which keeps them.")
     if finished_only and (merge or not resume):
         raise PRXAIError("finished_only=True summarises what a run's cache (or results.csv) already holds: it needs "
                          "resume=True and cannot merge.")
