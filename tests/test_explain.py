@@ -244,7 +244,7 @@ def test_explain_graph_of_both_walks_says_it_draws_the_positive_walk(tiny_model_
     result = json.loads(data.read_text())
     [(tokens, adjacency, node_scores, title)] = drawn
     assert result["graph_method"] == "PR-TAG±"
-    assert "positive walk drawn; the scores subtract the negative walk's PageRank" in title
+    assert "positive walk drawn; the scores are the positive walk's PageRank minus the negative walk's" in title
     torch.testing.assert_close(node_scores, torch.tensor(result["scores"]["PR-TAG±"], dtype=torch.float64),
                                atol=1e-6, rtol=0)
     assert abs(float(node_scores.sum())) < 1e-4  # a difference of two distributions
@@ -264,7 +264,7 @@ def test_the_graph_title_says_when_the_gate_kept_one_walk(gate, one_walk, tiny_m
     graph = attr.attribute_graph(ids, target=1, additional_forward_args=(mask,), attention_mask=mask)
     title = graph_title("PR-TAG±", graph)
     assert ("the two walks agree (correlation above" in title) is one_walk
-    assert ("the scores subtract 0.25 x the negative walk's PageRank" in title) is not one_walk
+    assert ("the scores are the positive walk's PageRank minus 0.25 x the negative walk's" in title) is not one_walk
 
 
 def test_explain_leads_with_the_class_default(tiny_model_dir, tmp_path, capsys):

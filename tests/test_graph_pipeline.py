@@ -181,6 +181,7 @@ def test_negative_weight_scales_the_negative_walk(weight, tiny_model_factory, ti
     torch.testing.assert_close(scores.sum(-1), torch.full((2,), 1.0 - weight), atol=1e-5, rtol=0)
     graph = weighted.attribute_graph(ids, **kw)
     torch.testing.assert_close(graph.rescore(), scores, atol=1e-4, rtol=0)
+    assert graph.gate_kept_positive is None  # no gate
     long = weighted.attribute_long(ids[:1], target=1, window=6, stride=3)
     reference = (positive.attribute_long(ids[:1], target=1, window=6, stride=3)
                  - weight * negative.attribute_long(ids[:1], target=1, window=6, stride=3))
@@ -227,6 +228,7 @@ def test_the_walk_gate_keeps_the_positive_walk_where_the_walks_correlate(kind, t
     graph = gated.attribute_graph(ids, **kw)
     torch.testing.assert_close(graph.rescore(), scores, atol=1e-4, rtol=0)
     assert graph.walk_weights.tolist() == [0.0 if c > gate else 0.25 for c in corr]
+    assert graph.gate_kept_positive.tolist() == [c > gate for c in corr]
     # the gate at its ends: -1 keeps one walk wherever the walks are not exactly opposed, 1 never does
     low = cp.PRTemperedAttentionGradient(forward_for(model), layers, walks="both", negative_weight=0.25, walk_gate=-1)
     torch.testing.assert_close(low.attribute(ids, **kw), positive, atol=1e-6, rtol=0)

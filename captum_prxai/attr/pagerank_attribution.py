@@ -151,6 +151,15 @@ class GraphExplanation:
         one_walk = (1.0 - self.scores.double().sum(-1)).abs() < weight / 2
         return torch.where(one_walk, torch.zeros_like(weights), weights)
 
+    @property
+    def gate_kept_positive(self) -> Optional[Tensor]:
+        """``(B,)`` bool: examples whose two walks agreed, so ``walk_gate`` kept the positive walk's PageRank alone
+        (``λ`` = 0 in :attr:`walk_weights`); ``None`` unless the graph walks both signs with a gate."""
+        if self.spec.walk_gate is None:
+            return None
+        weights = self.walk_weights
+        return None if weights is None else weights == 0.0
+
     def rescore(self) -> Tensor:
         """PageRank of :attr:`adjacency` with :attr:`teleport`, reduced to token scores like :attr:`scores`.
 

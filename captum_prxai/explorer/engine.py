@@ -836,6 +836,7 @@ class Engine:
             the method's token scores.
         """
         from captum_prxai.hooks import attention_layers
+        from captum_prxai.viz.explanation import walks_phrase
         from captum_prxai.viz.graph import attention_graph_svg, top_edges_of
 
         if layout not in ("line", "circle"):
@@ -878,13 +879,7 @@ class Engine:
         weight = None
         if two_walks:
             weight = float(graph.walk_weights[0])
-            if weight == 0.0 and graph.spec.walk_gate is not None:
-                how = (f"the two walks agree (correlation above {graph.spec.walk_gate:g}), so the scores are the "
-                       "positive walk's PageRank alone")
-            else:
-                times = "" if weight == 1.0 else f"{weight:g} x "
-                how = f"the scores are the positive walk's PageRank minus {times}the negative walk's"
-            what += f", {walk} walk ({how}; nodes sized by this walk's)"
+            what += f", {walk} walk ({walks_phrase(graph)}; nodes sized by this walk's)"
         shown = (f"top {len(chosen)} of {len(real)} nodes" if len(chosen) < len(real) else f"{len(real)} nodes")
         title = f"{what}; {shown}, {len(edges)} strongest edges"
         explained = self.explained_position(enc)

@@ -34,6 +34,7 @@ __all__ = [
     "explain_text",
     "graph_method",
     "graph_title",
+    "walks_phrase",
 ]
 
 
@@ -96,16 +97,20 @@ def graph_title(label: str, graph: Any) -> str:
     damping = f" (damping {float(damping):g})" if isinstance(damping, (int, float)) else ""
     title = f"{label}: the graph PageRank ran on{damping}\nedges: {words} (i -> j: token i attends to j)"
     if getattr(graph, "negative_adjacency", None) is not None:
-        weight = float(getattr(spec, "negative_weight", 1.0))
-        gate = getattr(spec, "walk_gate", None)
-        weights = getattr(graph, "walk_weights", None) if gate is not None else None
-        if weights is not None and float(weights[0]) == 0.0:
-            title += (f"\npositive walk drawn; the two walks agree (correlation above {float(gate):g}), "
-                      "so the scores are its PageRank alone")
-        else:
-            times = "" if weight == 1.0 else f"{weight:g} x "
-            title += f"\npositive walk drawn; the scores subtract {times}the negative walk's PageRank"
+        title += f"\npositive walk drawn; {walks_phrase(graph)}"
     return title
+
+
+def walks_phrase(graph: Any, index: int = 0) -> str:
+    """How example ``index`` of ``graph`` (a :class:`~captum_prxai.graph.GraphExplanation` that walks both signs)
+    combines its two walks into scores, in words, for the titles of its pictures."""
+    agreed = graph.gate_kept_positive
+    if agreed is not None and bool(agreed[index]):
+        return (f"the two walks agree (correlation above {float(graph.spec.walk_gate):g}), so the scores are the "
+                "positive walk's PageRank alone")
+    weight = float(graph.walk_weights[index])
+    times = "" if weight == 1.0 else f"{weight:g} x "
+    return f"the scores are the positive walk's PageRank minus {times}the negative walk's"
 
 
 @dataclass
