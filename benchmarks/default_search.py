@@ -223,12 +223,14 @@ CANDIDATES: Dict[str, Dict[str, Any]] = {
     "ds:pow0.25:pm0.25*absixg": {"edge_weight": "pow0.25"},
     # ninth round: the 12-layer rule's two walks, or its positive walk alone where the walks agree (see GATE)
     "ds:pow0.25:pm0.25:gate0.5": {"edge_weight": "pow0.25"},
+    # tenth round: the same gate on the 6-layer encoder's default (γ = 0.5)
+    "ds:pow0.5:pm0.25:gate0.5": {"edge_weight": "pow0.5"},
 }
 #: candidates with a negative walk subtracted (see SIGNED_WALKS) and with gradient-norm layer weights
 SIGNED_WALKS = {"ds:pow0.5:pm", "ds:pow0.5:lp:pm", "ds:pow0.5:pm0.5", "ds:pow0.5:pmw", "ds:pow0.5:pmd",
                 "ds:pow0.5:pm0.25", "ds:pow0.5:pm0.75", "ds:pow0.5:pm0.25:d0.5", "ds:pow0.5:pm0.25:d0.85",
                 "ds:pow0.5:pm0.25:nosink", "ds:pow0.25:pm0.25", "ds:pow0:pm0.25", "ds:pow0.25:pm",
-                "ds:pow0.25:pm0.25*absixg", "ds:pow0.25:pm0.25:gate0.5"}
+                "ds:pow0.25:pm0.25*absixg", "ds:pow0.25:pm0.25:gate0.5", "ds:pow0.5:pm0.25:gate0.5"}
 #: two walks, demoting only: a token keeps its positive-walk score P⁺ when P⁺ ≥ P⁻ and gets P⁺ − P⁻ < 0
 #: otherwise, so PR-TAG's order is kept among the net-positive tokens and the net-negative ones rank last
 DEMOTE = {"ds:pow0.5:pmd"}
@@ -238,11 +240,12 @@ NEGATIVE_WEIGHT: Dict[str, Any] = {"ds:pow0.5:pm0.5": 0.5, "ds:pow0.5:pmw": "mas
                                    "ds:pow0.5:pm0.75": 0.75, "ds:pow0.5:pm0.25:d0.5": 0.25,
                                    "ds:pow0.5:pm0.25:d0.85": 0.25, "ds:pow0.5:pm0.25:nosink": 0.25,
                                    "ds:pow0.25:pm0.25": 0.25, "ds:pow0:pm0.25": 0.25,
-                                   "ds:pow0.25:pm0.25*absixg": 0.25, "ds:pow0.25:pm0.25:gate0.5": 0.25}
+                                   "ds:pow0.25:pm0.25*absixg": 0.25, "ds:pow0.25:pm0.25:gate0.5": 0.25,
+                                   "ds:pow0.5:pm0.25:gate0.5": 0.25}
 #: gated walks, per example: the positive walk alone when the two walks' scores correlate above the threshold over
 #: the real tokens other than the explained one (:func:`walk_correlation`), else the two walks ``P⁺ − λ P⁻``; the
 #: same single pass (run by the library's ``walk_gate``)
-GATE: Dict[str, float] = {"ds:pow0.25:pm0.25:gate0.5": 0.5}
+GATE: Dict[str, float] = {"ds:pow0.25:pm0.25:gate0.5": 0.5, "ds:pow0.5:pm0.25:gate0.5": 0.5}
 NORM_WEIGHTED = {"ds:pow0.5:l2w"}
 #: leaky walks: the same built graphs (``attribute_graph``), each walked with row ``i`` divided by
 #: ``s_i = d_i^(1−β) · max_k d_k^β`` instead of its out-weight ``d_i`` (β = 1: one scale for the whole graph, so
@@ -296,7 +299,11 @@ EIGHTH = ["ds:pow0.5:pm0.25", "ds:pow0.25:pm0.25", "ds:pow0.5", "ds:pow0.25"] + 
 #: encoder's other tune halves (tweets, movie reviews), so that one walk on MPNet can be ranked by the rule
 NINTH = SEVENTH + ["ds:pow0.5", "ds:pow0.25"]
 #: the gate at the threshold the rule chose on the tune halves (``--ninth-table``'s scan), run as a method
-GATED = list(GATE)
+GATED = ["ds:pow0.25:pm0.25:gate0.5"]
+#: 'tenth': the ninth round's candidates and the same gate on the 6-layer encoder's default (γ = 0.5), on MiniLM-L6's
+#: tune halves, so that a rule with the gate on every encoder can be ranked
+TENTH_GATE = "ds:pow0.5:pm0.25:gate0.5"
+TENTH = NINTH + [TENTH_GATE]
 TUNE_METHODS = [m for m in CANDIDATES if m not in EXTRA and m not in LATER and m not in FOURTH and m not in FIFTH
                 and m not in SIXTH and m not in SEVENTH and m not in SEVENTH_DECODERS and m not in EIGHTH_NEW
                 and m not in GATE] \
@@ -704,6 +711,7 @@ SEVENTH_DIR = RESULTS / "seventh"
 SEVENTH_DECODERS_DIR = RESULTS / "seventh-decoders"
 EIGHTH_DIR = RESULTS / "eighth"
 NINTH_DIR = RESULTS / "ninth"
+TENTH_DIR = RESULTS / "tenth"
 #: the rounds written by ``_round_table``: flag -> (folder, methods, title, file, candidates ranked by the rule)
 ROUNDS = {
     "--fifth-table": (FIFTH_DIR, FIFTH, "Fifth round: the default's damping, and LIG-50 on the tune halves", "fifth.md",
@@ -722,14 +730,18 @@ ROUNDS = {
                       "Ninth round: one walk on the 12-layer encoder, and a gate per example", "ninth.md",
                       ("ds:pow0.5:pm0.25", "ds:pow0.25:pm0.25", "rule:depth", "rule:depth-one-walk",
                        "rule:depth-gate")),
+    "--tenth-table": (TENTH_DIR, TENTH, "Tenth round: the gate on the 6-layer encoder (MiniLM-L6)", "tenth.md",
+                      ("ds:pow0.5:pm0.25", "ds:pow0.25:pm0.25", "rule:depth-gate", "rule:gate-every-encoder")),
 }
 #: a round whose worst case runs over other rounds' tune halves too: flag -> the rounds' folders (each half from the
 #: first folder that has it)
 ROUND_WORST_FOLDERS: Dict[str, Tuple[Path, ...]] = {"--eighth-table": (EIGHTH_DIR, SEVENTH_DIR),
-                                                    "--ninth-table": (NINTH_DIR, EIGHTH_DIR, SEVENTH_DIR)}
+                                                    "--ninth-table": (NINTH_DIR, EIGHTH_DIR, SEVENTH_DIR),
+                                                    "--tenth-table": (TENTH_DIR, NINTH_DIR, EIGHTH_DIR)}
 #: a round's held-out runs when they are not its ranked candidates: flag -> (the default, the candidates)
 ROUND_HOLDOUT: Dict[str, Tuple[str, ...]] = {"--eighth-table": ("ds:pow0.25:pm0.25", "ds:pow0.25"),
-                                             "--ninth-table": ("ds:pow0.25:pm0.25", "ds:pow0.25") + tuple(GATED)}
+                                             "--ninth-table": ("ds:pow0.25:pm0.25", "ds:pow0.25") + tuple(GATED),
+                                             "--tenth-table": ("ds:pow0.5:pm0.25", "ds:pow0.5", TENTH_GATE)}
 #: a line after a round's worst case: flag -> text
 ROUND_NOTES: Dict[str, str] = {
     "--eighth-table": "One walk (`ds:pow0.5`, PR-TAG, and `ds:pow0.25`) is not ranked: it has no rows on the "
@@ -754,10 +766,12 @@ _ENCODER_LEAD = (FOURTH_LEAD, "pr-tag-pm0.25", "PR-TAG's edges, two walks, λ = 
 #: 'rule:depth': γ = 0.25 on the 12-layer encoder (MPNet), the default's γ = 0.5 on the 6-layer one (MiniLM-L6);
 #: the library's ``attention_power="auto"`` (captum_prxai.graph.spec.auto_attention_power)
 #: 'rule:depth-one-walk': the same, with one walk (γ = 0.25) on the 12-layer encoder; 'rule:depth-gate': with the
-#: gate (see GATE) on it, its threshold chosen by the rule (``_gate_scan_lines``)
+#: gate (see GATE) on it, its threshold chosen by the rule (``_gate_scan_lines``); 'rule:gate-every-encoder': the
+#: same gate at 0.5 on the 6-layer encoder's default too (tenth round)
 RULES: Dict[str, Dict[str, str]] = {"rule:depth": {"minilm": "ds:pow0.5:pm0.25", "mpnet": "ds:pow0.25:pm0.25"},
                                     "rule:depth-one-walk": {"minilm": "ds:pow0.5:pm0.25", "mpnet": "ds:pow0.25"},
-                                    "rule:depth-gate": {"minilm": "ds:pow0.5:pm0.25", "mpnet": GATED[0]}}
+                                    "rule:depth-gate": {"minilm": "ds:pow0.5:pm0.25", "mpnet": GATED[0]},
+                                    "rule:gate-every-encoder": {"minilm": TENTH_GATE, "mpnet": GATED[0]}}
 #: a fourth-round tune run joins a later round's run of the same cell in the worst case only when the default's
 #: comprehensiveness agrees on every common example to this (the same model and examples)
 SAME_RUN_TOLERANCE = 1e-2
@@ -1093,12 +1107,39 @@ def _gate_scan_lines(folders: Sequence[Path], thresholds: Sequence[float] = GATE
                       "next worst"], rows) + [""])
 
 
+def _tenth_gate_lines(folders: Sequence[Path], folder: Path) -> List[str]:
+    """The tenth round's gate on the 6-layer encoder's tune halves: how many examples it kept on one walk (their
+    two walks' scores correlate above the threshold, ``walk_correlation.csv`` at γ = 0.5), and its largest
+    difference from those picks (0: the library's gate computes the picks and nothing else)."""
+    rows = []
+    for cell in CELLS.values():
+        path = folder / "tune" / cell.name
+        if cell.architecture != "minilm" or not (path / "results.csv").is_file():
+            continue
+        values = _read_csv(path / "results.csv")
+        correlation = _read_correlation(path, 0.5)
+        if TENTH_GATE not in values["comprehensiveness"] or not correlation:
+            continue
+        picked = _gated(values, correlation, GATE[TENTH_GATE], gamma=0.5)
+        common, gap = _picks_gap(values, TENTH_GATE, picked)
+        one = sum(correlation[e] > GATE[TENTH_GATE] for e in common)
+        rows.append([cell.name, str(len(common)), f"{one} of {len(common)}", f"{gap:.0e}"])
+    return (["## The gate's picks on the 6-layer encoder", "",
+             f"`{TENTH_GATE}` on each MiniLM tune half: the examples whose two walks' scores correlate above "
+             f"{GATE[TENTH_GATE]:g} (`walk_correlation.csv`, `--walk-correlation`) keep one walk (`ds:pow0.5`, "
+             "PR-TAG); largest difference, over examples and both metrics, between the gate's own rows and those "
+             "picks.", ""]
+            + _table(["tune half", "n", "one walk picked", "max \\|Δ\\|"], rows) + [""])
+
+
 #: rows a round's halves take before its tables: flag -> augment (see :func:`_rule_losses`)
-ROUND_AUGMENT: Dict[str, Callable[[Cell, Path, Values], None]] = {"--ninth-table": _add_gate_rows}
+ROUND_AUGMENT: Dict[str, Callable[[Cell, Path, Values], None]] = {"--ninth-table": _add_gate_rows,
+                                                                  "--tenth-table": _add_gate_rows}
 #: sections a round's table adds after its worst case: flag -> lines, given the round's worst-case folders and folder
 ROUND_SECTIONS: Dict[str, Callable[[Sequence[Path], Path], List[str]]] = {
     "--ninth-table": lambda folders, folder: (_gate_scan_lines(folders) + _gate_check_lines(folder)
-                                              + _library_gate_lines(folder))}
+                                              + _library_gate_lines(folder)),
+    "--tenth-table": _tenth_gate_lines}
 
 
 def _round_table(flag: str, path: Optional[Path] = None) -> Path:
@@ -1495,6 +1536,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                         help="write results/default-search/ninth.md: one walk and the gate on the 12-layer encoder, "
                              "the gate's threshold scan and the rule's worst case over the ninth, eighth and seventh "
                              "rounds' halves")
+    parser.add_argument("--tenth-table", action="store_true",
+                        help="write results/default-search/tenth.md: the gate on the 6-layer encoder's tune halves, "
+                             "and the rule's worst case with the gate on every encoder over the tenth, ninth, eighth "
+                             "and seventh rounds' halves")
     parser.add_argument("--walk-correlation", default=None, metavar="DIR",
                         help="write DIR/walk_correlation.csv from DIR/cache.jsonl: the two walks' correlation per "
                              "example (the gate's signal)")
@@ -1508,7 +1553,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         groups = {"tune": TUNE_METHODS, "extra": EXTRA, "long": LONG_METHODS, "later": LATER, "fourth": FOURTH,
                   "fourth-long": FOURTH_LONG, "fourth-holdout": FOURTH_HOLDOUT, "fifth": FIFTH,
                   "sixth": SIXTH, "seventh": SEVENTH, "seventh-decoders": SEVENTH_DECODERS,
-                  "eighth": EIGHTH, "ninth": NINTH, "gated": GATED}
+                  "eighth": EIGHTH, "ninth": NINTH, "gated": GATED, "tenth": TENTH}
         methods += groups[item] if item in groups else [item] if item else []
     if args.half == "holdout" and args.cell and not args.tables and "tune" in args.methods.split(","):
         parser.error("the held-out half only confirms: pass --methods with the chosen candidate and references")

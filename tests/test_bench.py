@@ -952,6 +952,43 @@ def test_worst_case_over_several_rounds_takes_each_half_once_and_never_ranks_lig
     assert "mpnet--bbc-news" in halves and "mpnet--tweets" in halves
 
 
+def test_gate_on_every_encoder_takes_the_tenth_rounds_gate_on_minilm_and_the_ninths_on_mpnet(tmp_path, monkeypatch):
+    """The tenth round's rule differs from the depth rule with the gate only on the 6-layer encoder's halves."""
+    default_search = _default_search()
+    lead, mpnet_gate, minilm_gate = default_search.FOURTH_LEAD, default_search.GATED[0], default_search.TENTH_GATE
+    assert default_search.RULES["rule:gate-every-encoder"] == {"minilm": minilm_gate, "mpnet": mpnet_gate}
+    assert default_search.GATE[minilm_gate] == default_search.GATE[mpnet_gate] == 0.5
+    assert default_search.CANDIDATES[minilm_gate]["edge_weight"] == default_search.CANDIDATES[lead]["edge_weight"]
+    write = _write_results
+    # MiniLM: the gate 0.1 ahead of the default on comprehensiveness; MPNet: its gate level with the default
+    write(tmp_path / "round" / "tune" / "minilm--tweets", [(e, m, c, 0.1) for e in range(2)
+                                                         for m, c in ((lead, 0.4), (minilm_gate, 0.5))])
+    write(tmp_path / "round" / "tune" / "mpnet--tweets", [(e, m, 0.5, 0.1) for e in range(2)
+                                                        for m in (lead, mpnet_gate)])
+    monkeypatch.setattr(default_search, "FOURTH_DIR", tmp_path / "fourth")
+    losses, _ = default_search._rule_losses([tmp_path / "round"], ["rule:depth-gate", "rule:gate-every-encoder"])
+    worst = {rule: max(found, key=lambda x: x[0]) for rule, found in losses.items()}
+    # the depth rule keeps the default on MiniLM, 0.1 behind the gate there; the new rule takes the gate
+    assert worst["rule:depth-gate"][0] == pytest.approx(0.1)
+    assert worst["rule:depth-gate"][2:4] == ("minilm--tweets", "comprehensiveness")
+    assert worst["rule:gate-every-encoder"][0] <= 0.0
+
+
+def test_tenth_rounds_gate_picks_count_one_walk_where_the_walks_agree_and_check_the_gate_against_them(tmp_path):
+    default_search = _default_search()
+    gate = default_search.TENTH_GATE
+    one, two = default_search._WALK_PAIRS[0.5]
+    folder = tmp_path / "tenth" / "tune" / "minilm--tweets"
+    # example 0: the walks agree (0.9), so the gate's rows are one walk's; example 1 (0.1): the two walks', but the
+    # gate's row is 0.05 off them
+    _write_results(folder, [(0, one, 0.7, 0.1), (1, one, 0.4, 0.3), (0, two, 0.6, 0.2), (1, two, 0.5, 0.2),
+                            (0, gate, 0.7, 0.1), (1, gate, 0.55, 0.2)])
+    (folder / "walk_correlation.csv").write_text("example,gamma,correlation\n0,0.5,0.9\n1,0.5,0.1\n0,0.25,0.1\n")
+    lines = default_search._tenth_gate_lines([], tmp_path / "tenth")
+    row = next(line for line in lines if line.startswith("| minilm--tweets"))
+    assert [c.strip() for c in row.strip("|").split("|")] == ["minilm--tweets", "2", "1 of 2", "5e-02"]
+
+
 def test_long_held_out_lines_pair_one_walk_with_each_encoders_own_default(tmp_path, monkeypatch):
     default_search = _default_search()
     # MPNet (12 layers): its default when the rounds ran is γ = 0.25's two walks; MiniLM (6 layers): γ = 0.5's. Each
