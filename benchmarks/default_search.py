@@ -1538,8 +1538,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                              "rounds' halves")
     parser.add_argument("--tenth-table", action="store_true",
                         help="write results/default-search/tenth.md: the gate on the 6-layer encoder's tune halves, "
-                             "and the rule's worst case with the gate on every encoder over the tenth, ninth, eighth "
-                             "and seventh rounds' halves")
+                             "and the rule's worst case with the gate on every encoder over the tenth, ninth and "
+                             "eighth rounds' halves (the nine encoder tune halves)")
     parser.add_argument("--walk-correlation", default=None, metavar="DIR",
                         help="write DIR/walk_correlation.csv from DIR/cache.jsonl: the two walks' correlation per "
                              "example (the gate's signal)")

@@ -89,7 +89,7 @@ def graph_method(methods: Sequence[str]) -> str:
 
 
 def graph_title(label: str, graph: Any) -> str:
-    """Title of the drawing of ``graph`` (a :class:`~captum_prxai.graph.GraphExplanation`) scored by ``label``."""
+    """Title of the drawing of ``graph`` (a :class:`~captum_prxai.GraphExplanation`) scored by ``label``."""
     spec = getattr(graph, "spec", None)
     edge = getattr(spec, "edge_weight", None)
     words = _EDGE_WORDS.get(edge, "custom edge weights") if edge is not None else "edge weights"
@@ -102,7 +102,7 @@ def graph_title(label: str, graph: Any) -> str:
 
 
 def walks_phrase(graph: Any, index: int = 0) -> str:
-    """How example ``index`` of ``graph`` (a :class:`~captum_prxai.graph.GraphExplanation` that walks both signs)
+    """How example ``index`` of ``graph`` (a :class:`~captum_prxai.GraphExplanation` that walks both signs)
     combines its two walks into scores, in words, for the titles of its pictures."""
     agreed = graph.gate_kept_positive
     if agreed is not None and bool(agreed[index]):
@@ -128,7 +128,7 @@ class TextExplanation:
         scores: Method label -> one score per token.
         seconds: Method label -> wall time of its attribution.
         unknown: Positions of tokens the tokenizer does not know (``[UNK]``).
-        graph: With ``graph=True``: the :class:`~captum_prxai.graph.GraphExplanation`
+        graph: With ``graph=True``: the :class:`~captum_prxai.GraphExplanation`
             of :attr:`graph_label` (``adjacency[0]``: the graph PageRank ran on).
         graph_label: Label of the method whose graph :attr:`graph` is.
         encoded: The tokenised input.
