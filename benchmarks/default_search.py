@@ -988,11 +988,12 @@ def _gated(values: Values, correlation: Dict[int, float], threshold: float, gamm
     return out
 
 
-def _gate_picks(run: Path, values: Values, threshold: float) -> Optional[Tuple[Values, Dict[int, float]]]:
-    """The gate's rows at ``threshold`` in a run (:func:`_gated` on its ``walk_correlation.csv``, γ = 0.25) and the
-    correlations they were picked by; None where the run has no correlations."""
-    correlation = _read_correlation(run, 0.25)
-    return (_gated(values, correlation, threshold), correlation) if correlation else None
+def _gate_picks(run: Path, values: Values, threshold: float,
+                gamma: float = 0.25) -> Optional[Tuple[Values, Dict[int, float]]]:
+    """The gate's rows at ``threshold`` in a run (:func:`_gated` on its ``walk_correlation.csv`` at ``gamma``) and
+    the correlations they were picked by; None where the run has no correlations."""
+    correlation = _read_correlation(run, gamma)
+    return (_gated(values, correlation, threshold, gamma), correlation) if correlation else None
 
 
 #: the gate's thresholds scanned on the tune halves (−1: one walk on every example; 1: two walks on every example)
@@ -1119,10 +1120,10 @@ def _tenth_gate_lines(folders: Sequence[Path], folder: Path) -> List[str]:
         if cell.architecture != "minilm" or not (path / "results.csv").is_file():
             continue
         values = _read_csv(path / "results.csv")
-        correlation = _read_correlation(path, 0.5)
-        if TENTH_GATE not in values["comprehensiveness"] or not correlation:
+        found = _gate_picks(path, values, GATE[TENTH_GATE], 0.5) if TENTH_GATE in values["comprehensiveness"] else None
+        if found is None:
             continue
-        picked = _gated(values, correlation, GATE[TENTH_GATE], gamma=0.5)
+        picked, correlation = found
         common, gap = _picks_gap(values, TENTH_GATE, picked)
         one = sum(correlation[e] > GATE[TENTH_GATE] for e in common)
         rows.append([cell.name, str(len(common)), f"{one} of {len(common)}", f"{gap:.0e}"])
