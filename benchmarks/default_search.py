@@ -137,6 +137,35 @@ def _leaky_walk(adjacency: Tensor, teleport: Tensor, mask: Tensor, damping: floa
     return x / x.sum(-1, keepdim=True)
 
 
+def _relative_walk(adjacency: Tensor, teleport: Tensor, mask: Tensor, damping: float, beta: float,
+                   tol: float = 1e-6, max_iter: int = 100) -> Tuple[Tensor, Tensor]:
+    """``(x, r)``: the personalised PageRank ``x`` of ``adjacency`` (teleport ``teleport``) and the relative score
+    ``r ∝ x / g^β`` over the real tokens, ``g`` the same graph's global PageRank (uniform teleport over ``mask``,
+    same damping), scaled to sum to one (see :data:`RELATIVE`). β = 0 gives ``r = x``."""
+    from captum_prxai.graph.pagerank import pagerank
+
+    local = pagerank(adjacency, damping, personalization=teleport, node_mask=mask, tol=tol, max_iter=max_iter)
+    everywhere = pagerank(adjacency, damping, node_mask=mask, tol=tol, max_iter=max_iter)
+    ratio = local / everywhere.clamp_min(1e-30).pow(beta) * mask.to(local.dtype)
+    return local, ratio / ratio.sum(-1, keepdim=True)
+
+
+def _relative_scores(attr: Any, ids: Tensor, mask: Tensor, target: Any, beta: float) -> Tensor:
+    """Scores of :data:`RELATIVE`: each walk's relative score (:func:`_relative_walk`), combined as the library
+    combines the walks (``r⁺ − λ r⁻``, with the gate's λ decided on the PageRank vectors, as the library does)."""
+    from captum_prxai.graph.spec import walk_weights
+
+    spec = attr.spec
+    built = attr.attribute_graph(ids, target=target, additional_forward_args=(mask,)).built
+    walks = [_relative_walk(a, built.teleport, built.mask, spec.damping, beta, spec.tol, spec.max_iter)
+             for a in (built.adjacency, built.negative) if a is not None]
+    if len(walks) == 1:
+        return walks[0][1]
+    (positive, rel_pos), (negative, rel_neg) = walks
+    weight = walk_weights(spec, built, positive, negative).to(rel_pos.dtype)[:, None]
+    return rel_pos - weight * rel_neg
+
+
 def walk_correlation(positive: Tensor, negative: Tensor, ordinary: Tensor) -> float:
     """Pearson correlation of the two walks' scores ``P⁺`` and ``P⁻`` over one example's tokens where ``ordinary``
     is true (every real token but the explained one, whose teleport mass both walks share); 0 when either is
@@ -225,12 +254,25 @@ CANDIDATES: Dict[str, Dict[str, Any]] = {
     "ds:pow0.25:pm0.25:gate0.5": {"edge_weight": "pow0.25"},
     # tenth round: the same gate on the 6-layer encoder's default (γ = 0.5)
     "ds:pow0.5:pm0.25:gate0.5": {"edge_weight": "pow0.5"},
+    # eleventh round: relative PageRank (see RELATIVE): each walk's score over the same graph's global PageRank
+    "ds:pow0.25:rel": {"edge_weight": "pow0.25"},
+    "ds:pow0.25:rel0.5": {"edge_weight": "pow0.25"},
+    "ds:pow0.25:rel-0.5": {"edge_weight": "pow0.25"},
+    "ds:pow0.25:pm0.25:gate0.5:rel-0.5": {"edge_weight": "pow0.25"},
+    "ds:pow0.25:pm0.25:gate0.5:rel-1": {"edge_weight": "pow0.25"},
+    "ds:pow0.5:pm0.25:rel-0.5": {"edge_weight": "pow0.5"},
+    "ds:pow0.25:pm0.25:gate0.5:rel0.5": {"edge_weight": "pow0.25"},
+    "ds:pow0.5:pm0.25:rel0.5": {"edge_weight": "pow0.5"},
+    # eleventh round: the 12-layer default (γ = 0.25, λ = 0.25, gate 0.5) at damping 0.85 (the sixth round's lead)
+    "ds:pow0.25:pm0.25:gate0.5:d0.85": {"edge_weight": "pow0.25", "damping": 0.85},
 }
 #: candidates with a negative walk subtracted (see SIGNED_WALKS) and with gradient-norm layer weights
 SIGNED_WALKS = {"ds:pow0.5:pm", "ds:pow0.5:lp:pm", "ds:pow0.5:pm0.5", "ds:pow0.5:pmw", "ds:pow0.5:pmd",
                 "ds:pow0.5:pm0.25", "ds:pow0.5:pm0.75", "ds:pow0.5:pm0.25:d0.5", "ds:pow0.5:pm0.25:d0.85",
                 "ds:pow0.5:pm0.25:nosink", "ds:pow0.25:pm0.25", "ds:pow0:pm0.25", "ds:pow0.25:pm",
-                "ds:pow0.25:pm0.25*absixg", "ds:pow0.25:pm0.25:gate0.5", "ds:pow0.5:pm0.25:gate0.5"}
+                "ds:pow0.25:pm0.25*absixg", "ds:pow0.25:pm0.25:gate0.5", "ds:pow0.5:pm0.25:gate0.5",
+                "ds:pow0.25:pm0.25:gate0.5:rel0.5", "ds:pow0.5:pm0.25:rel0.5", "ds:pow0.25:pm0.25:gate0.5:d0.85",
+                "ds:pow0.25:pm0.25:gate0.5:rel-0.5", "ds:pow0.25:pm0.25:gate0.5:rel-1", "ds:pow0.5:pm0.25:rel-0.5"}
 #: two walks, demoting only: a token keeps its positive-walk score P⁺ when P⁺ ≥ P⁻ and gets P⁺ − P⁻ < 0
 #: otherwise, so PR-TAG's order is kept among the net-positive tokens and the net-negative ones rank last
 DEMOTE = {"ds:pow0.5:pmd"}
@@ -241,11 +283,26 @@ NEGATIVE_WEIGHT: Dict[str, Any] = {"ds:pow0.5:pm0.5": 0.5, "ds:pow0.5:pmw": "mas
                                    "ds:pow0.5:pm0.25:d0.85": 0.25, "ds:pow0.5:pm0.25:nosink": 0.25,
                                    "ds:pow0.25:pm0.25": 0.25, "ds:pow0:pm0.25": 0.25,
                                    "ds:pow0.25:pm0.25*absixg": 0.25, "ds:pow0.25:pm0.25:gate0.5": 0.25,
-                                   "ds:pow0.5:pm0.25:gate0.5": 0.25}
+                                   "ds:pow0.5:pm0.25:gate0.5": 0.25, "ds:pow0.25:pm0.25:gate0.5:rel0.5": 0.25,
+                                   "ds:pow0.5:pm0.25:rel0.5": 0.25, "ds:pow0.25:pm0.25:gate0.5:d0.85": 0.25,
+                                   "ds:pow0.25:pm0.25:gate0.5:rel-0.5": 0.25, "ds:pow0.25:pm0.25:gate0.5:rel-1": 0.25,
+                                   "ds:pow0.5:pm0.25:rel-0.5": 0.25}
 #: gated walks, per example: the positive walk alone when the two walks' scores correlate above the threshold over
 #: the real tokens other than the explained one (:func:`walk_correlation`), else the two walks ``P⁺ − λ P⁻``; the
 #: same single pass (run by the library's ``walk_gate``)
-GATE: Dict[str, float] = {"ds:pow0.25:pm0.25:gate0.5": 0.5, "ds:pow0.5:pm0.25:gate0.5": 0.5}
+GATE: Dict[str, float] = {"ds:pow0.25:pm0.25:gate0.5": 0.5, "ds:pow0.5:pm0.25:gate0.5": 0.5,
+                          "ds:pow0.25:pm0.25:gate0.5:rel0.5": 0.5, "ds:pow0.25:pm0.25:gate0.5:d0.85": 0.5,
+                          "ds:pow0.25:pm0.25:gate0.5:rel-0.5": 0.5, "ds:pow0.25:pm0.25:gate0.5:rel-1": 0.5}
+#: relative PageRank: each walk's personalised PageRank ``x`` divided by ``g^β``, ``g`` the global PageRank of the same
+#: graph (uniform teleport over the real tokens, same damping), so a token that every walk reaches (a hub of the
+#: graph) ranks by how much more the explained token's walk reaches it than a walk from anywhere. β = 1 is the ratio
+#: (the degree-normalised order of local graph partitioning, Andersen, Chung and Lang 2006, for a directed graph);
+#: β = 0.5 a softened ratio; β = −0.5 the opposite, hubs raised. The same pass and graphs; one more PageRank solve
+#: per walk.
+RELATIVE: Dict[str, float] = {"ds:pow0.25:rel": 1.0, "ds:pow0.25:rel0.5": 0.5, "ds:pow0.25:rel-0.5": -0.5,
+                              "ds:pow0.25:pm0.25:gate0.5:rel0.5": 0.5, "ds:pow0.5:pm0.25:rel0.5": 0.5,
+                              "ds:pow0.25:pm0.25:gate0.5:rel-0.5": -0.5, "ds:pow0.25:pm0.25:gate0.5:rel-1": -1.0,
+                              "ds:pow0.5:pm0.25:rel-0.5": -0.5}
 NORM_WEIGHTED = {"ds:pow0.5:l2w"}
 #: leaky walks: the same built graphs (``attribute_graph``), each walked with row ``i`` divided by
 #: ``s_i = d_i^(1−β) · max_k d_k^β`` instead of its out-weight ``d_i`` (β = 1: one scale for the whole graph, so
@@ -304,9 +361,16 @@ GATED = ["ds:pow0.25:pm0.25:gate0.5"]
 #: tune halves, so that a rule with the gate on every encoder can be ranked
 TENTH_GATE = "ds:pow0.5:pm0.25:gate0.5"
 TENTH = NINTH + [TENTH_GATE]
+#: 'eleventh': the 12-layer default (the gate) against the same at damping 0.85 (the sixth round's lead on MPNet
+#: reviews) and relative PageRank (see RELATIVE), on MPNet's tune halves
+ELEVENTH_D85 = "ds:pow0.25:pm0.25:gate0.5:d0.85"
+ELEVENTH_RELATIVE = ["ds:pow0.25:rel", "ds:pow0.25:rel0.5", "ds:pow0.25:rel-0.5",
+                     "ds:pow0.25:pm0.25:gate0.5:rel0.5"]
+ELEVENTH_HUBS = ["ds:pow0.25:pm0.25:gate0.5:rel-0.5", "ds:pow0.25:pm0.25:gate0.5:rel-1"]
+ELEVENTH = GATED + [ELEVENTH_D85, "ds:pow0.25"] + ELEVENTH_RELATIVE + ELEVENTH_HUBS
 TUNE_METHODS = [m for m in CANDIDATES if m not in EXTRA and m not in LATER and m not in FOURTH and m not in FIFTH
                 and m not in SIXTH and m not in SEVENTH and m not in SEVENTH_DECODERS and m not in EIGHTH_NEW
-                and m not in GATE] \
+                and m not in GATE and m not in RELATIVE and m != ELEVENTH_D85] \
     + REFERENCES
 #: 'long': the candidates run on the 256-token cells (a long explanation costs ~10x a short one on this
 #: shared CPU): each edge family, the interpolation, the best damping of the earlier BBC ablation (0.5)
@@ -330,13 +394,15 @@ def register_candidates() -> None:
             if name in LOG_PROB:
                 forward_func = _log_prob(forward_func)
             layers = captum_prxai.attention_layers(model)
+            if name in RELATIVE and name in SIGNED_WALKS and name not in GATE:
+                kwargs.update(walks="both", negative_weight=NEGATIVE_WEIGHT[name])
             if name in GATE:  # the library's gate: both walks (W(A, -dA) of the same edges) in one pass, gated
                 kwargs.update(walks="both", negative_weight=NEGATIVE_WEIGHT[name], walk_gate=GATE[name])
             attr = captum_prxai.PageRankAttribution(forward_func, layers, **kwargs)
             if name in NORM_WEIGHTED:
                 attr = _gradient_norm_weighted(attr)
             negative = None
-            if name in SIGNED_WALKS and name not in GATE:
+            if name in SIGNED_WALKS and name not in GATE and name not in RELATIVE:
                 gamma = kwargs["edge_weight"].gamma
                 negative = captum_prxai.PageRankAttribution(forward_func, layers,
                                                             **{**kwargs, "edge_weight": NegativePowerGradient(gamma)})
@@ -346,6 +412,8 @@ def register_candidates() -> None:
             weight = NEGATIVE_WEIGHT.get(name, 1.0)
 
             def explain(ids, mask, special, target):
+                if name in RELATIVE:
+                    return _relative_scores(attr, ids, mask, target, RELATIVE[name])
                 if name in LEAK:
                     built = attr.attribute_graph(ids, target=target, additional_forward_args=(mask,)).built
                     walk = [_leaky_walk(a, built.teleport, built.mask, kwargs["damping"], LEAK[name])
@@ -371,7 +439,8 @@ def register_candidates() -> None:
         what = f"PageRankAttribution({settings})" + (" x gradient x input" if name in FUSED else "") + (
             " on the log-probability" if name in LOG_PROB else "") + (
             " minus the PageRank of the negative walk" if name in SIGNED_WALKS else "") + (
-            " with gradient-norm layer weights" if name in NORM_WEIGHTED else "")
+            " with gradient-norm layer weights" if name in NORM_WEIGHTED else "") + (
+            f" over the global PageRank to the {RELATIVE.get(name)}" if name in RELATIVE else "")
         register_method(name, name, "pr-xai", what, factory)
 
 
@@ -712,6 +781,7 @@ SEVENTH_DECODERS_DIR = RESULTS / "seventh-decoders"
 EIGHTH_DIR = RESULTS / "eighth"
 NINTH_DIR = RESULTS / "ninth"
 TENTH_DIR = RESULTS / "tenth"
+ELEVENTH_DIR = RESULTS / "eleventh"
 #: the rounds written by ``_round_table``: flag -> (folder, methods, title, file, candidates ranked by the rule)
 ROUNDS = {
     "--fifth-table": (FIFTH_DIR, FIFTH, "Fifth round: the default's damping, and LIG-50 on the tune halves", "fifth.md",
@@ -732,6 +802,9 @@ ROUNDS = {
                        "rule:depth-gate")),
     "--tenth-table": (TENTH_DIR, TENTH, "Tenth round: the gate on the 6-layer encoder (MiniLM-L6)", "tenth.md",
                       ("ds:pow0.5:pm0.25", "ds:pow0.25:pm0.25", "rule:depth-gate", "rule:gate-every-encoder")),
+    "--eleventh-table": (ELEVENTH_DIR, ELEVENTH + ["ig"],
+                         "Eleventh round: the 12-layer default at damping 0.85, and relative PageRank", "eleventh.md",
+                         ()),
 }
 #: a round whose worst case runs over other rounds' tune halves too: flag -> the rounds' folders (each half from the
 #: first folder that has it)
@@ -759,7 +832,10 @@ ROUND_LEADS: Dict[str, Tuple[str, str, str]] = {
     "--seventh-decoders-table": ("ds:pow0.5:pm", "pr-tag-pm",
                                  "the decoders' default: PR-TAG's edges, two walks, λ = 1, damping 0.7"),
     "--eighth-table": _MPNET_LEAD,
-    "--ninth-table": _MPNET_LEAD}
+    "--ninth-table": _MPNET_LEAD,
+    "--eleventh-table": (GATED[0], "pr-tag0.25-pm0.25-gate0.5",
+                         "the 12-layer encoders' default: A^0.25 ⊙ dA⁺ edges, two walks, λ = 0.25, gate 0.5, "
+                         "damping 0.7")}
 #: the encoders' default, the lead of the other rounds
 _ENCODER_LEAD = (FOURTH_LEAD, "pr-tag-pm0.25", "PR-TAG's edges, two walks, λ = 0.25, damping 0.7")
 #: rules ranked beside the candidates: per architecture, the candidate whose rows the rule takes on its halves.
@@ -1544,6 +1620,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                         help="write results/default-search/tenth.md: the gate on the 6-layer encoder's tune halves, "
                              "and the rule's worst case with the gate on every encoder over the tenth, ninth and "
                              "eighth rounds' halves (the nine encoder tune halves)")
+    parser.add_argument("--eleventh-table", action="store_true",
+                        help="write results/default-search/eleventh.md: the 12-layer default at damping 0.85 and "
+                             "relative PageRank against the default on MPNet's tune halves")
     parser.add_argument("--walk-correlation", default=None, metavar="DIR",
                         help="write DIR/walk_correlation.csv from DIR/cache.jsonl: the two walks' correlation per "
                              "example (the gate's signal)")
@@ -1557,7 +1636,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         groups = {"tune": TUNE_METHODS, "extra": EXTRA, "long": LONG_METHODS, "later": LATER, "fourth": FOURTH,
                   "fourth-long": FOURTH_LONG, "fourth-holdout": FOURTH_HOLDOUT, "fifth": FIFTH,
                   "sixth": SIXTH, "seventh": SEVENTH, "seventh-decoders": SEVENTH_DECODERS,
-                  "eighth": EIGHTH, "ninth": NINTH, "gated": GATED, "tenth": TENTH}
+                  "eighth": EIGHTH, "ninth": NINTH, "gated": GATED, "tenth": TENTH,
+                  "eleventh": ELEVENTH, "eleventh-d85": GATED + [ELEVENTH_D85],
+                  "eleventh-hubs": GATED + ELEVENTH_HUBS}
         methods += groups[item] if item in groups else [item] if item else []
     if args.half == "holdout" and args.cell and not args.tables and "tune" in args.methods.split(","):
         parser.error("the held-out half only confirms: pass --methods with the chosen candidate and references")

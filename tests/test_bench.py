@@ -1068,6 +1068,35 @@ def test_leaky_walk_is_pagerank_at_beta_0_and_lets_weak_rows_leak_at_beta_1():
     assert float(leaky.sum()) == pytest.approx(1.0)
 
 
+def test_relative_walk_is_pagerank_at_beta_0_and_demotes_a_hub_at_beta_1():
+    import torch
+
+    from captum_prxai import pagerank
+
+    default_search = _default_search()
+    torch.manual_seed(0)
+    adjacency = torch.rand(2, 5, 5, dtype=torch.float64)
+    teleport = torch.zeros(2, 5, dtype=torch.float64)
+    teleport[:, 0] = 1.0
+    mask = torch.ones(2, 5, dtype=torch.bool)
+    mask[1, 4] = False
+    local, relative = default_search._relative_walk(adjacency, teleport, mask, 0.7, 0.0, 1e-12, 1000)
+    reference = pagerank(adjacency, 0.7, personalization=teleport, node_mask=mask, tol=1e-12, max_iter=1000)
+    assert torch.allclose(local, reference, atol=1e-9) and torch.allclose(relative, reference, atol=1e-9)
+    assert float(relative[1, 4]) == 0.0
+    # a star: every node points at hub 1, and node 0 (the teleport) points at 1 and 2 equally; the explained node's
+    # walk reaches 1 and 2 alike, but 1 is reached from everywhere, so relative to that 2 ranks above it
+    star = torch.zeros(1, 4, 4, dtype=torch.float64)
+    star[0, :, 1] = 1.0
+    star[0, 0, 2] = 1.0
+    start = torch.tensor([[1.0, 0.0, 0.0, 0.0]], dtype=torch.float64)
+    everything = torch.ones(1, 4, dtype=torch.bool)
+    local, relative = default_search._relative_walk(star, start, everything, 0.7, 1.0, 1e-12, 1000)
+    assert float(local[0, 1]) > float(local[0, 2])
+    assert float(relative[0, 2]) > float(relative[0, 1])
+    assert float(relative.sum()) == pytest.approx(1.0)
+
+
 def test_reuse_retrained_takes_a_nearly_equal_models_rows_after_a_spot_check(tiny, tmp_path):
     """A model retrained with the same recipe but not bit-for-bit equal: its cache key differs, so plain reuse takes
     nothing. reuse_retrained recomputes the first stored examples, compares, then takes the other stored rows."""
