@@ -261,6 +261,7 @@ CANDIDATES: Dict[str, Dict[str, Any]] = {
     "ds:pow0.25:pm0.25:gate0.5:rel-0.5": {"edge_weight": "pow0.25"},
     "ds:pow0.25:pm0.25:gate0.5:rel-1": {"edge_weight": "pow0.25"},
     "ds:pow0.5:pm0.25:rel-0.5": {"edge_weight": "pow0.5"},
+    "ds:pow0.5:pm0.25:rel-1": {"edge_weight": "pow0.5"},
     "ds:pow0.25:pm0.25:gate0.5:rel0.5": {"edge_weight": "pow0.25"},
     "ds:pow0.5:pm0.25:rel0.5": {"edge_weight": "pow0.5"},
     # eleventh round: the 12-layer default (γ = 0.25, λ = 0.25, gate 0.5) at damping 0.85 (the sixth round's lead)
@@ -272,7 +273,8 @@ SIGNED_WALKS = {"ds:pow0.5:pm", "ds:pow0.5:lp:pm", "ds:pow0.5:pm0.5", "ds:pow0.5
                 "ds:pow0.5:pm0.25:nosink", "ds:pow0.25:pm0.25", "ds:pow0:pm0.25", "ds:pow0.25:pm",
                 "ds:pow0.25:pm0.25*absixg", "ds:pow0.25:pm0.25:gate0.5", "ds:pow0.5:pm0.25:gate0.5",
                 "ds:pow0.25:pm0.25:gate0.5:rel0.5", "ds:pow0.5:pm0.25:rel0.5", "ds:pow0.25:pm0.25:gate0.5:d0.85",
-                "ds:pow0.25:pm0.25:gate0.5:rel-0.5", "ds:pow0.25:pm0.25:gate0.5:rel-1", "ds:pow0.5:pm0.25:rel-0.5"}
+                "ds:pow0.25:pm0.25:gate0.5:rel-0.5", "ds:pow0.25:pm0.25:gate0.5:rel-1", "ds:pow0.5:pm0.25:rel-0.5",
+                "ds:pow0.5:pm0.25:rel-1"}
 #: two walks, demoting only: a token keeps its positive-walk score P⁺ when P⁺ ≥ P⁻ and gets P⁺ − P⁻ < 0
 #: otherwise, so PR-TAG's order is kept among the net-positive tokens and the net-negative ones rank last
 DEMOTE = {"ds:pow0.5:pmd"}
@@ -286,7 +288,7 @@ NEGATIVE_WEIGHT: Dict[str, Any] = {"ds:pow0.5:pm0.5": 0.5, "ds:pow0.5:pmw": "mas
                                    "ds:pow0.5:pm0.25:gate0.5": 0.25, "ds:pow0.25:pm0.25:gate0.5:rel0.5": 0.25,
                                    "ds:pow0.5:pm0.25:rel0.5": 0.25, "ds:pow0.25:pm0.25:gate0.5:d0.85": 0.25,
                                    "ds:pow0.25:pm0.25:gate0.5:rel-0.5": 0.25, "ds:pow0.25:pm0.25:gate0.5:rel-1": 0.25,
-                                   "ds:pow0.5:pm0.25:rel-0.5": 0.25}
+                                   "ds:pow0.5:pm0.25:rel-0.5": 0.25, "ds:pow0.5:pm0.25:rel-1": 0.25}
 #: gated walks, per example: the positive walk alone when the two walks' scores correlate above the threshold over
 #: the real tokens other than the explained one (:func:`walk_correlation`), else the two walks ``P⁺ − λ P⁻``; the
 #: same single pass (run by the library's ``walk_gate``)
@@ -302,7 +304,7 @@ GATE: Dict[str, float] = {"ds:pow0.25:pm0.25:gate0.5": 0.5, "ds:pow0.5:pm0.25:ga
 RELATIVE: Dict[str, float] = {"ds:pow0.25:rel": 1.0, "ds:pow0.25:rel0.5": 0.5, "ds:pow0.25:rel-0.5": -0.5,
                               "ds:pow0.25:pm0.25:gate0.5:rel0.5": 0.5, "ds:pow0.5:pm0.25:rel0.5": 0.5,
                               "ds:pow0.25:pm0.25:gate0.5:rel-0.5": -0.5, "ds:pow0.25:pm0.25:gate0.5:rel-1": -1.0,
-                              "ds:pow0.5:pm0.25:rel-0.5": -0.5}
+                              "ds:pow0.5:pm0.25:rel-0.5": -0.5, "ds:pow0.5:pm0.25:rel-1": -1.0}
 NORM_WEIGHTED = {"ds:pow0.5:l2w"}
 #: leaky walks: the same built graphs (``attribute_graph``), each walked with row ``i`` divided by
 #: ``s_i = d_i^(1−β) · max_k d_k^β`` instead of its out-weight ``d_i`` (β = 1: one scale for the whole graph, so
@@ -367,7 +369,9 @@ ELEVENTH_D85 = "ds:pow0.25:pm0.25:gate0.5:d0.85"
 ELEVENTH_RELATIVE = ["ds:pow0.25:rel", "ds:pow0.25:rel0.5", "ds:pow0.25:rel-0.5",
                      "ds:pow0.25:pm0.25:gate0.5:rel0.5"]
 ELEVENTH_HUBS = ["ds:pow0.25:pm0.25:gate0.5:rel-0.5", "ds:pow0.25:pm0.25:gate0.5:rel-1"]
-ELEVENTH = GATED + [ELEVENTH_D85, "ds:pow0.25"] + ELEVENTH_RELATIVE + ELEVENTH_HUBS
+ELEVENTH = GATED + [ELEVENTH_D85, "ds:pow0.25:pm0.25", "ds:pow0.25"] + ELEVENTH_RELATIVE + ELEVENTH_HUBS
+#: the 6-layer encoder's default (``FOURTH_LEAD``, defined below) with hubs raised
+ELEVENTH_MINILM = ["ds:pow0.5:pm0.25:rel-0.5", "ds:pow0.5:pm0.25:rel-1"]
 TUNE_METHODS = [m for m in CANDIDATES if m not in EXTRA and m not in LATER and m not in FOURTH and m not in FIFTH
                 and m not in SIXTH and m not in SEVENTH and m not in SEVENTH_DECODERS and m not in EIGHTH_NEW
                 and m not in GATE and m not in RELATIVE and m != ELEVENTH_D85] \
@@ -802,19 +806,21 @@ ROUNDS = {
                        "rule:depth-gate")),
     "--tenth-table": (TENTH_DIR, TENTH, "Tenth round: the gate on the 6-layer encoder (MiniLM-L6)", "tenth.md",
                       ("ds:pow0.5:pm0.25", "ds:pow0.25:pm0.25", "rule:depth-gate", "rule:gate-every-encoder")),
-    "--eleventh-table": (ELEVENTH_DIR, ELEVENTH + ["ig"],
+    "--eleventh-table": (ELEVENTH_DIR, ELEVENTH + ELEVENTH_MINILM + ["ig"],
                          "Eleventh round: the 12-layer default at damping 0.85, and relative PageRank", "eleventh.md",
-                         ()),
+                         ("rule:depth-gate", "rule:depth-gate-hubs", "rule:depth-gate-hubs0.5")),
 }
 #: a round whose worst case runs over other rounds' tune halves too: flag -> the rounds' folders (each half from the
 #: first folder that has it)
 ROUND_WORST_FOLDERS: Dict[str, Tuple[Path, ...]] = {"--eighth-table": (EIGHTH_DIR, SEVENTH_DIR),
                                                     "--ninth-table": (NINTH_DIR, EIGHTH_DIR, SEVENTH_DIR),
-                                                    "--tenth-table": (TENTH_DIR, NINTH_DIR, EIGHTH_DIR)}
+                                                    "--tenth-table": (TENTH_DIR, NINTH_DIR, EIGHTH_DIR),
+                                                    "--eleventh-table": (ELEVENTH_DIR,)}
 #: a round's held-out runs when they are not its ranked candidates: flag -> (the default, the candidates)
 ROUND_HOLDOUT: Dict[str, Tuple[str, ...]] = {"--eighth-table": ("ds:pow0.25:pm0.25", "ds:pow0.25"),
                                              "--ninth-table": ("ds:pow0.25:pm0.25", "ds:pow0.25") + tuple(GATED),
-                                             "--tenth-table": ("ds:pow0.5:pm0.25", "ds:pow0.5", TENTH_GATE)}
+                                             "--tenth-table": ("ds:pow0.5:pm0.25", "ds:pow0.5", TENTH_GATE),
+                                             "--eleventh-table": (GATED[0], ELEVENTH_HUBS[0])}
 #: a line after a round's worst case: flag -> text
 ROUND_NOTES: Dict[str, str] = {
     "--eighth-table": "One walk (`ds:pow0.5`, PR-TAG, and `ds:pow0.25`) is not ranked: it has no rows on the "
@@ -843,11 +849,16 @@ _ENCODER_LEAD = (FOURTH_LEAD, "pr-tag-pm0.25", "PR-TAG's edges, two walks, λ = 
 #: the library's ``attention_power="auto"`` (captum_prxai.graph.spec.auto_attention_power)
 #: 'rule:depth-one-walk': the same, with one walk (γ = 0.25) on the 12-layer encoder; 'rule:depth-gate': with the
 #: gate (see GATE) on it, its threshold chosen by the rule (``_gate_scan_lines``); 'rule:gate-every-encoder': the
-#: same gate at 0.5 on the 6-layer encoder's default too (tenth round)
+#: same gate at 0.5 on the 6-layer encoder's default too (tenth round); 'rule:depth-gate-hubs' and '...-hubs0.5': the
+#: depth-gate rule's walks with hubs raised, each walk's PageRank times its graph's global PageRank (β = −1) or its
+#: square root (β = −0.5; see RELATIVE; eleventh round)
 RULES: Dict[str, Dict[str, str]] = {"rule:depth": {"minilm": "ds:pow0.5:pm0.25", "mpnet": "ds:pow0.25:pm0.25"},
                                     "rule:depth-one-walk": {"minilm": "ds:pow0.5:pm0.25", "mpnet": "ds:pow0.25"},
                                     "rule:depth-gate": {"minilm": "ds:pow0.5:pm0.25", "mpnet": GATED[0]},
-                                    "rule:gate-every-encoder": {"minilm": TENTH_GATE, "mpnet": GATED[0]}}
+                                    "rule:gate-every-encoder": {"minilm": TENTH_GATE, "mpnet": GATED[0]},
+                                    "rule:depth-gate-hubs": {"minilm": ELEVENTH_MINILM[1], "mpnet": ELEVENTH_HUBS[1]},
+                                    "rule:depth-gate-hubs0.5": {"minilm": ELEVENTH_MINILM[0],
+                                                                "mpnet": ELEVENTH_HUBS[0]}}
 #: a fourth-round tune run joins a later round's run of the same cell in the worst case only when the default's
 #: comprehensiveness agrees on every common example to this (the same model and examples)
 SAME_RUN_TOLERANCE = 1e-2
@@ -1211,9 +1222,44 @@ def _tenth_gate_lines(folders: Sequence[Path], folder: Path) -> List[str]:
             + _table(["tune half", "n", "one walk picked", "max \\|Δ\\|"], rows) + [""])
 
 
+#: the earlier rounds whose tune runs the eleventh round's halves are joined with, and the rows that must agree
+ELEVENTH_JOINS = (TENTH_DIR, NINTH_DIR, EIGHTH_DIR)
+_JOIN_LEADS = {"minilm": FOURTH_LEAD, "mpnet": "ds:pow0.25:pm0.25"}
+
+
+def _add_earlier_rows(cell: Cell, run: Path, values: Values) -> None:
+    """An eleventh-round half's values joined with the earlier rounds' runs of the same half (:data:`ELEVENTH_JOINS`)
+    where the architecture's two walks agree on every common example to :data:`SAME_RUN_TOLERANCE` (the same model
+    and examples), so that every construction measured on the half is a possible best other; then the gate's rows
+    where it did not run (:func:`_add_gate_rows`)."""
+    lead = _JOIN_LEADS.get(cell.architecture)
+    for folder in ELEVENTH_JOINS if run.parent.name == "tune" else ():
+        path = folder / "tune" / cell.name / "results.csv"
+        if lead is None or not path.is_file():
+            continue
+        theirs = _read_csv(path)
+        mine, old = values["comprehensiveness"].get(lead, {}), theirs["comprehensiveness"].get(lead, {})
+        common = set(mine) & set(old)
+        if common and max(abs(mine[e] - old[e]) for e in common) <= SAME_RUN_TOLERANCE:
+            for metric, rows in theirs.items():
+                for method, by_example in rows.items():
+                    values[metric].setdefault(method, by_example)
+    _add_gate_rows(cell, run, values)
+
+
+#: a round whose table pairs another architecture's halves with that architecture's own default and constructions:
+#: flag -> {architecture: {column's method: the method whose rows the architecture's halves show}, "values": the
+#: methods that only stand in for a column (not columns themselves)}
+ROUND_ALIASES: Dict[str, Dict[str, Any]] = {
+    "--eleventh-table": {"minilm": {GATED[0]: FOURTH_LEAD, ELEVENTH_HUBS[0]: ELEVENTH_MINILM[0],
+                                    ELEVENTH_HUBS[1]: ELEVENTH_MINILM[1]},
+                         "values": tuple(ELEVENTH_MINILM)}}
+
+
 #: rows a round's halves take before its tables: flag -> augment (see :func:`_rule_losses`)
 ROUND_AUGMENT: Dict[str, Callable[[Cell, Path, Values], None]] = {"--ninth-table": _add_gate_rows,
-                                                                  "--tenth-table": _add_gate_rows}
+                                                                  "--tenth-table": _add_gate_rows,
+                                                                  "--eleventh-table": _add_earlier_rows}
 #: sections a round's table adds after its worst case: flag -> lines, given the round's worst-case folders and folder
 ROUND_SECTIONS: Dict[str, Callable[[Sequence[Path], Path], List[str]]] = {
     "--ninth-table": lambda folders, folder: (_gate_scan_lines(folders) + _gate_check_lines(folder)
@@ -1231,14 +1277,20 @@ def _round_table(flag: str, path: Optional[Path] = None) -> Path:
              f"`python benchmarks/default_search.py {flag}`. Mean ± s.e. of the per-example difference "
              f"method − the default (`{lead}`: {what}); comprehensiveness: "
              "> 0 is better, sufficiency: < 0 is better. Each run's command is in its folder's `COMMAND`.", ""]
-    others = [m for m in methods if m != lead]
+    others = [m for m in methods if m != lead and m not in ROUND_ALIASES.get(flag, {}).get("values", ())]
     augment = ROUND_AUGMENT.get(flag)
+    aliases = ROUND_ALIASES.get(flag, {})
+    for architecture, own in aliases.items():
+        if architecture != "values":
+            lines += [f"On the {architecture} halves a column shows that architecture's own rows: "
+                      + "; ".join(f"`{own[m]}` for `{m}`" for m in own) + ".", ""]
     rows = []
     for cell, values, _, difference in _round_runs(folder, lead):
         if augment is not None:
             augment(cell, folder / "tune" / cell.name, values)
         check = "–" if difference is None else f"{difference:.0e}"
-        texts = [_paired(values, m, lead) for m in others]
+        own = aliases.get(cell.architecture, {})  # this architecture's rows for a column, and its default
+        texts = [_paired(values, own.get(m, m), own.get(lead, lead)) for m in others]
         rows.append([cell.name, str(max(n for n, _ in texts))] + [t for _, t in texts] + [check])
     lines += _table(["tune half", "n"] + [f"`{m}` − default" if m != "ig" else "LIG-50 − default" for m in others]
                     + ["default vs fourth round (max \\|Δ comp.\\|)"], rows) + [""]
@@ -1638,7 +1690,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                   "sixth": SIXTH, "seventh": SEVENTH, "seventh-decoders": SEVENTH_DECODERS,
                   "eighth": EIGHTH, "ninth": NINTH, "gated": GATED, "tenth": TENTH,
                   "eleventh": ELEVENTH, "eleventh-d85": GATED + [ELEVENTH_D85],
-                  "eleventh-hubs": GATED + ELEVENTH_HUBS}
+                  "eleventh-hubs": GATED + ELEVENTH_HUBS,
+                  "eleventh-minilm": [FOURTH_LEAD] + ELEVENTH_MINILM}
         methods += groups[item] if item in groups else [item] if item else []
     if args.half == "holdout" and args.cell and not args.tables and "tune" in args.methods.split(","):
         parser.error("the held-out half only confirms: pass --methods with the chosen candidate and references")

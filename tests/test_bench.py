@@ -974,6 +974,34 @@ def test_gate_on_every_encoder_takes_the_tenth_rounds_gate_on_minilm_and_the_nin
     assert worst["rule:gate-every-encoder"][0] <= 0.0
 
 
+def test_eleventh_round_joins_an_earlier_run_of_a_half_only_where_its_two_walks_agree(tmp_path, monkeypatch):
+    """The eleventh round's halves take the earlier rounds' constructions as possible best others, but only from a
+    run of the same model and examples (the two walks' rows agree), and the hub rule takes the hub rows per depth."""
+    default_search = _default_search()
+    two = "ds:pow0.25:pm0.25"
+    hubs, minilm_hubs = default_search.ELEVENTH_HUBS[1], default_search.ELEVENTH_MINILM[1]
+    assert default_search.RULES["rule:depth-gate-hubs"] == {"minilm": minilm_hubs, "mpnet": hubs}
+    assert default_search.RELATIVE[hubs] == default_search.RELATIVE[minilm_hubs] == -1.0
+    _write_results(tmp_path / "eleventh" / "tune" / "mpnet--tweets", [(e, m, 0.5, 0.1) for e in range(2)
+                                                                      for m in (two, hubs)])
+    _write_results(tmp_path / "ninth" / "tune" / "mpnet--tweets", [(e, m, c, 0.1) for e in range(2)
+                                                                   for m, c in ((two, 0.5), ("ds:pow0.25", 0.7))])
+    _write_results(tmp_path / "ninth" / "tune" / "mpnet--bbc-news", [(e, m, c, 0.1) for e in range(2)
+                                                                     for m, c in ((two, 0.2), ("ds:pow0.25", 0.7))])
+    _write_results(tmp_path / "eleventh" / "tune" / "mpnet--bbc-news", [(e, m, 0.5, 0.1) for e in range(2)
+                                                                        for m in (two, hubs)])
+    monkeypatch.setattr(default_search, "ELEVENTH_JOINS", (tmp_path / "ninth",))
+    cells = default_search.CELLS
+    joined = default_search._read_csv(tmp_path / "eleventh" / "tune" / "mpnet--tweets" / "results.csv")
+    default_search._add_earlier_rows(cells["mpnet--tweets"], tmp_path / "eleventh" / "tune" / "mpnet--tweets", joined)
+    assert joined["comprehensiveness"]["ds:pow0.25"] == {0: 0.7, 1: 0.7}
+    # another model's run (its two walks 0.3 apart) is not joined
+    apart = default_search._read_csv(tmp_path / "eleventh" / "tune" / "mpnet--bbc-news" / "results.csv")
+    default_search._add_earlier_rows(cells["mpnet--bbc-news"], tmp_path / "eleventh" / "tune" / "mpnet--bbc-news",
+                                     apart)
+    assert "ds:pow0.25" not in apart["comprehensiveness"]
+
+
 def test_tenth_rounds_gate_picks_count_one_walk_where_the_walks_agree_and_check_the_gate_against_them(tmp_path):
     default_search = _default_search()
     gate = default_search.TENTH_GATE
