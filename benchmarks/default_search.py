@@ -957,29 +957,35 @@ def _worst_cases(folders: Sequence[Path], ranked: Sequence[str], lead: str = FOU
 
 
 def _held_out_lines(folder: Path, ranked: Sequence[str], matrix_lead: str = "pr-tag-pm0.25",
-                    augment: Optional[Callable[[Cell, Path, Values], None]] = None) -> List[str]:
+                    augment: Optional[Callable[[Cell, Path, Values], None]] = None,
+                    aliases: Optional[Dict[str, Any]] = None) -> List[str]:
     """A round's held-out runs: each ranked candidate against the default, and both against the committed matrix's
     LIG rows on the same examples where the run and the matrix cell come from the same model (:func:`_same_model`;
     else 'other model'), with the default's largest difference from the matrix's default (the pairing check: 0
-    means the same model)."""
+    means the same model). ``aliases`` (:data:`ROUND_ALIASES`): another architecture's own rows for a column, and
+    under ``"matrix"`` its own matrix default."""
     lead, candidates = ranked[0], [m for m in ranked[1:] if m not in RULES]
     rows = []
     for cell in CELLS.values():
         csv_path = folder / "holdout" / cell.name / "results.csv"
         if not csv_path.is_file():
             continue
+        own = dict((aliases or {}).get(cell.architecture, {}))
+        cell_matrix_lead = ((aliases or {}).get("matrix") or {}).get(cell.architecture, matrix_lead)
         values = _read_csv(csv_path)
         if augment is not None:
             augment(cell, csv_path.parent, values)
         matrix_csv = MATRIX_DIR / cell.name / "results.csv"
         same = matrix_csv.is_file() and _same_model(csv_path, matrix_csv)
         if same:
-            _add_matrix_rows(values, _read_csv(matrix_csv), ("ig", matrix_lead))
-        mine, theirs = values["comprehensiveness"][lead], values["comprehensiveness"].get(f"matrix:{matrix_lead}", {})
+            _add_matrix_rows(values, _read_csv(matrix_csv), ("ig", cell_matrix_lead))
+        cell_lead = own.get(lead, lead)
+        mine = values["comprehensiveness"][cell_lead]
+        theirs = values["comprehensiveness"].get(f"matrix:{cell_matrix_lead}", {})
         common = set(mine) & set(theirs)
         check = f"{max(abs(mine[e] - theirs[e]) for e in common):.0e}" if common else "–"
-        texts = [_paired(values, m, lead) for m in candidates] + [_paired(values, m, "matrix:ig")
-                                                                  for m in [lead] + candidates]
+        texts = [_paired(values, own.get(m, m), cell_lead) for m in candidates] + [
+            _paired(values, own.get(m, m), "matrix:ig") for m in [lead] + candidates]
         if matrix_csv.is_file() and not same:
             check = "other model"
             texts = texts[:len(candidates)] + [(0, "other model")] * (len(candidates) + 1)
@@ -1253,7 +1259,7 @@ def _add_earlier_rows(cell: Cell, run: Path, values: Values) -> None:
 ROUND_ALIASES: Dict[str, Dict[str, Any]] = {
     "--eleventh-table": {"minilm": {GATED[0]: FOURTH_LEAD, ELEVENTH_HUBS[0]: ELEVENTH_MINILM[0],
                                     ELEVENTH_HUBS[1]: ELEVENTH_MINILM[1]},
-                         "values": tuple(ELEVENTH_MINILM)}}
+                         "values": tuple(ELEVENTH_MINILM), "matrix": {"minilm": "pr-tag-pm0.25"}}}
 
 
 #: rows a round's halves take before its tables: flag -> augment (see :func:`_rule_losses`)
@@ -1281,7 +1287,7 @@ def _round_table(flag: str, path: Optional[Path] = None) -> Path:
     augment = ROUND_AUGMENT.get(flag)
     aliases = ROUND_ALIASES.get(flag, {})
     for architecture, own in aliases.items():
-        if architecture != "values":
+        if architecture not in ("values", "matrix"):
             lines += [f"On the {architecture} halves a column shows that architecture's own rows: "
                       + "; ".join(f"`{own[m]}` for `{m}`" for m in own) + ".", ""]
     rows = []
@@ -1301,7 +1307,8 @@ def _round_table(flag: str, path: Optional[Path] = None) -> Path:
             lines += ROUND_SECTIONS[flag](ROUND_WORST_FOLDERS[flag], folder)
         lines += [ROUND_NOTES[flag], ""] if flag in ROUND_NOTES else []
         lines += _long_held_out_lines() if flag in ROUND_LONG_HELD_OUT else []
-        lines += _held_out_lines(folder, ROUND_HOLDOUT.get(flag, ranked), matrix_lead, augment)
+        lines += _held_out_lines(folder, ROUND_HOLDOUT.get(flag, ranked), matrix_lead, augment,
+                                 ROUND_ALIASES.get(flag))
     elif ranked:
         lines += _worst_cases([folder], ranked, lead) + _held_out_lines(folder, ranked, matrix_lead)
     path = path or RESULTS / name
