@@ -1068,20 +1068,28 @@ def test_matrix_cells_name_the_default_by_depth_and_show_the_former_one_only_whe
     assert cells["minilm--tweets"].shown_default() == ("pr-tag-pm0.25", "")
 
 
-def test_leaky_walk_is_pagerank_at_beta_0_and_lets_weak_rows_leak_at_beta_1():
+def _random_graph():
+    """Two random 5-node graphs teleporting to node 0, the second with node 4 masked out, and their PageRank."""
     import torch
 
     from captum_prxai import pagerank
 
-    default_search = _default_search()
     torch.manual_seed(0)
     adjacency = torch.rand(2, 5, 5, dtype=torch.float64)
     teleport = torch.zeros(2, 5, dtype=torch.float64)
     teleport[:, 0] = 1.0
     mask = torch.ones(2, 5, dtype=torch.bool)
     mask[1, 4] = False
-    walk = default_search._leaky_walk(adjacency, teleport, mask, 0.7, 0.0)
     reference = pagerank(adjacency, 0.7, personalization=teleport, node_mask=mask, tol=1e-12, max_iter=1000)
+    return adjacency, teleport, mask, reference
+
+
+def test_leaky_walk_is_pagerank_at_beta_0_and_lets_weak_rows_leak_at_beta_1():
+    import torch
+
+    default_search = _default_search()
+    adjacency, teleport, mask, reference = _random_graph()
+    walk = default_search._leaky_walk(adjacency, teleport, mask, 0.7, 0.0)
     assert torch.allclose(walk, reference, atol=1e-9)
     # a chain 0 -> 1 -> 2 whose second edge is weak: at beta 1 node 1 passes on a tenth of its mass
     chain = torch.zeros(1, 3, 3, dtype=torch.float64)
@@ -1099,17 +1107,9 @@ def test_leaky_walk_is_pagerank_at_beta_0_and_lets_weak_rows_leak_at_beta_1():
 def test_relative_walk_is_pagerank_at_beta_0_and_demotes_a_hub_at_beta_1():
     import torch
 
-    from captum_prxai import pagerank
-
     default_search = _default_search()
-    torch.manual_seed(0)
-    adjacency = torch.rand(2, 5, 5, dtype=torch.float64)
-    teleport = torch.zeros(2, 5, dtype=torch.float64)
-    teleport[:, 0] = 1.0
-    mask = torch.ones(2, 5, dtype=torch.bool)
-    mask[1, 4] = False
+    adjacency, teleport, mask, reference = _random_graph()
     local, relative = default_search._relative_walk(adjacency, teleport, mask, 0.7, 0.0, 1e-12, 1000)
-    reference = pagerank(adjacency, 0.7, personalization=teleport, node_mask=mask, tol=1e-12, max_iter=1000)
     assert torch.allclose(local, reference, atol=1e-9) and torch.allclose(relative, reference, atol=1e-9)
     assert float(relative[1, 4]) == 0.0
     # a star: every node points at hub 1, and node 0 (the teleport) points at 1 and 2 equally; the explained node's
