@@ -364,7 +364,8 @@ GATED = ["ds:pow0.25:pm0.25:gate0.5"]
 TENTH_GATE = "ds:pow0.5:pm0.25:gate0.5"
 TENTH = NINTH + [TENTH_GATE]
 #: 'eleventh': the 12-layer default (the gate) against the same at damping 0.85 (the sixth round's lead on MPNet
-#: reviews) and relative PageRank (see RELATIVE), on MPNet's tune halves
+#: reviews) and relative PageRank (see RELATIVE), on MPNet's tune halves ('eleventh-d85' and 'eleventh-hubs': parts
+#: of it; 'eleventh-minilm': the 6-layer default and its hub variants, on MiniLM-L6's)
 ELEVENTH_D85 = "ds:pow0.25:pm0.25:gate0.5:d0.85"
 ELEVENTH_RELATIVE = ["ds:pow0.25:rel", "ds:pow0.25:rel0.5", "ds:pow0.25:rel-0.5",
                      "ds:pow0.25:pm0.25:gate0.5:rel0.5"]
@@ -1680,8 +1681,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                              "and the rule's worst case with the gate on every encoder over the tenth, ninth and "
                              "eighth rounds' halves (the nine encoder tune halves)")
     parser.add_argument("--eleventh-table", action="store_true",
-                        help="write results/default-search/eleventh.md: the 12-layer default at damping 0.85 and "
-                             "relative PageRank against the default on MPNet's tune halves")
+                        help="write results/default-search/eleventh.md: damping 0.85 on the 12-layer default and "
+                             "relative PageRank (hubs raised or lowered) against each encoder's default on the eleven "
+                             "encoder tune halves, the hub rules' worst cases, and the held-out halves against LIG")
     parser.add_argument("--walk-correlation", default=None, metavar="DIR",
                         help="write DIR/walk_correlation.csv from DIR/cache.jsonl: the two walks' correlation per "
                              "example (the gate's signal)")
