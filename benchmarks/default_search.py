@@ -827,7 +827,12 @@ ROUND_NOTES: Dict[str, str] = {
     "--eighth-table": "One walk (`ds:pow0.5`, PR-TAG, and `ds:pow0.25`) is not ranked: it has no rows on the "
                       "seventh round's movie-review tune halves, so its worst case would leave out the halves where "
                       "two walks were chosen. On this half it is every candidate's best other; the held-out table "
-                      "below has one walk on the four long encoder cells."}
+                      "below has one walk on the four long encoder cells.",
+    "--eleventh-table": "Each half is also joined with the tenth, ninth and eighth rounds' runs of it where the "
+                        "architecture's two walks agree to the same tolerance (`_add_earlier_rows`), so every "
+                        "construction measured on a half is a possible best other. The held-out rows of the "
+                        "12-layer default are read from its two walks and the gate's correlations, as in the ninth "
+                        "round."}
 #: methods a round ran beside its candidates that are not candidates for the default, so never a half's 'best other'
 #: in the worst case (LIG-50 costs 50 passes; the goal's comparison with it is on the held-out halves)
 NOT_CANDIDATES = ("ig",)
