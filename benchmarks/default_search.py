@@ -886,13 +886,21 @@ def _round_runs(folder: Path, lead: str = FOURTH_LEAD) -> Iterator[Tuple[Cell, V
         values = _read_csv(csv_path)
         earlier = FOURTH_DIR / "tune" / cell.name / "results.csv"
         theirs = _read_csv(earlier) if earlier.is_file() else None
-        difference = None
-        if theirs is not None:
-            mine = values["comprehensiveness"].get(lead, {})
-            old = theirs["comprehensiveness"].get(lead, {})
-            common = set(mine) & set(old)
-            difference = max(abs(mine[e] - old[e]) for e in common) if common else None
-        yield cell, values, theirs, difference
+        yield cell, values, theirs, None if theirs is None else _lead_difference(values, theirs, lead)
+
+
+def _lead_difference(values: Values, theirs: Values, lead: str) -> Optional[float]:
+    """``lead``'s largest comprehensiveness difference between two runs on their common examples (None: none)."""
+    mine, old = values["comprehensiveness"].get(lead, {}), theirs["comprehensiveness"].get(lead, {})
+    common = set(mine) & set(old)
+    return max(abs(mine[e] - old[e]) for e in common) if common else None
+
+
+def _join_missing(values: Values, theirs: Values) -> None:
+    """Add to ``values`` (in place) every method of ``theirs`` it does not have, per metric."""
+    for metric in values:
+        for method, rows in theirs[metric].items():
+            values[metric].setdefault(method, rows)
 
 
 #: a rule's losses: (loss, its s.e., tune half, metric, the best other method)
@@ -922,9 +930,7 @@ def _rule_losses(folders: Sequence[Path], ranked: Sequence[str], lead: str = FOU
             for method in NOT_CANDIDATES:
                 values[metric].pop(method, None)
         if theirs is not None and difference is not None and difference <= SAME_RUN_TOLERANCE:
-            for metric in values:
-                for method, rows in theirs[metric].items():
-                    values[metric].setdefault(method, rows)
+            _join_missing(values, theirs)
         if augment is not None:
             augment(cell, folder / "tune" / cell.name, values)
         losses = cell_losses(values, sorted(values["comprehensiveness"]))
@@ -1250,12 +1256,9 @@ def _add_earlier_rows(cell: Cell, run: Path, values: Values) -> None:
         if lead is None or not path.is_file():
             continue
         theirs = _read_csv(path)
-        mine, old = values["comprehensiveness"].get(lead, {}), theirs["comprehensiveness"].get(lead, {})
-        common = set(mine) & set(old)
-        if common and max(abs(mine[e] - old[e]) for e in common) <= SAME_RUN_TOLERANCE:
-            for metric, rows in theirs.items():
-                for method, by_example in rows.items():
-                    values[metric].setdefault(method, by_example)
+        difference = _lead_difference(values, theirs, lead)
+        if difference is not None and difference <= SAME_RUN_TOLERANCE:
+            _join_missing(values, theirs)
     _add_gate_rows(cell, run, values)
 
 
