@@ -143,11 +143,11 @@ def _relative_walk(adjacency: Tensor, teleport: Tensor, mask: Tensor, damping: f
     ``r ∝ x / g^β`` over the real tokens, ``g`` the same graph's global PageRank (uniform teleport over ``mask``,
     same damping), scaled to sum to one (see :data:`RELATIVE`). β = 0 gives ``r = x``."""
     from captum_prxai.graph.pagerank import pagerank
+    from captum_prxai.graph.spec import hub_weighted
 
     local = pagerank(adjacency, damping, personalization=teleport, node_mask=mask, tol=tol, max_iter=max_iter)
     everywhere = pagerank(adjacency, damping, node_mask=mask, tol=tol, max_iter=max_iter)
-    ratio = local / everywhere.clamp_min(1e-30).pow(beta) * mask.to(local.dtype)
-    return local, ratio / ratio.sum(-1, keepdim=True)
+    return local, hub_weighted(local, everywhere, -beta, mask)
 
 
 def _relative_scores(attr: Any, ids: Tensor, mask: Tensor, target: Any, beta: float) -> Tensor:
@@ -300,7 +300,7 @@ GATE: Dict[str, float] = {"ds:pow0.25:pm0.25:gate0.5": 0.5, "ds:pow0.5:pm0.25:ga
 #: graph) ranks by how much more the explained token's walk reaches it than a walk from anywhere. β = 1 is the ratio
 #: (the degree-normalised order of local graph partitioning, Andersen, Chung and Lang 2006, for a directed graph);
 #: β = 0.5 a softened ratio; β = −0.5 the opposite, hubs raised. The same pass and graphs; one more PageRank solve
-#: per walk.
+#: per walk. β ≤ 0 is the library's ``hub_power = −β`` and is scored by it; β > 0 by :func:`_relative_scores`.
 RELATIVE: Dict[str, float] = {"ds:pow0.25:rel": 1.0, "ds:pow0.25:rel0.5": 0.5, "ds:pow0.25:rel-0.5": -0.5,
                               "ds:pow0.25:pm0.25:gate0.5:rel0.5": 0.5, "ds:pow0.5:pm0.25:rel0.5": 0.5,
                               "ds:pow0.25:pm0.25:gate0.5:rel-0.5": -0.5, "ds:pow0.25:pm0.25:gate0.5:rel-1": -1.0,
@@ -401,6 +401,8 @@ def register_candidates() -> None:
             layers = captum_prxai.attention_layers(model)
             if name in RELATIVE and name in SIGNED_WALKS and name not in GATE:
                 kwargs.update(walks="both", negative_weight=NEGATIVE_WEIGHT[name])
+            if RELATIVE.get(name, 1.0) <= 0:  # raising the hubs (or neither): the library's hub_power scores it
+                kwargs["hub_power"] = -RELATIVE[name]
             if name in GATE:  # the library's gate: both walks (W(A, -dA) of the same edges) in one pass, gated
                 kwargs.update(walks="both", negative_weight=NEGATIVE_WEIGHT[name], walk_gate=GATE[name])
             attr = captum_prxai.PageRankAttribution(forward_func, layers, **kwargs)
@@ -417,7 +419,7 @@ def register_candidates() -> None:
             weight = NEGATIVE_WEIGHT.get(name, 1.0)
 
             def explain(ids, mask, special, target):
-                if name in RELATIVE:
+                if RELATIVE.get(name, 0.0) > 0:  # dividing by the hubs: not a library option (it loses)
                     return _relative_scores(attr, ids, mask, target, RELATIVE[name])
                 if name in LEAK:
                     built = attr.attribute_graph(ids, target=target, additional_forward_args=(mask,)).built

@@ -1125,6 +1125,31 @@ def test_relative_walk_is_pagerank_at_beta_0_and_demotes_a_hub_at_beta_1():
     assert float(relative.sum()) == pytest.approx(1.0)
 
 
+def test_relative_scores_raising_the_hubs_equal_the_librarys_hub_power(tiny):
+    """The eleventh round's hub candidates were scored by the benchmark's own walk before ``hub_power`` existed; the
+    library's option gives the same scores, so their cached rows stand."""
+    import captum_prxai
+
+    default_search = _default_search()
+    model, tokenizer = tiny
+    enc = tokenizer(["good film but a dull plot", "bad"], return_tensors="pt", padding=True)
+    ids, mask = enc["input_ids"], enc["attention_mask"]
+    layers = captum_prxai.attention_layers(model)
+
+    def forward(input_ids, attention_mask=None):
+        return model(input_ids, attention_mask=attention_mask).logits
+
+    settings = dict(edge_weight="tempered_attention_gradient", attention_power=0.25, walks="both",
+                    negative_weight=0.25, walk_gate=0.5)
+    plain = captum_prxai.PageRankAttribution(forward, layers, **settings)
+    for beta in (-0.5, -1.0):
+        hubs = captum_prxai.PageRankAttribution(forward, layers, hub_power=-beta, **settings)
+        expected = default_search._relative_scores(plain, ids, mask, 1, beta)
+        got = hubs.attribute(ids, target=1, additional_forward_args=(mask,))
+        torch.testing.assert_close(got, expected.to(got.dtype), atol=1e-5, rtol=0)
+        assert (got - plain.attribute(ids, target=1, additional_forward_args=(mask,))).abs().max() > 1e-3
+
+
 def test_reuse_retrained_takes_a_nearly_equal_models_rows_after_a_spot_check(tiny, tmp_path):
     """A model retrained with the same recipe but not bit-for-bit equal: its cache key differs, so plain reuse takes
     nothing. reuse_retrained recomputes the first stored examples, compares, then takes the other stored rows."""

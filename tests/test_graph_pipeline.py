@@ -553,3 +553,64 @@ def test_registry_pr_tag_pm_quarter_is_the_weighted_two_way_walk(tiny_model_fact
     expected = core.attribute(ids, target=1, additional_forward_args=(mask,), attention_mask=mask)
     torch.testing.assert_close(got.to(expected.dtype), expected, atol=1e-6, rtol=0)
     torch.testing.assert_close(expected.sum(-1), torch.full((2,), 0.75), atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("kind", ["bert", "llama"])
+def test_hub_power_weighs_each_walk_by_its_graphs_global_pagerank(kind, tiny_model_factory, tiny_batch):
+    model = tiny_model_factory(kind)
+    ids, mask = tiny_batch
+    layers = cp.attention_layers(model)
+    kw = dict(target=1, additional_forward_args=(mask,), attention_mask=mask)
+    settings = dict(walks="both", negative_weight=0.25, walk_gate=0.0)
+    plain = cp.PRTemperedAttentionGradient(forward_for(model), layers, **settings).attribute_graph(ids, **kw)
+    hubs = cp.PRTemperedAttentionGradient(forward_for(model), layers, hub_power=0.5, **settings)
+    scores = hubs.attribute(ids, **kw)
+    # by hand, from the plain graph: each walk's PageRank x times its graph's uniform-teleport PageRank g to 0.5,
+    # renormalised, combined with the λ the gate decided on the walks' own PageRank
+    real = mask.bool()
+    weighted = []
+    for adjacency in (plain.adjacency, plain.negative_adjacency):
+        x = cp.pagerank(adjacency.double(), 0.7, personalization=plain.teleport.double(), node_mask=real,
+                        tol=1e-12, max_iter=1000)
+        g = cp.pagerank(adjacency.double(), 0.7, node_mask=real, tol=1e-12, max_iter=1000)
+        w = x * g.sqrt() * real
+        weighted.append(w / w.sum(-1, keepdim=True))
+    expected = weighted[0] - plain.walk_weights[:, None] * weighted[1]
+    torch.testing.assert_close(scores.double(), expected, atol=1e-5, rtol=0)
+    assert (scores - plain.scores).abs().max() > 1e-3  # the hubs move the scores
+    assert (scores[~real] == 0).all()
+    graph = hubs.attribute_graph(ids, **kw)
+    assert graph.walk_weights.tolist() == plain.walk_weights.tolist()  # the gate reads the raw walks
+    torch.testing.assert_close(graph.rescore(), scores, atol=1e-5, rtol=0)
+    torch.testing.assert_close(graph.walk_scores("negative"), weighted[1], atol=1e-5, rtol=0)
+    torch.testing.assert_close(graph.node_ranks(), plain.node_ranks(), atol=1e-9, rtol=0)
+    # windows score the stitched graph the same way: one window covering the input is attribute
+    torch.testing.assert_close(hubs.attribute_long(ids[:1], target=1, window=ids.shape[1], stride=4)[0],
+                               hubs.attribute(ids[:1], target=1)[0], atol=1e-5, rtol=0)
+    # one walk: the scores are the weighted PageRank, summing to one
+    single = cp.PRTemperedAttentionGradient(forward_for(model), layers, hub_power=1.0).attribute(ids, **kw)
+    torch.testing.assert_close(single.double().sum(-1), torch.ones(2, dtype=torch.float64), atol=1e-6, rtol=0)
+
+
+@pytest.mark.parametrize("bad", [-0.5, 2.5, float("nan"), True, "high"])
+def test_hub_power_is_checked(bad, tiny_model_factory):
+    layers = cp.attention_layers(tiny_model_factory("bert"))
+    with pytest.raises(cp.PRXAIError, match=r"^hub_power must be a number in \[0, 2\], got "):
+        cp.PRTemperedAttentionGradient(forward_for(tiny_model_factory("bert")), layers, hub_power=bad)
+    with pytest.raises(cp.PRXAIError, match=r"^hub_power weighs the token graph's walks by its global PageRank; "
+                                            r"the layered graph has none\. Use graph='token' or hub_power=0\.$"):
+        cp.PRAttentionGradient(forward_for(tiny_model_factory("bert")), layers, graph="layered", hub_power=0.5)
+
+
+def test_the_hub_presets_are_the_defaults_with_hub_power():
+    from captum_prxai.methods import METHODS
+    from captum_prxai.methods.builtin import BOTH_WALKS_PRESETS
+
+    for name, base in [("pr-tag-pm0.25-hubs0.5", "pr-tag-pm0.25"),
+                       ("pr-tag0.25-pm0.25-gate0.5-hubs0.5", "pr-tag0.25-pm0.25-gate0.5")]:
+        settings, plain = METHODS[name].defaults(), METHODS[base].defaults()
+        assert settings["hub_power"] == 0.5 and plain["hub_power"] == 0.0
+        assert {k: v for k, v in settings.items() if k != "hub_power"} == {
+            k: v for k, v in plain.items() if k != "hub_power"}
+        key = [k for k, v in BOTH_WALKS_PRESETS.items() if v == name][0]
+        assert key[-1] == 0.5 and BOTH_WALKS_PRESETS[key[:-1] + (0.0,)] == base

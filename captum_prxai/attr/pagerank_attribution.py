@@ -43,6 +43,7 @@ from captum_prxai.graph.spec import (
     auto_walk_gate,
     auto_walks,
     build_graph,
+    hub_weighted,
     score_graph,
     teleport_for,
     token_adjacency,
@@ -122,19 +123,37 @@ class GraphExplanation:
         return self.mask.repeat(1, self.built.num_layers + 1)
 
     def node_ranks(self, walk: str = "positive") -> Tensor:
-        """``(B, N)`` PageRank of every node of :attr:`adjacency` (for the token graph: the unsigned scores).
+        """``(B, N)`` PageRank of every node of :attr:`adjacency` (for the token graph: the unsigned scores,
+        before any ``hub_power`` weighting; :meth:`walk_scores` applies it).
 
         Solved again from the drawn graph with plain power iteration in fp64;
         for the layered graph this ranks every (token, layer) node, e.g. to
         size nodes in a picture. ``walk="negative"`` ranks the nodes of
         :attr:`negative_adjacency` instead (``walks="both"``).
         """
+        return self._solve(walk, self.teleport.double())
+
+    def global_ranks(self, walk: str = "positive") -> Tensor:
+        """``(B, N)`` the global PageRank of the walk's graph: :meth:`node_ranks` with a uniform teleport over the
+        real nodes, the ``g`` that ``hub_power`` weighs by (:func:`~captum_prxai.graph.spec.hub_weighted`)."""
+        return self._solve(walk, self.node_mask.double())
+
+    def walk_scores(self, walk: str = "positive") -> Tensor:
+        """``(B, N)`` the walk's node scores as scoring weighed them: :meth:`node_ranks`, times
+        :meth:`global_ranks` to the power ``hub_power`` and renormalised where it is set. A picture sizes
+        each node by these, so it shows what the scores came from."""
+        ranks = self.node_ranks(walk)
+        if not self.spec.hub_power:
+            return ranks
+        return hub_weighted(ranks, self.global_ranks(walk), self.spec.hub_power, self.node_mask)
+
+    def _solve(self, walk: str, teleport: Tensor) -> Tensor:
         spec = self.spec
         adjacency = self.negative_adjacency if walk == "negative" else self.adjacency
         if adjacency is None:
             raise PRXAIError("this graph has no negative walk; it was scored with walks='positive'.")
-        return pagerank(adjacency.double(), spec.damping, personalization=self.teleport.double(),
-                        node_mask=self.node_mask, tol=spec.tol * 1e-3, max_iter=max(spec.max_iter, 1000))
+        return pagerank(adjacency.double(), spec.damping, personalization=teleport, node_mask=self.node_mask,
+                        tol=spec.tol * 1e-3, max_iter=max(spec.max_iter, 1000))
 
     @property
     def walk_weights(self) -> Optional[Tensor]:
@@ -166,12 +185,11 @@ class GraphExplanation:
         For checks: it agrees with :attr:`scores` to PageRank's tolerance.
         """
         tokens = self.mask.shape[1]
-        ranks = self.node_ranks()[:, :tokens]
+        ranks = self.walk_scores()[:, :tokens]
         ranks = ranks / ranks.sum(-1, keepdim=True)
-        if self.built.negative is not None:
-            negative = self.node_ranks("negative")
-            weights = walk_weights(self.spec, self.built, ranks, negative)
-            return (ranks - weights[:, None] * negative).to(self.scores.dtype)
+        if self.built.negative is not None:  # the gate decides on the walks' own PageRank, as scoring did
+            weights = walk_weights(self.spec, self.built, self.node_ranks(), self.node_ranks("negative"))
+            return (ranks - weights[:, None] * self.walk_scores("negative")).to(self.scores.dtype)
         return apply_sign(self.spec, ranks.to(self.scores.dtype), self.built.input_gradient)
 
 
@@ -295,6 +313,13 @@ class PageRankAttribution(AttentionGraphAttribution):
             :func:`~captum_prxai.graph.spec.auto_walk_gate`): 0.5 on encoders
             with 12 or more attention layers, ``None`` otherwise.
             :attr:`walk_gate` holds the resolved value.
+        hub_power (float): Token graph: weigh each walk's PageRank by the
+            same graph's global PageRank to this power in ``[0, 2]``
+            (``x ⊙ g^p``, renormalised), raising the tokens the whole graph
+            routes its traffic to; the gate still decides on the walks' own
+            PageRank (:class:`~captum_prxai.graph.spec.GraphSpec`,
+            docs/default_search.md, eleventh round). One more PageRank per
+            walk, on the same graph. Default: 0 (off).
 
     All graph options live in :attr:`spec`, a
     :class:`~captum_prxai.graph.spec.GraphSpec`, checked when the attribution
@@ -330,6 +355,7 @@ class PageRankAttribution(AttentionGraphAttribution):
         walks: str = "auto",
         negative_weight: Union[float, str] = "auto",
         walk_gate: Union[float, str, None] = "auto",
+        hub_power: float = 0.0,
     ) -> None:
         super().__init__(forward_func, layers, attention_fn, head_reduction, target_position, capture, pad_token_id)
         if isinstance(walks, str) and walks == "auto":
@@ -345,7 +371,7 @@ class PageRankAttribution(AttentionGraphAttribution):
             edge_weight=edge_weight, head_reduction=head_reduction, graph=graph, residual=residual,
             normalize_layers=normalize_layers, sink=sink, self_loops=self_loops, teleport=teleport, damping=damping,
             tol=tol, max_iter=max_iter, signed=signed, attention_power=attention_power, walks=walks,
-            negative_weight=negative_weight, walk_gate=walk_gate,
+            negative_weight=negative_weight, walk_gate=walk_gate, hub_power=hub_power,
         )
 
     # The options, read from the spec (one source of truth); setting one rebuilds the spec, checked again.
@@ -373,6 +399,7 @@ class PageRankAttribution(AttentionGraphAttribution):
     walks = _option("walks")
     negative_weight = _option("negative_weight")
     walk_gate = _option("walk_gate")
+    hub_power = _option("hub_power")
     del _option
 
     @property

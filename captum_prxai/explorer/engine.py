@@ -859,8 +859,9 @@ class Engine:
         scores = graph.scores[0].detach().double()
         node_mask = graph.node_mask[0]
         layered = adjacency.shape[0] != scores.shape[0]
-        # nodes sized by the drawn graph's own PageRank; a one-walk token graph's is the scores
-        ranks = graph.node_ranks(walk)[0] if layered or two_walks else scores.abs()
+        # nodes sized by the drawn walk's scores as scoring weighed them (its PageRank, times the hubs' weight with
+        # hub_power); a one-walk token graph's are the scores
+        ranks = graph.walk_scores(walk)[0] if layered or two_walks else scores.abs()
         if layered:
             positions, layers_of = graph.node_position.tolist(), graph.node_layer.tolist()
             labels = [f"{enc.tokens[p]}@{l}" for p, l in zip(positions, layers_of)]

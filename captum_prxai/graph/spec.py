@@ -55,6 +55,8 @@ __all__ = [
     "auto_attention_power",
     "auto_negative_weight",
     "auto_walk_gate",
+    "hub_weighted",
+    "token_walks",
     "auto_walks",
     "build_graph",
     "has_negative_walk",
@@ -299,6 +301,16 @@ class GraphSpec:
             no gate. Ignored with one walk. Default: ``None``
             (:class:`~captum_prxai.PageRankAttribution` resolves its own
             ``"auto"`` by architecture and depth: :func:`auto_walk_gate`).
+        hub_power (float): Token graph: weigh each walk's PageRank ``x`` by
+            the same graph's global PageRank ``g`` (uniform teleport, the same
+            damping) raised to this power ``p`` in ``[0, 2]``, ``x ⊙ g^p``
+            renormalised to sum to one (:func:`hub_weighted`), so tokens the
+            whole graph routes its traffic to (its hubs) rank higher. The
+            reverse of the relative PageRank of Andersen, Chung and Lang,
+            divides by ``g``; the eleventh round of docs/default_search.md
+            measures ``p`` = 0.5 and 1 (and dividing, which loses). One more PageRank per walk, on the same graph; the gate
+            (``walk_gate``) still decides on the walks' own PageRank.
+            Default: 0 (the personalised PageRank alone).
 
     All values are checked here, so a bad option fails when the attribution
     is constructed, before any pass through the model.
@@ -324,6 +336,7 @@ class GraphSpec:
     walks: str = "positive"
     negative_weight: float = 1.0
     walk_gate: Optional[float] = None
+    hub_power: float = 0.0
     _edge: EdgeWeight = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -379,6 +392,13 @@ class GraphSpec:
             if isinstance(gate, bool) or not isinstance(gate, (int, float)) or not -1.0 <= float(gate) <= 1.0:
                 raise PRXAIError(f"walk_gate must be None or a number in [-1, 1], got {gate!r}.")
             object.__setattr__(self, "walk_gate", float(gate))
+        power = self.hub_power
+        if isinstance(power, bool) or not isinstance(power, (int, float)) or not 0.0 <= float(power) <= 2.0:
+            raise PRXAIError(f"hub_power must be a number in [0, 2], got {power!r}.")
+        object.__setattr__(self, "hub_power", float(power))
+        if self.hub_power and self.graph != "token":
+            raise PRXAIError("hub_power weighs the token graph's walks by its global PageRank; the layered graph "
+                             "has none. Use graph='token' or hub_power=0.")
         if self.walks == "both":  # asked for explicitly: refuse what has no negative walk
             reason = _no_negative_walk(self.edge_weight, self.graph, self.signed)
             if reason is not None:
@@ -563,16 +583,12 @@ def score_graph(spec: GraphSpec, built: BuiltGraph) -> Tensor:
     :func:`walk_weights` (``spec.negative_weight``, or 0 where ``spec.walk_gate`` keeps one walk).
     """
     if built.kind == "token":
-        assert built.adjacency is not None
-        if built.negative is not None:
-            both = pagerank(torch.cat([built.adjacency, built.negative]), spec.damping,
-                            personalization=built.teleport.repeat(2, 1), node_mask=built.mask.repeat(2, 1),
-                            tol=spec.tol, max_iter=spec.max_iter)
-            batch = built.adjacency.shape[0]
-            positive, negative = both[:batch], both[batch:]
-            return positive - walk_weights(spec, built, positive, negative).to(positive.dtype)[:, None] * negative
-        scores = pagerank(built.adjacency, spec.damping, personalization=built.teleport, node_mask=built.mask,
-                          tol=spec.tol, max_iter=spec.max_iter)
+        walks = token_walks(spec, built)
+        if len(walks) == 2:
+            (positive, positive_scores), (negative, negative_scores) = walks
+            weights = walk_weights(spec, built, positive, negative).to(positive.dtype)[:, None]
+            return positive_scores - weights * negative_scores
+        scores = walks[0][1]
     else:
         assert built.transitions is not None
         layers = len(built.transitions)
@@ -583,6 +599,40 @@ def score_graph(spec: GraphSpec, built: BuiltGraph) -> Tensor:
         scores = layered_pagerank(built.transitions, spec.damping, personalization)[:, 0]
         scores = scores / scores.sum(-1, keepdim=True)
     return apply_sign(spec, scores, built.input_gradient)
+
+
+def token_walks(spec: GraphSpec, built: BuiltGraph) -> list[tuple[Tensor, Tensor]]:
+    """Each walk of a token graph (the positive one, then the negative one with ``walks="both"``) as
+    ``(ranks, scores)``, both ``(B, T)`` summing to one: its personalised PageRank and the walk's scores, the same
+    unless ``spec.hub_power`` weighs them by the graph's hubs (:func:`hub_weighted`). Every PageRank (the walks',
+    and with ``hub_power`` each graph's global one) is solved in one batched call."""
+    assert built.adjacency is not None
+    graphs = [built.adjacency] + ([built.negative] if built.negative is not None else [])
+    teleports = [built.teleport] * len(graphs)
+    walks = len(graphs)
+    if spec.hub_power:  # the same graphs again, teleporting uniformly over the real tokens
+        graphs, teleports = graphs * 2, teleports + [built.mask.to(built.teleport.dtype)] * walks
+    solved = pagerank(torch.cat(graphs), spec.damping, personalization=torch.cat(teleports),
+                      node_mask=built.mask.repeat(len(graphs), 1), tol=spec.tol, max_iter=spec.max_iter)
+    parts = solved.chunk(len(graphs))
+    if not spec.hub_power:
+        return [(ranks, ranks) for ranks in parts]
+    return [(parts[i], hub_weighted(parts[i], parts[walks + i], spec.hub_power, built.mask)) for i in range(walks)]
+
+
+def hub_weighted(ranks: Tensor, global_ranks: Tensor, power: float, mask: Tensor) -> Tensor:
+    r"""``(B, T)`` a walk's PageRank ``ranks`` weighted by its graph's global PageRank: ``x ⊙ g^p``, zero outside
+    ``mask``, renormalised to sum to one over each row (``power = 0`` gives ``ranks`` back, renormalised).
+
+    A negative ``power`` divides by the hubs instead: ``power = −1`` is the relative PageRank ``x / g`` of
+    Andersen, Chung and Lang (2007), which ranks a node by how much more the personalised walk visits it than
+    a walk from anywhere.
+
+    References:
+        R. Andersen, F. Chung, K. Lang. *Using PageRank to locally partition a graph.* Internet Mathematics, 2007.
+    """
+    weighted = ranks * global_ranks.clamp_min(1e-30).pow(power) * mask.to(ranks.dtype)
+    return weighted / weighted.sum(-1, keepdim=True)
 
 
 def apply_sign(spec: GraphSpec, scores: Tensor, input_gradient: Optional[Tensor]) -> Tensor:

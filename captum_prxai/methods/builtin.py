@@ -106,12 +106,15 @@ PR_PRESETS: Dict[str, str] = {"attention": "pr-a", "gradient": "pr-g", "attentio
 #: Registry name of the preset that walks both signs of an edge weight, by ``γ`` (``attention_power``) and the
 #: weight ``λ`` of its negative walk and the gate on the walks' correlation (``walk_gate``; None: no gate): PR-TAG±
 #: (λ = 1, the decoders' default), PR-TAG± (λ=0.25) (the default of encoders under 12 layers), PR-TAG± (γ=0.25,
-#: λ=0.25) and, with the gate, PR-TAG± (γ=0.25, λ=0.25, gate 0.5) (encoders of 12 or more layers).
-BOTH_WALKS_PRESETS: Dict[Tuple[str, float, float, Optional[float]], str] = {
-    ("tempered_attention_gradient", 0.5, 1.0, None): "pr-tag-pm",
-    ("tempered_attention_gradient", 0.5, 0.25, None): "pr-tag-pm0.25",
-    ("tempered_attention_gradient", 0.25, 0.25, None): "pr-tag0.25-pm0.25",
-    ("tempered_attention_gradient", 0.25, 0.25, 0.5): "pr-tag0.25-pm0.25-gate0.5",
+#: λ=0.25) and, with the gate, PR-TAG± (γ=0.25, λ=0.25, gate 0.5) (encoders of 12 or more layers); the last
+#: element is ``hub_power`` (the two presets ending ``-hubs0.5`` weigh each walk by its graph's hubs, ``x ⊙ g^0.5``).
+BOTH_WALKS_PRESETS: Dict[Tuple[str, float, float, Optional[float], float], str] = {
+    ("tempered_attention_gradient", 0.5, 1.0, None, 0.0): "pr-tag-pm",
+    ("tempered_attention_gradient", 0.5, 0.25, None, 0.0): "pr-tag-pm0.25",
+    ("tempered_attention_gradient", 0.25, 0.25, None, 0.0): "pr-tag0.25-pm0.25",
+    ("tempered_attention_gradient", 0.25, 0.25, 0.5, 0.0): "pr-tag0.25-pm0.25-gate0.5",
+    ("tempered_attention_gradient", 0.5, 0.25, None, 0.5): "pr-tag-pm0.25-hubs0.5",
+    ("tempered_attention_gradient", 0.25, 0.25, 0.5, 0.5): "pr-tag0.25-pm0.25-gate0.5-hubs0.5",
 }
 
 
@@ -148,7 +151,7 @@ def default_method(model: Optional[nn.Module] = None, *, causal: Optional[bool] 
     if auto_walks(DEFAULT_EDGE_WEIGHT) == "positive":
         return PR_PRESETS[DEFAULT_EDGE_WEIGHT]
     return BOTH_WALKS_PRESETS[(DEFAULT_EDGE_WEIGHT, auto_attention_power(causal, depth), auto_negative_weight(causal),
-                               auto_walk_gate(causal, depth))]
+                               auto_walk_gate(causal, depth), 0.0)]
 
 
 def register_pr_method(name: str, settings: Dict[str, Any], label: Optional[str] = None,
@@ -388,6 +391,17 @@ def register_defaults() -> None:
                                walk_gate=0.5),
                     defaults=pr_defaults("PRTemperedAttentionGradient", walks="both", negative_weight=0.25,
                                          attention_power=0.25, walk_gate=0.5))
+    hubs = [("pr-tag-pm0.25-hubs0.5", "PR-TAG± (λ=0.25, hubs 0.5)", "PR-TAG± (λ=0.25)",
+             dict(walks="both", negative_weight=0.25)),
+            ("pr-tag0.25-pm0.25-gate0.5-hubs0.5", "PR-TAG± (γ=0.25, λ=0.25, gate 0.5, hubs 0.5)",
+             "PR-TAG± (γ=0.25, λ=0.25, gate 0.5)",
+             dict(walks="both", negative_weight=0.25, attention_power=0.25, walk_gate=0.5))]
+    for name, label, base, settings in hubs:
+        register_method(name, label, "pr-xai",
+                        f"{base} with each walk's PageRank weighted by its graph's global PageRank, x * g^0.5 "
+                        "(hub_power=0.5; eleventh round of docs/default_search.md); one pass (PR-XAI)",
+                        pr_factory(name, label, "PRTemperedAttentionGradient", hub_power=0.5, **settings),
+                        defaults=pr_defaults("PRTemperedAttentionGradient", hub_power=0.5, **settings))
     att = [
         ("raw-attention", "Raw attention", "RawAttention", "last-layer attention of the explained token",
          ("attention",)),
