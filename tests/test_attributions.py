@@ -482,7 +482,7 @@ def test_the_explained_token_holds_the_teleport_floor_and_what_edges_bring_back(
     layers = cp.attention_layers(model)
     shares = {}
     for sink in ("keep", "drop"):
-        pr = cp.PageRankAttribution(forward_for(model), layers, walks="positive", sink=sink)
+        pr = cp.PageRankAttribution(forward_for(model), layers, walks="positive", sink=sink, hub_power=0)
         built = pr.attribute_graph(ids, target=1, additional_forward_args=(mask,), attention_mask=mask).built
         assert torch.all(built.teleport[:, 0] == 1)  # the teleport is the explained token, [CLS]
         scores = pr.attribute(ids, target=1, additional_forward_args=(mask,), attention_mask=mask)

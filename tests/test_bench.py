@@ -1050,22 +1050,21 @@ def test_matrix_cells_name_the_default_by_depth_and_show_the_former_one_only_whe
     finally:
         sys.path.pop(0)
     cells = matrix.CELLS
-    assert cells["minilm--tweets"].default == "pr-tag-pm0.25"  # 6 layers
-    assert cells["mpnet--tweets"].default == "pr-tag0.25-pm0.25-gate0.5"  # 12 layers
-    assert cells["smollm2--tweets"].default == "pr-tag-pm"  # a decoder: λ = 1, γ = 0.5
-    assert all("pr-tag0.25-pm0.25-gate0.5" in c.methods.split(",") for c in cells.values()
-               if c.architecture == "mpnet")
+    assert cells["minilm--tweets"].default == "pr-tag-pm0.25-hubs0.5"  # 6 layers
+    assert cells["mpnet--tweets"].default == "pr-tag0.25-pm0.25-gate0.5-hubs0.5"  # 12 layers
+    assert cells["smollm2--tweets"].default == "pr-tag-pm"  # a decoder: λ = 1, γ = 0.5, no hubs
+    assert all(c.default in c.methods.split(",") for c in cells.values() if c.architecture != "smollm2")
     monkeypatch.setattr(matrix, "MATRIX_DIR", tmp_path)
     cell = cells["mpnet--tweets"]
-    _write_results(tmp_path / cell.name, [(0, "pr-tag0.25-pm0.25", 0.5, 0.1), (0, "gae", 0.4, 0.2)])
-    assert cell.shown_default() == ("pr-tag0.25-pm0.25", "former default")
+    _write_results(tmp_path / cell.name, [(0, "pr-tag0.25-pm0.25-gate0.5", 0.5, 0.1), (0, "gae", 0.4, 0.2)])
+    assert cell.shown_default() == ("pr-tag0.25-pm0.25-gate0.5", "former default")
     (tmp_path / cell.name / "results.csv").unlink()
     (tmp_path / cell.name).rmdir()
-    _write_results(tmp_path / cell.name, [(0, "pr-tag0.25-pm0.25", 0.5, 0.1),
-                                          (0, "pr-tag0.25-pm0.25-gate0.5", 0.6, 0.1)])
-    assert cell.shown_default() == ("pr-tag0.25-pm0.25-gate0.5", "")
-    # a MiniLM cell's default has not changed: it is shown as it is, rows or not
-    assert cells["minilm--tweets"].shown_default() == ("pr-tag-pm0.25", "")
+    _write_results(tmp_path / cell.name, [(0, "pr-tag0.25-pm0.25-gate0.5", 0.5, 0.1),
+                                          (0, "pr-tag0.25-pm0.25-gate0.5-hubs0.5", 0.6, 0.1)])
+    assert cell.shown_default() == ("pr-tag0.25-pm0.25-gate0.5-hubs0.5", "")
+    # a decoder cell's default has not changed: it is shown as it is, rows or not
+    assert cells["smollm2--tweets"].shown_default() == ("pr-tag-pm", "")
 
 
 def _random_graph():
@@ -1141,7 +1140,7 @@ def test_relative_scores_raising_the_hubs_equal_the_librarys_hub_power(tiny):
 
     settings = dict(edge_weight="tempered_attention_gradient", attention_power=0.25, walks="both",
                     negative_weight=0.25, walk_gate=0.5)
-    plain = captum_prxai.PageRankAttribution(forward, layers, **settings)
+    plain = captum_prxai.PageRankAttribution(forward, layers, hub_power=0, **settings)
     for beta in (-0.5, -1.0):
         hubs = captum_prxai.PageRankAttribution(forward, layers, hub_power=-beta, **settings)
         expected = default_search._relative_scores(plain, ids, mask, 1, beta)

@@ -267,6 +267,26 @@ def test_the_graph_title_says_when_the_gate_kept_one_walk(gate, one_walk, tiny_m
     assert ("the scores are the positive walk's PageRank minus 0.25 x the negative walk's" in title) is not one_walk
 
 
+def test_the_graph_title_says_when_the_walks_are_weighed_by_the_hubs(tiny_model_factory, tiny_batch):
+    """With ``hub_power`` the title says each walk is its PageRank times the graph's global PageRank to that power."""
+    import captum_prxai as cp
+    from captum_prxai.viz.explanation import graph_title
+    from conftest import forward_for
+
+    model = tiny_model_factory("bert")
+    ids, mask = tiny_batch
+    layers = cp.attention_layers(model)
+    kw = dict(target=1, additional_forward_args=(mask,), attention_mask=mask)
+    both = cp.PRTemperedAttentionGradient(forward_for(model), layers, walks="both", negative_weight=0.25,
+                                          hub_power=0.5).attribute_graph(ids, **kw)
+    assert ("the scores are the positive walk's PageRank x its graph's global PageRank^0.5 (hubs) minus 0.25 x "
+            "the negative walk's") in graph_title("PR-TAG±", both)
+    one = cp.PRTemperedAttentionGradient(forward_for(model), layers, hub_power=1.0).attribute_graph(ids, **kw)
+    assert graph_title("PR-TAG", one).endswith("\nscores: the walk's PageRank x its graph's global PageRank^1 (hubs)")
+    plain = cp.PRTemperedAttentionGradient(forward_for(model), layers).attribute_graph(ids, **kw)
+    assert "hubs" not in graph_title("PR-TAG", plain)
+
+
 def test_explain_leads_with_the_class_default(tiny_model_dir, tmp_path, capsys):
     """Without --methods, the first method is what PageRankAttribution() computes with its defaults."""
     import captum_prxai
@@ -334,8 +354,8 @@ def test_explain_text_names_the_explained_token(tiny_model_dir):
 
 
 def test_the_default_follows_the_architecture_in_every_entry_point(tiny_model_dir):
-    """PR-TAG± (λ=0.25) for encoders, PR-TAG± (λ = 1) for decoders: the class, the registry, explain_text, the
-    explorer, the corpus worker."""
+    """PR-TAG± (λ=0.25, hubs 0.5) for encoders, PR-TAG± (λ = 1) for decoders: the class, the registry, explain_text,
+    the explorer, the corpus worker."""
     import captum_prxai
     from captum_prxai.corpus.worker import Worker
     from captum_prxai.explorer.engine import DatasetStore, Engine
@@ -349,14 +369,16 @@ def test_the_default_follows_the_architecture_in_every_entry_point(tiny_model_di
                                       num_key_value_heads=1, intermediate_size=32, max_position_embeddings=32,
                                       num_labels=2, pad_token_id=0)
     decoder = transformers.LlamaForSequenceClassification(config).eval()
-    expected = {id(encoder): (0.25, "pr-tag-pm0.25", "PR-TAG± (λ=0.25)"), id(decoder): (1.0, "pr-tag-pm", "PR-TAG±")}
+    expected = {id(encoder): (0.25, 0.5, "pr-tag-pm0.25-hubs0.5", "PR-TAG± (λ=0.25, hubs 0.5)"),
+                id(decoder): (1.0, 0.0, "pr-tag-pm", "PR-TAG±")}
     for model in (encoder, decoder):
-        weight, name, label = expected[id(model)]
+        weight, hubs, name, label = expected[id(model)]
         forward = lambda ids, mask, model=model: model(input_ids=ids, attention_mask=mask).logits  # noqa: E731
         layers = captum_prxai.attention_layers(model)
         default = captum_prxai.PageRankAttribution(forward, layers)
-        assert default.walks == "both" and default.negative_weight == weight
+        assert default.walks == "both" and default.negative_weight == weight and default.hub_power == hubs
         assert default.edge_weight == "tempered_attention_gradient"
+        assert captum_prxai.PRTemperedAttentionGradient(forward, layers).hub_power == 0.0  # the presets: no hubs
         assert captum_prxai.PageRankAttribution(forward, layers, edge_weight="attention").walks == "positive"
         assert captum_prxai.PageRankAttribution(forward, layers, walks="positive").walks == "positive"
         assert captum_prxai.PRTemperedAttentionGradient(forward, layers).walks == "positive"
@@ -372,4 +394,4 @@ def test_the_default_follows_the_architecture_in_every_entry_point(tiny_model_di
         assert result.scores[label] == pytest.approx(scores[0].tolist(), abs=1e-6)
         assert Engine(model, tok, DatasetStore({})).default_pr_method() == name
         assert Worker((model, tok), None, threads=1).methods == [name]
-    assert default_method() == "pr-tag-pm0.25"  # no model: the encoder default
+    assert default_method() == "pr-tag-pm0.25-hubs0.5"  # no model: the encoder default

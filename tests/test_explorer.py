@@ -65,9 +65,10 @@ def test_info_lists_the_bench_registry_and_limits(client):
     info = client.get("/api/info").json
     assert [m["name"] for m in info["methods"]] == available_methods()
     by_name = {m["name"]: m for m in info["methods"]}
-    assert by_name["pr-ag"]["params"] == ["damping", "teleport", "graph", "head_reduction"]
+    assert by_name["pr-ag"]["params"] == ["damping", "teleport", "graph", "head_reduction", "hub_power"]
     # the gate on the walks is a parameter of the methods that walk both signs only
-    assert by_name["pr-tag-pm"]["params"] == ["damping", "teleport", "graph", "head_reduction", "walk_gate"]
+    assert by_name["pr-tag-pm"]["params"] == ["damping", "teleport", "graph", "head_reduction", "hub_power",
+                                              "walk_gate"]
     assert by_name["ig"]["params"] == ["ig_steps", "ig_baseline"] and by_name["occlusion"]["params"] == ["window"]
     assert by_name["shapley"]["params"] == ["permutations"] and by_name["lime"]["params"] == ["samples"]
     assert by_name["shapley"]["lane"] == "slow" and by_name["pr-ag"]["lane"] == "fast"
@@ -475,6 +476,35 @@ def test_graph_view_of_both_walks_draws_each_walk_and_says_which(client, tiny):
     assert resp.status_code == 400 and "has no negative walk to draw" in resp.json["error"]
     resp = client.post("/api/graph", json={"text": text, "method": "pr-tag-pm", "walk": "both"})
     assert resp.status_code == 400 and "walk must be 'positive' or 'negative'" in resp.json["error"]
+
+
+def test_graph_view_of_the_hub_weighted_walks_sizes_nodes_by_what_was_scored(client, tiny):
+    """With ``hub_power`` each walk's node sizes are its PageRank times the graph's hubs, as the scores weigh them,
+    and the title says so; the parameter reaches the scores."""
+    from captum_prxai.methods import MethodContext
+
+    model, tokenizer, _ = tiny
+    text = "the story was not good"
+    out = client.post("/api/graph", json={"text": text, "method": "pr-tag-pm0.25-hubs0.5", "nodes": 3,
+                                          "walk": "negative"}).json
+    assert "negative walk (the scores are the positive walk's PageRank x its graph's global PageRank^0.5 (hubs)" \
+        in out["title"]
+    attribution = build_method("pr-tag-pm0.25-hubs0.5", model, make_forward_func(model), MethodContext()).attribution
+    enc = tokenizer(text, return_tensors="pt")
+    graph = attribution.attribute_graph(enc["input_ids"], target=explain(client, text=text, methods=["pr-ag"])[
+        "input"]["target"], additional_forward_args=(enc["attention_mask"],))
+    sizes = graph.walk_scores("negative")[0]
+    assert out["nodes"] == sorted(sorted(range(len(sizes)), key=lambda i: -float(sizes[i]))[:3])
+    assert out["scores"] == pytest.approx(graph.scores[0].tolist(), abs=1e-6)
+    raised = client.post("/api/graph", json={"text": text, "method": "pr-ag", "params": {"hub_power": 1.0}}).json
+    assert raised["params"]["hub_power"] == 1.0
+    attribution = build_method("pr-ag", model, make_forward_func(model), MethodContext()).attribution
+    attribution.hub_power = 1.0
+    expected = attribution.attribute_graph(enc["input_ids"], target=graph.target,
+                                           additional_forward_args=(enc["attention_mask"],)).scores[0]
+    assert raised["scores"] == pytest.approx(expected.tolist(), abs=1e-7)  # hubs move them ~1e-5 on this tiny model
+    resp = client.post("/api/graph", json={"text": text, "method": "pr-ag", "params": {"hub_power": 3}})
+    assert resp.status_code == 400 and "hub_power" in resp.json["error"].lower().replace("hub weight", "hub_power")
 
 
 def test_graph_view_refuses_other_methods_and_settings(client):

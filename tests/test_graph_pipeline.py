@@ -142,7 +142,8 @@ def test_both_walks_are_the_positive_minus_the_negative_walk_from_one_pass(kind,
     kw = dict(target=1, additional_forward_args=(mask,), attention_mask=mask)
     both = cp.PRTemperedAttentionGradient(forward_for(model), layers, walks="both", negative_weight=1.0)
     positive = cp.PRTemperedAttentionGradient(forward_for(model), layers)
-    negative = cp.PageRankAttribution(forward_for(model), layers, edge_weight=_negative_tempered, walks="positive")
+    negative = cp.PageRankAttribution(forward_for(model), layers, edge_weight=_negative_tempered, walks="positive",
+                                      hub_power=0)
     passes = []
     handle = model.register_forward_hook(lambda *a: passes.append(1))
     try:
@@ -174,7 +175,8 @@ def test_negative_weight_scales_the_negative_walk(weight, tiny_model_factory, ti
     kw = dict(target=1, additional_forward_args=(mask,), attention_mask=mask)
     weighted = cp.PRTemperedAttentionGradient(forward_for(model), layers, walks="both", negative_weight=weight)
     positive = cp.PRTemperedAttentionGradient(forward_for(model), layers)
-    negative = cp.PageRankAttribution(forward_for(model), layers, edge_weight=_negative_tempered, walks="positive")
+    negative = cp.PageRankAttribution(forward_for(model), layers, edge_weight=_negative_tempered, walks="positive",
+                                      hub_power=0)
     scores = weighted.attribute(ids, **kw)
     expected = positive.attribute(ids, **kw) - weight * negative.attribute(ids, **kw)
     torch.testing.assert_close(scores, expected, atol=1e-6, rtol=0)
@@ -205,7 +207,7 @@ def test_the_walk_gate_keeps_the_positive_walk_where_the_walks_correlate(kind, t
     kw = dict(target=1, additional_forward_args=(mask,), attention_mask=mask)
     positive = cp.PRTemperedAttentionGradient(forward_for(model), layers).attribute(ids, **kw)
     negative = cp.PageRankAttribution(forward_for(model), layers, edge_weight=_negative_tempered,
-                                      walks="positive").attribute(ids, **kw)
+                                      walks="positive", hub_power=0).attribute(ids, **kw)
     # each example's correlation, by hand: real tokens only, the explained one (teleport target) left out
     explained = [0, 0] if kind == "bert" else [int(mask[b].sum()) - 1 for b in range(2)]
     corr = []
@@ -301,9 +303,10 @@ def test_auto_walks_is_the_one_rule_the_class_and_the_apps_read(tiny_model_facto
         assert cp.PRTemperedAttentionGradient(forward_for(model), cp.attention_layers(model)).walks == "positive"
         # the apps' registry name runs the same walks, with the same weight, as the class's default
         name = default_method(model)
-        assert name == ("pr-tag-pm" if weight == 1.0 else "pr-tag-pm0.25")
+        assert name == ("pr-tag-pm" if weight == 1.0 else "pr-tag-pm0.25-hubs0.5")
         assert METHODS[name].defaults()["walks"] == "both"
         assert METHODS[name].defaults()["negative_weight"] == weight
+        assert METHODS[name].defaults()["hub_power"] == pr.hub_power == (0.0 if weight == 1.0 else 0.5)
     # PR-TAG± keeps its weight of 1 on every architecture: the matrix's rows of it stay what they were
     assert METHODS["pr-tag-pm"].defaults()["negative_weight"] == 1.0
 
@@ -337,16 +340,21 @@ def test_auto_attention_power_tempers_deep_encoders_less_and_the_apps_name_the_s
     assert cp.PageRankAttribution(forward, layers, attention_power=0.5).attention_power == 0.5
     # the registry name the apps read runs exactly the class's default
     name = default_method(deep)
-    assert name == "pr-tag0.25-pm0.25-gate0.5" and default_method(depth=12) == name
-    assert default_method(deep, depth=6) == "pr-tag-pm0.25"  # depth= takes precedence
+    assert name == "pr-tag0.25-pm0.25-gate0.5-hubs0.5" and default_method(depth=12) == name
+    assert default_method(deep, depth=6) == "pr-tag-pm0.25-hubs0.5"  # depth= takes precedence
     settings = METHODS[name].defaults()
-    assert (settings["attention_power"], settings["walks"], settings["negative_weight"], settings["walk_gate"]) == (
-        0.25, "both", 0.25, 0.5)
+    assert (settings["attention_power"], settings["walks"], settings["negative_weight"], settings["walk_gate"],
+            settings["hub_power"]) == (0.25, "both", 0.25, 0.5, 0.5)
     assert METHODS["pr-tag0.25-pm0.25"].defaults()["walk_gate"] is None
+    # the hubs' weight: 0.5 on every encoder, none on decoders or on the layered graph (which has no global walk)
+    from captum_prxai.graph.spec import auto_hub_power
+
+    assert auto_hub_power(False, 6) == auto_hub_power(False, 12) == 0.5 and auto_hub_power(True, 30) == 0.0
+    assert default.hub_power == 0.5 and cp.PageRankAttribution(forward, layers, graph="layered").hub_power == 0.0
     torch.manual_seed(3)
     ids, mask = torch.randint(2, 50, (2, 7)), torch.ones(2, 7, dtype=torch.long)
     preset = cp.PRTemperedAttentionGradient(forward, layers, walks="both", negative_weight=0.25,
-                                            attention_power=0.25, walk_gate=0.5)
+                                            attention_power=0.25, walk_gate=0.5, hub_power=0.5)
     ours = default.attribute(ids, target=1, additional_forward_args=(mask,), attention_mask=mask)
     assert torch.allclose(ours, preset.attribute(ids, target=1, additional_forward_args=(mask,),
                                                  attention_mask=mask), atol=1e-7)

@@ -40,6 +40,7 @@ from captum_prxai.graph.spec import (
     apply_sign,
     auto_attention_power,
     auto_negative_weight,
+    auto_hub_power,
     auto_walk_gate,
     auto_walks,
     build_graph,
@@ -211,8 +212,11 @@ class PageRankAttribution(AttentionGraphAttribution):
     encoders and 1 for decoders (``negative_weight="auto"``), and encoders of
     12 or more layers temper the attention less, ``γ = 0.25``
     (``attention_power="auto"``) and keep the positive walk alone where the
-    two walks' scores agree (``walk_gate="auto"``). Padding gets
-    exactly zero and is never part of the graph.
+    two walks' scores agree (``walk_gate="auto"``). On encoders each walk's
+    PageRank is weighed by the square root of its graph's global PageRank,
+    raising the tokens the whole graph routes its traffic to
+    (``hub_power="auto"``). Padding gets exactly zero and is never part of
+    the graph.
 
     The paper describes the method at the level of its abstract: attention
     as a directed graph, edge weights from attention weights and gradients,
@@ -313,13 +317,17 @@ class PageRankAttribution(AttentionGraphAttribution):
             :func:`~captum_prxai.graph.spec.auto_walk_gate`): 0.5 on encoders
             with 12 or more attention layers, ``None`` otherwise.
             :attr:`walk_gate` holds the resolved value.
-        hub_power (float): Token graph: weigh each walk's PageRank by the
-            same graph's global PageRank to this power in ``[0, 2]``
+        hub_power (float or str): Token graph: weigh each walk's PageRank by
+            the same graph's global PageRank to this power in ``[0, 2]``
             (``x ⊙ g^p``, renormalised), raising the tokens the whole graph
             routes its traffic to; the gate still decides on the walks' own
-            PageRank (:class:`~captum_prxai.graph.spec.GraphSpec`,
-            docs/default_search.md, eleventh round). One more PageRank per
-            walk, on the same graph. Default: 0 (off).
+            PageRank (:class:`~captum_prxai.graph.spec.GraphSpec`). One more
+            PageRank per walk, on the same graph. ``"auto"`` (default): the
+            rule by architecture chosen on the tune halves
+            (docs/default_search.md, eleventh round;
+            :func:`~captum_prxai.graph.spec.auto_hub_power`): 0.5 on encoders,
+            0 on decoders and on the layered graph. :attr:`hub_power` holds
+            the resolved value. The presets fix 0 unless given it.
 
     All graph options live in :attr:`spec`, a
     :class:`~captum_prxai.graph.spec.GraphSpec`, checked when the attribution
@@ -355,7 +363,7 @@ class PageRankAttribution(AttentionGraphAttribution):
         walks: str = "auto",
         negative_weight: Union[float, str] = "auto",
         walk_gate: Union[float, str, None] = "auto",
-        hub_power: float = 0.0,
+        hub_power: Union[float, str] = "auto",
     ) -> None:
         super().__init__(forward_func, layers, attention_fn, head_reduction, target_position, capture, pad_token_id)
         if isinstance(walks, str) and walks == "auto":
@@ -366,6 +374,8 @@ class PageRankAttribution(AttentionGraphAttribution):
             attention_power = auto_attention_power(layers_are_causal(self.layers), len(self.layers))
         if isinstance(walk_gate, str) and walk_gate == "auto":
             walk_gate = auto_walk_gate(layers_are_causal(self.layers), len(self.layers))
+        if isinstance(hub_power, str) and hub_power == "auto":
+            hub_power = 0.0 if graph != "token" else auto_hub_power(layers_are_causal(self.layers), len(self.layers))
         #: every graph option, checked once; the attributes below mirror it
         self.spec = GraphSpec(
             edge_weight=edge_weight, head_reduction=head_reduction, graph=graph, residual=residual,
@@ -636,24 +646,28 @@ class PageRankAttribution(AttentionGraphAttribution):
 class PRAttention(PageRankAttribution):
     r"""PR-A: :class:`PageRankAttribution` with edges from the attention weights alone.
 
-    Needs a single forward pass and no gradients. Other keyword arguments as
-    in :class:`PageRankAttribution`.
+    Needs a single forward pass and no gradients; no hub weighting unless
+    given ``hub_power``. Other keyword arguments as in
+    :class:`PageRankAttribution`.
     """
 
-    def __init__(self, forward_func: Callable, layers: Union[nn.Module, Sequence[nn.Module]], **kwargs: Any) -> None:
-        super().__init__(forward_func, layers, edge_weight="attention", **kwargs)
+    def __init__(self, forward_func: Callable, layers: Union[nn.Module, Sequence[nn.Module]],
+                 hub_power: float = 0.0, **kwargs: Any) -> None:
+        super().__init__(forward_func, layers, edge_weight="attention", hub_power=hub_power, **kwargs)
 
 
 class PRGradient(PageRankAttribution):
     r"""PR-G: :class:`PageRankAttribution` with edges from the positive attention gradients ``dA⁺``.
 
     One walk, on the positive edges (``walks="positive"``), unless given ``walks``; no gate on the walks
-    unless given ``walk_gate``.
+    unless given ``walk_gate``, no hub weighting unless given ``hub_power``.
     """
 
     def __init__(self, forward_func: Callable, layers: Union[nn.Module, Sequence[nn.Module]],
-                 walks: str = "positive", walk_gate: Optional[float] = None, **kwargs: Any) -> None:
-        super().__init__(forward_func, layers, edge_weight="gradient", walks=walks, walk_gate=walk_gate, **kwargs)
+                 walks: str = "positive", walk_gate: Optional[float] = None, hub_power: float = 0.0,
+                 **kwargs: Any) -> None:
+        super().__init__(forward_func, layers, edge_weight="gradient", walks=walks, walk_gate=walk_gate,
+                         hub_power=hub_power, **kwargs)
 
 
 class PRAttentionGradient(PageRankAttribution):
@@ -661,13 +675,15 @@ class PRAttentionGradient(PageRankAttribution):
 
     The variant the PR-XAI paper reports as most faithful. One walk, on the
     positive edges, unless given ``walks``; no gate on the walks unless given
-    ``walk_gate``. Other keyword arguments as in :class:`PageRankAttribution`.
+    ``walk_gate``, no hub weighting unless given ``hub_power``. Other keyword
+    arguments as in :class:`PageRankAttribution`.
     """
 
     def __init__(self, forward_func: Callable, layers: Union[nn.Module, Sequence[nn.Module]],
-                 walks: str = "positive", walk_gate: Optional[float] = None, **kwargs: Any) -> None:
+                 walks: str = "positive", walk_gate: Optional[float] = None, hub_power: float = 0.0,
+                 **kwargs: Any) -> None:
         super().__init__(forward_func, layers, edge_weight="attention_gradient", walks=walks, walk_gate=walk_gate,
-                         **kwargs)
+                         hub_power=hub_power, **kwargs)
 
 
 class PRTemperedAttentionGradient(PageRankAttribution):
@@ -679,18 +695,19 @@ class PRTemperedAttentionGradient(PageRankAttribution):
     0.25 on encoders of 12 or more layers). One walk, on the positive edges,
     unless given ``walks``: ``walks="both"`` is PR-TAG± (its
     ``negative_weight="auto"``: λ = 0.25 on encoders, 1 on decoders),
-    :class:`PageRankAttribution`'s default on decoders and on encoders of
-    fewer than 12 layers. No gate on the walks unless given ``walk_gate``
-    (``walks="both", attention_power=0.25, walk_gate=0.5`` is the default
-    on encoders of 12 or more layers). Other keyword arguments as in
-    :class:`PageRankAttribution`.
+    :class:`PageRankAttribution`'s default on decoders. No gate on the walks
+    unless given ``walk_gate`` and no hub weighting unless given
+    ``hub_power``: ``walks="both", hub_power=0.5`` is the default on
+    encoders of fewer than 12 layers, and ``walks="both",
+    attention_power=0.25, walk_gate=0.5, hub_power=0.5`` on encoders of 12
+    or more. Other keyword arguments as in :class:`PageRankAttribution`.
     """
 
     def __init__(self, forward_func: Callable, layers: Union[nn.Module, Sequence[nn.Module]],
                  walks: str = "positive", attention_power: float = DEFAULT_ATTENTION_POWER,
-                 walk_gate: Optional[float] = None, **kwargs: Any) -> None:
+                 walk_gate: Optional[float] = None, hub_power: float = 0.0, **kwargs: Any) -> None:
         super().__init__(forward_func, layers, edge_weight="tempered_attention_gradient", walks=walks,
-                         attention_power=attention_power, walk_gate=walk_gate, **kwargs)
+                         attention_power=attention_power, walk_gate=walk_gate, hub_power=hub_power, **kwargs)
 
 
 # -- helpers of attribute_graph / attribute_long ------------------------------------------------------

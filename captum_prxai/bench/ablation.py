@@ -71,7 +71,7 @@ def _grid() -> List[Dict[str, Any]]:
 #: Every setting a variant's name shows is passed explicitly, so a name keeps its meaning when the
 #: library's defaults change.
 _NAMED = {"edge_weight": "attention_gradient", "graph": "token", "teleport": "target", "damping": 0.85,
-          "walks": "positive"}
+          "walks": "positive", "hub_power": 0.0}
 VARIANTS: Dict[str, Dict[str, Any]] = {variant_name(**kw): {**_NAMED, **kw} for kw in _grid()}
 
 

@@ -126,6 +126,10 @@ PARAMS: Dict[str, Param] = {
               "PR-XAI methods that walk both signs (PR-TAG±): keep the positive walk alone on a text whose two "
               "walks' scores correlate above this (empty: the method's own; the 12-layer default's is 0.5, "
               "others have none)", -1.0, 1.0, option="walk_gate"),
+        Param("hub_power", "Hub weight", "float", None,
+              "PR-XAI, token graph: weigh each walk's PageRank by its graph's global PageRank to this power, "
+              "raising the tokens the whole graph routes its traffic to (empty: the method's own; the encoder "
+              "defaults' is 0.5, the presets' 0)", 0.0, 2.0, option="hub_power"),
         Param("ig_steps", "IG steps", "int", 50,
               "Integrated Gradients: integration steps; each step is one forward and one backward pass",
               1, 300, option="n_steps"),
@@ -145,7 +149,7 @@ PARAMS: Dict[str, Param] = {
     ]
 }
 
-_PR = ("damping", "teleport", "graph", "head_reduction")
+_PR = ("damping", "teleport", "graph", "head_reduction", "hub_power")
 _BY_NAME: Dict[str, Tuple[str, ...]] = {
     "ig": ("ig_steps", "ig_baseline"),
     "occlusion": ("window",),

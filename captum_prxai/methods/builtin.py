@@ -104,10 +104,11 @@ def pr_factory(name: str, label: str, class_name: str = "PageRankAttribution", *
 PR_PRESETS: Dict[str, str] = {"attention": "pr-a", "gradient": "pr-g", "attention_gradient": "pr-ag",
                               "tempered_attention_gradient": "pr-tag"}
 #: Registry name of the preset that walks both signs of an edge weight, by ``γ`` (``attention_power``) and the
-#: weight ``λ`` of its negative walk and the gate on the walks' correlation (``walk_gate``; None: no gate): PR-TAG±
-#: (λ = 1, the decoders' default), PR-TAG± (λ=0.25) (the default of encoders under 12 layers), PR-TAG± (γ=0.25,
-#: λ=0.25) and, with the gate, PR-TAG± (γ=0.25, λ=0.25, gate 0.5) (encoders of 12 or more layers); the last
-#: element is ``hub_power`` (the two presets ending ``-hubs0.5`` weigh each walk by its graph's hubs, ``x ⊙ g^0.5``).
+#: weight ``λ`` of its negative walk, the gate on the walks' correlation (``walk_gate``; None: no gate) and the
+#: weight of the graph's hubs (``hub_power``): PR-TAG± (λ = 1, the decoders' default), PR-TAG± (λ=0.25), PR-TAG±
+#: (γ=0.25, λ=0.25) and, with the gate, PR-TAG± (γ=0.25, λ=0.25, gate 0.5) (the former encoder defaults), and the
+#: two that weigh each walk by its graph's hubs, ``x ⊙ g^0.5``: PR-TAG± (λ=0.25, hubs 0.5) (the default of encoders
+#: under 12 layers) and PR-TAG± (γ=0.25, λ=0.25, gate 0.5, hubs 0.5) (encoders of 12 or more layers).
 BOTH_WALKS_PRESETS: Dict[Tuple[str, float, float, Optional[float], float], str] = {
     ("tempered_attention_gradient", 0.5, 1.0, None, 0.0): "pr-tag-pm",
     ("tempered_attention_gradient", 0.5, 0.25, None, 0.0): "pr-tag-pm0.25",
@@ -126,11 +127,12 @@ def default_method(model: Optional[nn.Module] = None, *, causal: Optional[bool] 
     benchmark's matrix) read the default from: the preset whose edges are
     :data:`captum_prxai.graph.spec.DEFAULT_EDGE_WEIGHT`, walked as the class's
     ``walks="auto"``, ``negative_weight="auto"`` and ``attention_power="auto"``
-    walk them (and ``walk_gate="auto"`` gates them): PR-TAG± (λ=0.25)
-    (``"pr-tag-pm0.25"``) for encoders of fewer than 12 attention layers and
-    without a model, PR-TAG± (γ=0.25, λ=0.25, gate 0.5)
-    (``"pr-tag0.25-pm0.25-gate0.5"``) for encoders of 12 or more, PR-TAG±
-    (``"pr-tag-pm"``, λ = 1) for decoders
+    walk them (``walk_gate="auto"`` gates them and ``hub_power="auto"`` weighs
+    them): PR-TAG± (λ=0.25, hubs 0.5) (``"pr-tag-pm0.25-hubs0.5"``) for
+    encoders of fewer than 12 attention layers and without a model, PR-TAG±
+    (γ=0.25, λ=0.25, gate 0.5, hubs 0.5)
+    (``"pr-tag0.25-pm0.25-gate0.5-hubs0.5"``) for encoders of 12 or more,
+    PR-TAG± (``"pr-tag-pm"``, λ = 1) for decoders
     (:func:`captum_prxai.capture.model_is_causal`). ``causal`` and ``depth``
     (the number of attention layers) say which without a model; each takes
     precedence over ``model``.
@@ -139,6 +141,7 @@ def default_method(model: Optional[nn.Module] = None, *, causal: Optional[bool] 
     from captum_prxai.graph.spec import (
         DEFAULT_EDGE_WEIGHT,
         auto_attention_power,
+        auto_hub_power,
         auto_negative_weight,
         auto_walk_gate,
         auto_walks,
@@ -151,7 +154,7 @@ def default_method(model: Optional[nn.Module] = None, *, causal: Optional[bool] 
     if auto_walks(DEFAULT_EDGE_WEIGHT) == "positive":
         return PR_PRESETS[DEFAULT_EDGE_WEIGHT]
     return BOTH_WALKS_PRESETS[(DEFAULT_EDGE_WEIGHT, auto_attention_power(causal, depth), auto_negative_weight(causal),
-                               auto_walk_gate(causal, depth), 0.0)]
+                               auto_walk_gate(causal, depth), auto_hub_power(causal, depth))]
 
 
 def register_pr_method(name: str, settings: Dict[str, Any], label: Optional[str] = None,
@@ -370,36 +373,37 @@ def register_defaults() -> None:
                                            negative_weight=1.0),
                     defaults=pr_defaults("PRTemperedAttentionGradient", walks="both", negative_weight=1.0))
     register_method("pr-tag-pm0.25", "PR-TAG± (λ=0.25)", "pr-xai",
-                    "PR-TAG's PageRank minus 0.25 x that of the negative walk: the encoders' default, chosen in "
-                    "the fourth round of docs/default_search.md; one pass (PR-XAI)",
+                    "PR-TAG's PageRank minus 0.25 x that of the negative walk: the encoders' former default, chosen "
+                    "in the fourth round of docs/default_search.md; one pass (PR-XAI)",
                     pr_factory("pr-tag-pm0.25", "PR-TAG± (λ=0.25)", "PRTemperedAttentionGradient", walks="both",
                                negative_weight=0.25),
                     defaults=pr_defaults("PRTemperedAttentionGradient", walks="both", negative_weight=0.25))
     register_method("pr-tag0.25-pm0.25", "PR-TAG± (γ=0.25, λ=0.25)", "pr-xai",
-                    "PR-TAG± (λ=0.25) on edges tempered less, (A^0.25 dA)+: the default of encoders of 12 or more "
-                    "layers, chosen in the seventh round of docs/default_search.md; one pass (PR-XAI)",
+                    "PR-TAG± (λ=0.25) on edges tempered less, (A^0.25 dA)+: a former default of encoders of 12 or "
+                    "more layers, chosen in the seventh round of docs/default_search.md; one pass (PR-XAI)",
                     pr_factory("pr-tag0.25-pm0.25", "PR-TAG± (γ=0.25, λ=0.25)", "PRTemperedAttentionGradient",
                                walks="both", negative_weight=0.25, attention_power=0.25),
                     defaults=pr_defaults("PRTemperedAttentionGradient", walks="both", negative_weight=0.25,
                                          attention_power=0.25))
     register_method("pr-tag0.25-pm0.25-gate0.5", "PR-TAG± (γ=0.25, λ=0.25, gate 0.5)", "pr-xai",
                     "PR-TAG± (γ=0.25, λ=0.25), or its positive walk alone on an example where the two walks' "
-                    "scores correlate above 0.5: the default of encoders of 12 or more layers, chosen in the ninth "
-                    "round of docs/default_search.md; one pass (PR-XAI)",
+                    "scores correlate above 0.5: the former default of encoders of 12 or more layers, chosen in the "
+                    "ninth round of docs/default_search.md; one pass (PR-XAI)",
                     pr_factory("pr-tag0.25-pm0.25-gate0.5", "PR-TAG± (γ=0.25, λ=0.25, gate 0.5)",
                                "PRTemperedAttentionGradient", walks="both", negative_weight=0.25, attention_power=0.25,
                                walk_gate=0.5),
                     defaults=pr_defaults("PRTemperedAttentionGradient", walks="both", negative_weight=0.25,
                                          attention_power=0.25, walk_gate=0.5))
-    hubs = [("pr-tag-pm0.25-hubs0.5", "PR-TAG± (λ=0.25, hubs 0.5)", "PR-TAG± (λ=0.25)",
+    hubs = [("pr-tag-pm0.25-hubs0.5", "PR-TAG± (λ=0.25, hubs 0.5)", "PR-TAG± (λ=0.25)", "under 12 layers",
              dict(walks="both", negative_weight=0.25)),
             ("pr-tag0.25-pm0.25-gate0.5-hubs0.5", "PR-TAG± (γ=0.25, λ=0.25, gate 0.5, hubs 0.5)",
-             "PR-TAG± (γ=0.25, λ=0.25, gate 0.5)",
+             "PR-TAG± (γ=0.25, λ=0.25, gate 0.5)", "of 12 or more layers",
              dict(walks="both", negative_weight=0.25, attention_power=0.25, walk_gate=0.5))]
-    for name, label, base, settings in hubs:
+    for name, label, base, depth, settings in hubs:
         register_method(name, label, "pr-xai",
                         f"{base} with each walk's PageRank weighted by its graph's global PageRank, x * g^0.5 "
-                        "(hub_power=0.5; eleventh round of docs/default_search.md); one pass (PR-XAI)",
+                        f"(hub_power=0.5): the default of encoders {depth}, chosen in the eleventh round of "
+                        "docs/default_search.md; one pass (PR-XAI)",
                         pr_factory(name, label, "PRTemperedAttentionGradient", hub_power=0.5, **settings),
                         defaults=pr_defaults("PRTemperedAttentionGradient", hub_power=0.5, **settings))
     att = [

@@ -98,6 +98,8 @@ def graph_title(label: str, graph: Any) -> str:
     title = f"{label}: the graph PageRank ran on{damping}\nedges: {words} (i -> j: token i attends to j)"
     if getattr(graph, "negative_adjacency", None) is not None:
         title += f"\npositive walk drawn; {walks_phrase(graph)}"
+    elif _walk_rank(graph) != "PageRank":
+        title += f"\nscores: the walk's {_walk_rank(graph)}"
     return title
 
 
@@ -105,12 +107,20 @@ def walks_phrase(graph: Any, index: int = 0) -> str:
     """How example ``index`` of ``graph`` (a :class:`~captum_prxai.GraphExplanation` that walks both signs)
     combines its two walks into scores, in words, for the titles of its pictures."""
     agreed = graph.gate_kept_positive
+    rank = _walk_rank(graph)
     if agreed is not None and bool(agreed[index]):
         return (f"the two walks agree (correlation above {float(graph.spec.walk_gate):g}), so the scores are the "
-                "positive walk's PageRank alone")
+                f"positive walk's {rank} alone")
     weight = float(graph.walk_weights[index])
     times = "" if weight == 1.0 else f"{weight:g} x "
-    return f"the scores are the positive walk's PageRank minus {times}the negative walk's"
+    return f"the scores are the positive walk's {rank} minus {times}the negative walk's"
+
+
+def _walk_rank(graph: Any) -> str:
+    """What a walk of ``graph`` contributes to the scores, in words: its PageRank, weighed by the graph's hubs
+    where the spec's ``hub_power`` is set."""
+    power = float(getattr(getattr(graph, "spec", None), "hub_power", 0.0) or 0.0)
+    return "PageRank" if not power else f"PageRank x its graph's global PageRank^{power:g} (hubs)"
 
 
 @dataclass
