@@ -20,6 +20,7 @@ came from: ``score_graph(spec, built)`` reproduces them.
 from __future__ import annotations
 
 import math
+from functools import partial
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Callable, Optional, Union
 
@@ -627,20 +628,19 @@ def score_graph(spec: GraphSpec, built: BuiltGraph) -> Tensor:
 def token_walks(spec: GraphSpec, built: BuiltGraph) -> list[tuple[Tensor, Tensor]]:
     """Each walk of a token graph (the positive one, then the negative one with ``walks="both"``) as
     ``(ranks, scores)``, both ``(B, T)`` summing to one: its personalised PageRank and the walk's scores, the same
-    unless ``spec.hub_power`` weighs them by the graph's hubs (:func:`hub_weighted`). Every PageRank (the walks',
-    and with ``hub_power`` each graph's global one) is solved in one batched call."""
+    unless ``spec.hub_power`` weighs them by the graph's hubs (:func:`hub_weighted`). The walks are solved in one
+    batched call, and with ``hub_power`` their graphs' global PageRank in a second call on the same tensor (no copy
+    of the graphs, which at long inputs are the largest tensors)."""
     assert built.adjacency is not None
-    graphs = [built.adjacency] + ([built.negative] if built.negative is not None else [])
-    teleports = [built.teleport] * len(graphs)
-    walks = len(graphs)
-    if spec.hub_power:  # the same graphs again, teleporting uniformly over the real tokens
-        graphs, teleports = graphs * 2, teleports + [built.mask.to(built.teleport.dtype)] * walks
-    solved = pagerank(torch.cat(graphs), spec.damping, personalization=torch.cat(teleports),
-                      node_mask=built.mask.repeat(len(graphs), 1), tol=spec.tol, max_iter=spec.max_iter)
-    parts = solved.chunk(len(graphs))
+    walks = 1 if built.negative is None else 2
+    graphs = built.adjacency if walks == 1 else torch.cat([built.adjacency, built.negative])
+    mask = built.mask.repeat(walks, 1)
+    solve = partial(pagerank, graphs, spec.damping, node_mask=mask, tol=spec.tol, max_iter=spec.max_iter)
+    ranks = solve(personalization=built.teleport.repeat(walks, 1)).chunk(walks)
     if not spec.hub_power:
-        return [(ranks, ranks) for ranks in parts]
-    return [(parts[i], hub_weighted(parts[i], parts[walks + i], spec.hub_power, built.mask)) for i in range(walks)]
+        return [(r, r) for r in ranks]
+    everywhere = solve().chunk(walks)  # uniform teleport over the real tokens
+    return [(r, hub_weighted(r, g, spec.hub_power, built.mask)) for r, g in zip(ranks, everywhere)]
 
 
 def hub_weighted(ranks: Tensor, global_ranks: Tensor, power: float, mask: Tensor) -> Tensor:
