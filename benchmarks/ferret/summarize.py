@@ -20,7 +20,8 @@ from scipy.stats import kendalltau, spearmanr
 LABELS = {"pr-tag": "PR-TAG", "pr-tag-pm": "PR-TAG±", "pr-tag-pm0.25": "PR-TAG± (λ=0.25)",
           "pr-tag0.25-pm0.25": "PR-TAG± (γ=0.25, λ=0.25)",
           "pr-tag0.25-pm0.25-gate0.5": "PR-TAG± (γ=0.25, λ=0.25, gate 0.5)", "pr-g": "PR-G", "pr-ag": "PR-AG", "gae": "GAE", "ig": "IG (LayerIG)",
-          "random": "Random"}
+          "random": "Random", "pr-tag-pm0.25-hubs0.5": "PR-TAG± (λ=0.25, hubs 0.5)",
+          "pr-tag0.25-pm0.25-gate0.5-hubs0.5": "PR-TAG± (γ=0.25, λ=0.25, gate 0.5, hubs 0.5)"}
 CELLS = ["minilm--movie-sentences", "mpnet--tweets", "smollm2--tweets"]
 MARK = "<!-- analysis -->"
 
