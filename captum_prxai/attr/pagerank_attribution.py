@@ -39,8 +39,8 @@ from captum_prxai.graph.spec import (
     GraphSpec,
     apply_sign,
     auto_attention_power,
-    auto_negative_weight,
     auto_hub_power,
+    auto_negative_weight,
     auto_walk_gate,
     auto_walks,
     build_graph,
@@ -72,8 +72,10 @@ class GraphExplanation:
     ``pagerank(adjacency, damping, personalization=teleport, node_mask=...)``
     reproduces ``scores`` (for the layered graph: its layer-0 nodes,
     renormalised; with ``signed``, up to the sign; with ``walks="both"``, minus
-    :attr:`walk_weights` times the PageRank of :attr:`negative_adjacency`), so a
-    drawing of ``adjacency`` always shows the graph the scores came from.
+    :attr:`walk_weights` times the PageRank of :attr:`negative_adjacency`; with
+    ``hub_power``, each walk's PageRank times its graph's global PageRank to that
+    power, :meth:`walk_scores`), so a drawing of ``adjacency`` always shows the
+    graph the scores came from.
     """
 
     scores: Tensor  #: ``(B, T)`` token scores, as :meth:`~PageRankAttribution.attribute` returns them

@@ -20,8 +20,8 @@ came from: ``score_graph(spec, built)`` reproduces them.
 from __future__ import annotations
 
 import math
-from functools import partial
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import TYPE_CHECKING, Any, Callable, Optional, Union
 
 import torch
@@ -327,11 +327,12 @@ class GraphSpec:
             the same graph's global PageRank ``g`` (uniform teleport, the same
             damping) raised to this power ``p`` in ``[0, 2]``, ``x ⊙ g^p``
             renormalised to sum to one (:func:`hub_weighted`), so tokens the
-            whole graph routes its traffic to (its hubs) rank higher. The
+            whole graph routes its traffic to (its hubs) rank higher: the
             reverse of the relative PageRank of Andersen, Chung and Lang,
-            divides by ``g``; the eleventh round of docs/default_search.md
-            measures ``p`` = 0.5 and 1 (and dividing, which loses). One more PageRank per walk, on the same graph; the gate
-            (``walk_gate``) still decides on the walks' own PageRank.
+            which divides by ``g``. The eleventh round of
+            docs/default_search.md measures ``p`` = 0.5 and 1 (and dividing,
+            which loses). One more PageRank per walk, on the same graph; the
+            gate (``walk_gate``) still decides on the walks' own PageRank.
             Default: 0 (the personalised PageRank alone;
             :class:`~captum_prxai.PageRankAttribution` resolves its own
             ``"auto"`` by architecture: :func:`auto_hub_power`).
@@ -648,11 +649,11 @@ def hub_weighted(ranks: Tensor, global_ranks: Tensor, power: float, mask: Tensor
     ``mask``, renormalised to sum to one over each row (``power = 0`` gives ``ranks`` back, renormalised).
 
     A negative ``power`` divides by the hubs instead: ``power = −1`` is the relative PageRank ``x / g`` of
-    Andersen, Chung and Lang (2007), which ranks a node by how much more the personalised walk visits it than
-    a walk from anywhere.
+    Andersen, Chung and Lang (2006), which ranks a node by how much more the personalised walk visits it than
+    a walk from anywhere (the benchmark's ratio candidates; :class:`GraphSpec` allows ``0 ≤ p ≤ 2`` only).
 
     References:
-        R. Andersen, F. Chung, K. Lang. *Using PageRank to locally partition a graph.* Internet Mathematics, 2007.
+        R. Andersen, F. Chung, K. Lang. *Local graph partitioning using PageRank vectors.* FOCS 2006.
     """
     weighted = ranks * global_ranks.clamp_min(1e-30).pow(power) * mask.to(ranks.dtype)
     return weighted / weighted.sum(-1, keepdim=True)
