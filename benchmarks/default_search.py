@@ -262,6 +262,9 @@ CANDIDATES: Dict[str, Dict[str, Any]] = {
     "ds:pow0.25:pm0.25:gate0.5:rel-1": {"edge_weight": "pow0.25"},
     "ds:pow0.5:pm0.25:rel-0.5": {"edge_weight": "pow0.5"},
     "ds:pow0.5:pm0.25:rel-1": {"edge_weight": "pow0.5"},
+    # the decoders' default (PR-TAG±, λ = 1) with hubs raised: a first look on the one cached decoder tune half
+    "ds:pow0.5:pm:rel-0.5": {"edge_weight": "pow0.5"},
+    "ds:pow0.5:pm:rel-1": {"edge_weight": "pow0.5"},
     "ds:pow0.25:pm0.25:gate0.5:rel0.5": {"edge_weight": "pow0.25"},
     "ds:pow0.5:pm0.25:rel0.5": {"edge_weight": "pow0.5"},
     # eleventh round: the 12-layer default (γ = 0.25, λ = 0.25, gate 0.5) at damping 0.85 (the sixth round's lead)
@@ -274,7 +277,7 @@ SIGNED_WALKS = {"ds:pow0.5:pm", "ds:pow0.5:lp:pm", "ds:pow0.5:pm0.5", "ds:pow0.5
                 "ds:pow0.25:pm0.25*absixg", "ds:pow0.25:pm0.25:gate0.5", "ds:pow0.5:pm0.25:gate0.5",
                 "ds:pow0.25:pm0.25:gate0.5:rel0.5", "ds:pow0.5:pm0.25:rel0.5", "ds:pow0.25:pm0.25:gate0.5:d0.85",
                 "ds:pow0.25:pm0.25:gate0.5:rel-0.5", "ds:pow0.25:pm0.25:gate0.5:rel-1", "ds:pow0.5:pm0.25:rel-0.5",
-                "ds:pow0.5:pm0.25:rel-1"}
+                "ds:pow0.5:pm0.25:rel-1", "ds:pow0.5:pm:rel-0.5", "ds:pow0.5:pm:rel-1"}
 #: two walks, demoting only: a token keeps its positive-walk score P⁺ when P⁺ ≥ P⁻ and gets P⁺ − P⁻ < 0
 #: otherwise, so PR-TAG's order is kept among the net-positive tokens and the net-negative ones rank last
 DEMOTE = {"ds:pow0.5:pmd"}
@@ -288,7 +291,8 @@ NEGATIVE_WEIGHT: Dict[str, Any] = {"ds:pow0.5:pm0.5": 0.5, "ds:pow0.5:pmw": "mas
                                    "ds:pow0.5:pm0.25:gate0.5": 0.25, "ds:pow0.25:pm0.25:gate0.5:rel0.5": 0.25,
                                    "ds:pow0.5:pm0.25:rel0.5": 0.25, "ds:pow0.25:pm0.25:gate0.5:d0.85": 0.25,
                                    "ds:pow0.25:pm0.25:gate0.5:rel-0.5": 0.25, "ds:pow0.25:pm0.25:gate0.5:rel-1": 0.25,
-                                   "ds:pow0.5:pm0.25:rel-0.5": 0.25, "ds:pow0.5:pm0.25:rel-1": 0.25}
+                                   "ds:pow0.5:pm0.25:rel-0.5": 0.25, "ds:pow0.5:pm0.25:rel-1": 0.25,
+                                   "ds:pow0.5:pm:rel-0.5": 1.0, "ds:pow0.5:pm:rel-1": 1.0}
 #: gated walks, per example: the positive walk alone when the two walks' scores correlate above the threshold over
 #: the real tokens other than the explained one (:func:`walk_correlation`), else the two walks ``P⁺ − λ P⁻``; the
 #: same single pass (run by the library's ``walk_gate``)
@@ -304,7 +308,8 @@ GATE: Dict[str, float] = {"ds:pow0.25:pm0.25:gate0.5": 0.5, "ds:pow0.5:pm0.25:ga
 RELATIVE: Dict[str, float] = {"ds:pow0.25:rel": 1.0, "ds:pow0.25:rel0.5": 0.5, "ds:pow0.25:rel-0.5": -0.5,
                               "ds:pow0.25:pm0.25:gate0.5:rel0.5": 0.5, "ds:pow0.5:pm0.25:rel0.5": 0.5,
                               "ds:pow0.25:pm0.25:gate0.5:rel-0.5": -0.5, "ds:pow0.25:pm0.25:gate0.5:rel-1": -1.0,
-                              "ds:pow0.5:pm0.25:rel-0.5": -0.5, "ds:pow0.5:pm0.25:rel-1": -1.0}
+                              "ds:pow0.5:pm0.25:rel-0.5": -0.5, "ds:pow0.5:pm0.25:rel-1": -1.0,
+                              "ds:pow0.5:pm:rel-0.5": -0.5, "ds:pow0.5:pm:rel-1": -1.0}
 NORM_WEIGHTED = {"ds:pow0.5:l2w"}
 #: leaky walks: the same built graphs (``attribute_graph``), each walked with row ``i`` divided by
 #: ``s_i = d_i^(1−β) · max_k d_k^β`` instead of its out-weight ``d_i`` (β = 1: one scale for the whole graph, so
@@ -373,6 +378,8 @@ ELEVENTH_HUBS = ["ds:pow0.25:pm0.25:gate0.5:rel-0.5", "ds:pow0.25:pm0.25:gate0.5
 ELEVENTH = GATED + [ELEVENTH_D85, "ds:pow0.25:pm0.25", "ds:pow0.25"] + ELEVENTH_RELATIVE + ELEVENTH_HUBS
 #: the 6-layer encoder's default (``FOURTH_LEAD``, defined below) with hubs raised
 ELEVENTH_MINILM = ["ds:pow0.5:pm0.25:rel-0.5", "ds:pow0.5:pm0.25:rel-1"]
+#: the decoders' default (PR-TAG±, ``ds:pow0.5:pm``) and the same walks with hubs raised ('eleventh-decoders')
+ELEVENTH_DECODERS = ["ds:pow0.5:pm", "ds:pow0.5:pm:rel-0.5", "ds:pow0.5:pm:rel-1"]
 TUNE_METHODS = [m for m in CANDIDATES if m not in EXTRA and m not in LATER and m not in FOURTH and m not in FIFTH
                 and m not in SIXTH and m not in SEVENTH and m not in SEVENTH_DECODERS and m not in EIGHTH_NEW
                 and m not in GATE and m not in RELATIVE and m != ELEVENTH_D85] \
@@ -1711,7 +1718,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                   "eighth": EIGHTH, "ninth": NINTH, "gated": GATED, "tenth": TENTH,
                   "eleventh": ELEVENTH, "eleventh-d85": GATED + [ELEVENTH_D85],
                   "eleventh-hubs": GATED + ELEVENTH_HUBS,
-                  "eleventh-minilm": [FOURTH_LEAD] + ELEVENTH_MINILM}
+                  "eleventh-minilm": [FOURTH_LEAD] + ELEVENTH_MINILM, "eleventh-decoders": ELEVENTH_DECODERS}
         methods += groups[item] if item in groups else [item] if item else []
     if args.half == "holdout" and args.cell and not args.tables and "tune" in args.methods.split(","):
         parser.error("the held-out half only confirms: pass --methods with the chosen candidate and references")
