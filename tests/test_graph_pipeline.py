@@ -130,16 +130,20 @@ def _negative_tempered(attention, grad):
     return attention.clamp(min=0).sqrt() * (-grad).clamp(min=0)
 
 
+def _walk_setup(model, batch):
+    """A tiny model, its batch, its attention layers and the keyword arguments every walk test attributes with."""
+    ids, mask = batch
+    return model, ids, mask, cp.attention_layers(model), dict(target=1, additional_forward_args=(mask,),
+                                                               attention_mask=mask)
+
+
 @pytest.mark.parametrize("kind", ["bert", "llama"])
 @pytest.mark.parametrize("tile_bytes", [None, 64])
 def test_both_walks_are_the_positive_minus_the_negative_walk_from_one_pass(kind, tile_bytes, tiny_model_factory,
                                                                            tiny_batch):
     from captum_prxai.hooks import tile_budget
 
-    model = tiny_model_factory(kind)
-    ids, mask = tiny_batch
-    layers = cp.attention_layers(model)
-    kw = dict(target=1, additional_forward_args=(mask,), attention_mask=mask)
+    model, ids, mask, layers, kw = _walk_setup(tiny_model_factory(kind), tiny_batch)
     both = cp.PRTemperedAttentionGradient(forward_for(model), layers, walks="both", negative_weight=1.0)
     positive = cp.PRTemperedAttentionGradient(forward_for(model), layers)
     negative = cp.PageRankAttribution(forward_for(model), layers, edge_weight=_negative_tempered, walks="positive",
@@ -169,10 +173,7 @@ def test_both_walks_are_the_positive_minus_the_negative_walk_from_one_pass(kind,
 
 @pytest.mark.parametrize("weight", [0.0, 0.5])
 def test_negative_weight_scales_the_negative_walk(weight, tiny_model_factory, tiny_batch):
-    model = tiny_model_factory("bert")
-    ids, mask = tiny_batch
-    layers = cp.attention_layers(model)
-    kw = dict(target=1, additional_forward_args=(mask,), attention_mask=mask)
+    model, ids, mask, layers, kw = _walk_setup(tiny_model_factory("bert"), tiny_batch)
     weighted = cp.PRTemperedAttentionGradient(forward_for(model), layers, walks="both", negative_weight=weight)
     positive = cp.PRTemperedAttentionGradient(forward_for(model), layers)
     negative = cp.PageRankAttribution(forward_for(model), layers, edge_weight=_negative_tempered, walks="positive",
@@ -201,10 +202,7 @@ def _pearson(a, b):
 def test_the_walk_gate_keeps_the_positive_walk_where_the_walks_correlate(kind, tiny_model_factory, tiny_batch):
     from captum_prxai.graph.spec import walk_correlation
 
-    model = tiny_model_factory(kind)
-    ids, mask = tiny_batch
-    layers = cp.attention_layers(model)
-    kw = dict(target=1, additional_forward_args=(mask,), attention_mask=mask)
+    model, ids, mask, layers, kw = _walk_setup(tiny_model_factory(kind), tiny_batch)
     positive = cp.PRTemperedAttentionGradient(forward_for(model), layers).attribute(ids, **kw)
     negative = cp.PageRankAttribution(forward_for(model), layers, edge_weight=_negative_tempered,
                                       walks="positive", hub_power=0).attribute(ids, **kw)
@@ -565,10 +563,7 @@ def test_registry_pr_tag_pm_quarter_is_the_weighted_two_way_walk(tiny_model_fact
 
 @pytest.mark.parametrize("kind", ["bert", "llama"])
 def test_hub_power_weighs_each_walk_by_its_graphs_global_pagerank(kind, tiny_model_factory, tiny_batch):
-    model = tiny_model_factory(kind)
-    ids, mask = tiny_batch
-    layers = cp.attention_layers(model)
-    kw = dict(target=1, additional_forward_args=(mask,), attention_mask=mask)
+    model, ids, mask, layers, kw = _walk_setup(tiny_model_factory(kind), tiny_batch)
     settings = dict(walks="both", negative_weight=0.25, walk_gate=0.0)
     plain = cp.PRTemperedAttentionGradient(forward_for(model), layers, **settings).attribute_graph(ids, **kw)
     hubs = cp.PRTemperedAttentionGradient(forward_for(model), layers, hub_power=0.5, **settings)
