@@ -378,7 +378,7 @@ class PageRankAttribution(AttentionGraphAttribution):
         if isinstance(walk_gate, str) and walk_gate == "auto":
             walk_gate = auto_walk_gate(layers_are_causal(self.layers), len(self.layers))
         if isinstance(hub_power, str) and hub_power == "auto":
-            hub_power = 0.0 if graph != "token" else auto_hub_power(layers_are_causal(self.layers), len(self.layers))
+            hub_power = auto_hub_power(layers_are_causal(self.layers), len(self.layers), graph)
         #: every graph option, checked once; the attributes below mirror it
         self.spec = GraphSpec(
             edge_weight=edge_weight, head_reduction=head_reduction, graph=graph, residual=residual,

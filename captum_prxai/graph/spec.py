@@ -192,8 +192,9 @@ def auto_walk_gate(causal: bool, depth: int) -> Optional[float]:
 ENCODER_HUB_POWER = 0.5
 
 
-def auto_hub_power(causal: bool, depth: int) -> float:
-    """The ``p`` of ``hub_power="auto"``: 0.5 on encoders (bidirectional attention), 0 on decoders.
+def auto_hub_power(causal: bool, depth: int, graph: str = "token") -> float:
+    """The ``p`` of ``hub_power="auto"``: 0.5 on encoders (bidirectional attention), 0 on decoders and on the
+    layered graph (which has no global walk to weigh by).
 
     Chosen by the worst case on the tune halves (docs/default_search.md,
     eleventh round): over eleven encoder tune halves of both depths, weighing
@@ -204,7 +205,7 @@ def auto_hub_power(causal: bool, depth: int) -> float:
     decoders keep 0. ``causal`` and ``depth`` as in
     :func:`auto_attention_power` (the rule does not depend on depth).
     """
-    return 0.0 if causal else ENCODER_HUB_POWER
+    return 0.0 if causal or graph != "token" else ENCODER_HUB_POWER
 
 
 def walk_correlation(positive: Tensor, negative: Tensor, ordinary: Tensor) -> Tensor:
