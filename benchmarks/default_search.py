@@ -269,7 +269,26 @@ CANDIDATES: Dict[str, Dict[str, Any]] = {
     "ds:pow0.5:pm0.25:rel0.5": {"edge_weight": "pow0.5"},
     # eleventh round: the 12-layer default (γ = 0.25, λ = 0.25, gate 0.5) at damping 0.85 (the sixth round's lead)
     "ds:pow0.25:pm0.25:gate0.5:d0.85": {"edge_weight": "pow0.25", "damping": 0.85},
+    # twelfth round (the 12-layer encoder's long tune halves): the default (hubs 0.5) with one graph option changed
+    # (see LAYER_SHARE for the layer subsets), hubs 2, and the global PageRank alone (uniform teleport, no hubs)
+    "ds:pow0.25:pm0.25:gate0.5:rel-0.5:late0.5": {"edge_weight": "pow0.25"},
+    "ds:pow0.25:pm0.25:gate0.5:rel-0.5:late0.25": {"edge_weight": "pow0.25"},
+    "ds:pow0.25:pm0.25:gate0.5:rel-0.5:early0.5": {"edge_weight": "pow0.25"},
+    "ds:pow0.25:pm0.25:gate0.5:rel-0.5:nl": {"edge_weight": "pow0.25", "normalize_layers": True},
+    "ds:pow0.25:pm0.25:gate0.5:rel-0.5:d0.5": {"edge_weight": "pow0.25", "damping": 0.5},
+    "ds:pow0.25:pm0.25:gate0.5:rel-0.5:max": {"edge_weight": "pow0.25", "head_reduction": "max"},
+    "ds:pow0.25:pm0.25:gate0.5:max:rel-1": {"edge_weight": "pow0.25", "head_reduction": "max"},
+    "ds:pow0.25:pm0.25:gate0.5:rel-2": {"edge_weight": "pow0.25"},
+    "ds:pow0.25:pm0.25:gate0.5:uniform": {"edge_weight": "pow0.25", "teleport": "uniform"},
 }
+#: the twelfth round's candidates: the 12-layer default's gated walks with one option changed
+TWELFTH_NEW = [k for k in CANDIDATES if k.startswith("ds:pow0.25:pm0.25:gate0.5:") and k.split(":", 4)[4] in (
+    "rel-0.5:late0.5", "rel-0.5:late0.25", "rel-0.5:early0.5", "rel-0.5:nl", "rel-0.5:d0.5", "rel-0.5:max",
+    "max:rel-1", "rel-2", "uniform")]
+#: a walk on part of the attention layers: name -> (which end, share of the layers), e.g. ("late", 0.5) the last half
+LAYER_SHARE: Dict[str, Tuple[str, float]] = {"ds:pow0.25:pm0.25:gate0.5:rel-0.5:late0.5": ("late", 0.5),
+                                             "ds:pow0.25:pm0.25:gate0.5:rel-0.5:late0.25": ("late", 0.25),
+                                             "ds:pow0.25:pm0.25:gate0.5:rel-0.5:early0.5": ("early", 0.5)}
 #: candidates with a negative walk subtracted (see SIGNED_WALKS) and with gradient-norm layer weights
 SIGNED_WALKS = {"ds:pow0.5:pm", "ds:pow0.5:lp:pm", "ds:pow0.5:pm0.5", "ds:pow0.5:pmw", "ds:pow0.5:pmd",
                 "ds:pow0.5:pm0.25", "ds:pow0.5:pm0.75", "ds:pow0.5:pm0.25:d0.5", "ds:pow0.5:pm0.25:d0.85",
@@ -277,7 +296,7 @@ SIGNED_WALKS = {"ds:pow0.5:pm", "ds:pow0.5:lp:pm", "ds:pow0.5:pm0.5", "ds:pow0.5
                 "ds:pow0.25:pm0.25*absixg", "ds:pow0.25:pm0.25:gate0.5", "ds:pow0.5:pm0.25:gate0.5",
                 "ds:pow0.25:pm0.25:gate0.5:rel0.5", "ds:pow0.5:pm0.25:rel0.5", "ds:pow0.25:pm0.25:gate0.5:d0.85",
                 "ds:pow0.25:pm0.25:gate0.5:rel-0.5", "ds:pow0.25:pm0.25:gate0.5:rel-1", "ds:pow0.5:pm0.25:rel-0.5",
-                "ds:pow0.5:pm0.25:rel-1", "ds:pow0.5:pm:rel-0.5", "ds:pow0.5:pm:rel-1"}
+                "ds:pow0.5:pm0.25:rel-1", "ds:pow0.5:pm:rel-0.5", "ds:pow0.5:pm:rel-1", *TWELFTH_NEW}
 #: two walks, demoting only: a token keeps its positive-walk score P⁺ when P⁺ ≥ P⁻ and gets P⁺ − P⁻ < 0
 #: otherwise, so PR-TAG's order is kept among the net-positive tokens and the net-negative ones rank last
 DEMOTE = {"ds:pow0.5:pmd"}
@@ -292,13 +311,15 @@ NEGATIVE_WEIGHT: Dict[str, Any] = {"ds:pow0.5:pm0.5": 0.5, "ds:pow0.5:pmw": "mas
                                    "ds:pow0.5:pm0.25:rel0.5": 0.25, "ds:pow0.25:pm0.25:gate0.5:d0.85": 0.25,
                                    "ds:pow0.25:pm0.25:gate0.5:rel-0.5": 0.25, "ds:pow0.25:pm0.25:gate0.5:rel-1": 0.25,
                                    "ds:pow0.5:pm0.25:rel-0.5": 0.25, "ds:pow0.5:pm0.25:rel-1": 0.25,
-                                   "ds:pow0.5:pm:rel-0.5": 1.0, "ds:pow0.5:pm:rel-1": 1.0}
+                                   "ds:pow0.5:pm:rel-0.5": 1.0, "ds:pow0.5:pm:rel-1": 1.0,
+                                   **{k: 0.25 for k in TWELFTH_NEW}}
 #: gated walks, per example: the positive walk alone when the two walks' scores correlate above the threshold over
 #: the real tokens other than the explained one (:func:`walk_correlation`), else the two walks ``P⁺ − λ P⁻``; the
 #: same single pass (run by the library's ``walk_gate``)
 GATE: Dict[str, float] = {"ds:pow0.25:pm0.25:gate0.5": 0.5, "ds:pow0.5:pm0.25:gate0.5": 0.5,
                           "ds:pow0.25:pm0.25:gate0.5:rel0.5": 0.5, "ds:pow0.25:pm0.25:gate0.5:d0.85": 0.5,
-                          "ds:pow0.25:pm0.25:gate0.5:rel-0.5": 0.5, "ds:pow0.25:pm0.25:gate0.5:rel-1": 0.5}
+                          "ds:pow0.25:pm0.25:gate0.5:rel-0.5": 0.5, "ds:pow0.25:pm0.25:gate0.5:rel-1": 0.5,
+                          **{k: 0.5 for k in TWELFTH_NEW}}
 #: relative PageRank: each walk's personalised PageRank ``x`` divided by ``g^β``, ``g`` the global PageRank of the same
 #: graph (uniform teleport over the real tokens, same damping), so a token that every walk reaches (a hub of the
 #: graph) ranks by how much more the explained token's walk reaches it than a walk from anywhere. β = 1 is the ratio
@@ -309,7 +330,8 @@ RELATIVE: Dict[str, float] = {"ds:pow0.25:rel": 1.0, "ds:pow0.25:rel0.5": 0.5, "
                               "ds:pow0.25:pm0.25:gate0.5:rel0.5": 0.5, "ds:pow0.5:pm0.25:rel0.5": 0.5,
                               "ds:pow0.25:pm0.25:gate0.5:rel-0.5": -0.5, "ds:pow0.25:pm0.25:gate0.5:rel-1": -1.0,
                               "ds:pow0.5:pm0.25:rel-0.5": -0.5, "ds:pow0.5:pm0.25:rel-1": -1.0,
-                              "ds:pow0.5:pm:rel-0.5": -0.5, "ds:pow0.5:pm:rel-1": -1.0}
+                              "ds:pow0.5:pm:rel-0.5": -0.5, "ds:pow0.5:pm:rel-1": -1.0,
+                              **{k: float(k.split(":rel", 1)[1].split(":")[0]) for k in TWELFTH_NEW if ":rel" in k}}
 NORM_WEIGHTED = {"ds:pow0.5:l2w"}
 #: leaky walks: the same built graphs (``attribute_graph``), each walked with row ``i`` divided by
 #: ``s_i = d_i^(1−β) · max_k d_k^β`` instead of its out-weight ``d_i`` (β = 1: one scale for the whole graph, so
@@ -380,6 +402,9 @@ ELEVENTH = GATED + [ELEVENTH_D85, "ds:pow0.25:pm0.25", "ds:pow0.25"] + ELEVENTH_
 ELEVENTH_MINILM = ["ds:pow0.5:pm0.25:rel-0.5", "ds:pow0.5:pm0.25:rel-1"]
 #: the decoders' default (PR-TAG±, ``ds:pow0.5:pm``) and the same walks with hubs raised ('eleventh-decoders')
 ELEVENTH_DECODERS = ["ds:pow0.5:pm", "ds:pow0.5:pm:rel-0.5", "ds:pow0.5:pm:rel-1"]
+#: 'twelfth': the 12-layer default (hubs 0.5) and hubs 1 (eleventh round), against the default with one option changed
+#: (TWELFTH_NEW), on the 12-layer encoder's long tune halves (MPNet reviews and BBC News), where LIG still leads
+TWELFTH = ELEVENTH_HUBS + TWELFTH_NEW
 TUNE_METHODS = [m for m in CANDIDATES if m not in EXTRA and m not in LATER and m not in FOURTH and m not in FIFTH
                 and m not in SIXTH and m not in SEVENTH and m not in SEVENTH_DECODERS and m not in EIGHTH_NEW
                 and m not in GATE and m not in RELATIVE and m != ELEVENTH_D85] \
@@ -406,6 +431,10 @@ def register_candidates() -> None:
             if name in LOG_PROB:
                 forward_func = _log_prob(forward_func)
             layers = captum_prxai.attention_layers(model)
+            if name in LAYER_SHARE:  # a walk on the first or last share of the layers
+                end, share = LAYER_SHARE[name]
+                keep = max(1, round(len(layers) * share))
+                layers = list(layers)[-keep:] if end == "late" else list(layers)[:keep]
             if name in RELATIVE and name in SIGNED_WALKS and name not in GATE:
                 kwargs.update(walks="both", negative_weight=NEGATIVE_WEIGHT[name])
             if RELATIVE.get(name, 1.0) <= 0:  # raising the hubs (or neither): the library's hub_power scores it
@@ -797,6 +826,7 @@ EIGHTH_DIR = RESULTS / "eighth"
 NINTH_DIR = RESULTS / "ninth"
 TENTH_DIR = RESULTS / "tenth"
 ELEVENTH_DIR = RESULTS / "eleventh"
+TWELFTH_DIR = RESULTS / "twelfth"
 #: the rounds written by ``_round_table``: flag -> (folder, methods, title, file, candidates ranked by the rule)
 ROUNDS = {
     "--fifth-table": (FIFTH_DIR, FIFTH, "Fifth round: the default's damping, and LIG-50 on the tune halves", "fifth.md",
@@ -820,6 +850,9 @@ ROUNDS = {
     "--eleventh-table": (ELEVENTH_DIR, ELEVENTH + ELEVENTH_MINILM + ["ig"],
                          "Eleventh round: the 12-layer default at damping 0.85, and relative PageRank", "eleventh.md",
                          ("rule:depth-gate", "rule:depth-gate-hubs", "rule:depth-gate-hubs0.5")),
+    "--twelfth-table": (TWELFTH_DIR, TWELFTH + ["ig"],
+                        "Twelfth round: the 12-layer default's graph options on its long tune halves", "twelfth.md",
+                        ()),
 }
 #: a round whose worst case runs over other rounds' tune halves too: flag -> the rounds' folders (each half from the
 #: first folder that has it)
@@ -857,7 +890,10 @@ ROUND_LEADS: Dict[str, Tuple[str, str, str]] = {
     "--ninth-table": _MPNET_LEAD,
     "--eleventh-table": (GATED[0], "pr-tag0.25-pm0.25-gate0.5",
                          "the 12-layer encoders' default: A^0.25 ⊙ dA⁺ edges, two walks, λ = 0.25, gate 0.5, "
-                         "damping 0.7")}
+                         "damping 0.7"),
+    "--twelfth-table": (ELEVENTH_HUBS[0], "pr-tag0.25-pm0.25-gate0.5-hubs0.5",
+                        "the 12-layer encoders' default: A^0.25 ⊙ dA⁺ edges, two walks, λ = 0.25, gate 0.5, "
+                        "hubs 0.5, damping 0.7")}
 #: the encoders' default, the lead of the other rounds
 _ENCODER_LEAD = (FOURTH_LEAD, "pr-tag-pm0.25", "PR-TAG's edges, two walks, λ = 0.25, damping 0.7")
 #: rules ranked beside the candidates: per architecture, the candidate whose rows the rule takes on its halves.
@@ -1292,6 +1328,47 @@ ROUND_SECTIONS: Dict[str, Callable[[Sequence[Path], Path], List[str]]] = {
     "--tenth-table": _tenth_gate_lines}
 
 
+#: rounds whose table has a row per construction and, per half, the two metrics and the bins where LIG's lead sits
+#: (comprehensiveness at 50% removed, sufficiency at 1% kept): flag -> those bins
+ROUND_BINS: Dict[str, Tuple[str, ...]] = {"--twelfth-table": ("comprehensiveness@50", "sufficiency@1")}
+
+
+def _read_bins(path: Path, columns: Sequence[str]) -> Values:
+    """``{column: {method: {example: value}}}`` of a run's ``results.csv`` for the named columns."""
+    values: Values = {c: {} for c in columns}
+    with path.open(newline="", encoding="utf-8") as fh:
+        for row in csv.DictReader(fh):
+            for column in columns:
+                values[column].setdefault(row["method"], {})[int(row["example"])] = float(row[column])
+    return values
+
+
+def _by_construction_lines(flag: str, folder: Path, lead: str, others: Sequence[str]) -> List[str]:
+    """A row per construction: on each tune half, construction − the default on both metrics, then on each bin of
+    :data:`ROUND_BINS` (paired over the half's common examples)."""
+    bins = ROUND_BINS[flag]
+    halves = [(cell, folder / "tune" / cell.name / "results.csv") for cell in CELLS.values()
+              if (folder / "tune" / cell.name / "results.csv").is_file()]
+    read = [(cell, _read_csv(path), _read_bins(path, bins)) for cell, path in halves]
+    header = ["construction"] + [f"{cell.name} (n={len(set(values['comprehensiveness'].get(lead, {}))):d})"
+                                 for cell, values, _ in read]
+    header += [f"{cell.name} {b.replace('comprehensiveness', 'comp.').replace('sufficiency', 'suff.')}%"
+               for cell, _, _ in read for b in bins]
+    rows = []
+    for m in others:
+        row = ["LIG-50" if m == "ig" else f"`{m}`"]
+        row += [_paired(values, m, lead)[1] or "–" for _, values, _ in read]
+        for _, _, binned in read:
+            for b in bins:
+                a, d = binned[b].get(m), binned[b].get(lead)
+                common = sorted(set(a) & set(d)) if a and d else []
+                row.append(_fmt(*_mean_sem([a[e] - d[e] for e in common])) if common else "–")
+        rows.append(row)
+    return (_table(header, rows) + ["", "Construction − the default, comprehensiveness ↑ / sufficiency ↓; the bin "
+                                    "columns are the same difference at one bin (comp.@50: half the tokens removed, "
+                                    "most important first; suff.@1: the top 1% kept)."])
+
+
 def _round_table(flag: str, path: Optional[Path] = None) -> Path:
     """``results/default-search/<round>.md``: a round's constructions against the default (``ds:pow0.5:pm0.25``, or
     the round's own in :data:`ROUND_LEADS`, rerun in the same process) on the tune halves; the pairing check is the
@@ -1309,6 +1386,11 @@ def _round_table(flag: str, path: Optional[Path] = None) -> Path:
         if architecture not in ("values", "matrix"):
             lines += [f"On the {architecture} halves a column shows that architecture's own rows: "
                       + "; ".join(f"`{own[m]}` for `{m}`" for m in own) + ".", ""]
+    if flag in ROUND_BINS:
+        path = path or RESULTS / name
+        path.write_text("\n".join(lines + _by_construction_lines(flag, folder, lead, others) + [""]),
+                        encoding="utf-8")
+        return path
     rows = []
     for cell, values, _, difference in _round_runs(folder, lead):
         if augment is not None:
@@ -1698,6 +1780,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                         help="write results/default-search/tenth.md: the gate on the 6-layer encoder's tune halves, "
                              "and the rule's worst case with the gate on every encoder over the tenth, ninth and "
                              "eighth rounds' halves (the nine encoder tune halves)")
+    parser.add_argument("--twelfth-table", action="store_true",
+                        help="write results/default-search/twelfth.md: the 12-layer default with one graph option "
+                             "changed (layer subsets, per-layer mass, damping 0.5, max over heads, hubs 1 and 2, the "
+                             "global PageRank) on its long tune halves, with the bins where LIG leads")
     parser.add_argument("--eleventh-table", action="store_true",
                         help="write results/default-search/eleventh.md: damping 0.85 on the 12-layer default and "
                              "relative PageRank (hubs raised or lowered) against each encoder's default on the eleven "
@@ -1718,7 +1804,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                   "eighth": EIGHTH, "ninth": NINTH, "gated": GATED, "tenth": TENTH,
                   "eleventh": ELEVENTH, "eleventh-d85": GATED + [ELEVENTH_D85],
                   "eleventh-hubs": GATED + ELEVENTH_HUBS,
-                  "eleventh-minilm": [FOURTH_LEAD] + ELEVENTH_MINILM, "eleventh-decoders": ELEVENTH_DECODERS}
+                  "eleventh-minilm": [FOURTH_LEAD] + ELEVENTH_MINILM, "eleventh-decoders": ELEVENTH_DECODERS,
+                  "twelfth": TWELFTH}
         methods += groups[item] if item in groups else [item] if item else []
     if args.half == "holdout" and args.cell and not args.tables and "tune" in args.methods.split(","):
         parser.error("the held-out half only confirms: pass --methods with the chosen candidate and references")

@@ -1585,3 +1585,69 @@ def test_the_library_gate_in_the_matrix_is_checked_against_the_rounds_picks(tmp_
     _write_results(tmp_path / "matrix2" / "mpnet--tweets", [(0, two, 0.5, 0.2)])
     monkeypatch.setattr(default_search, "MATRIX_DIR", tmp_path / "matrix2")
     assert default_search._library_gate_lines(tmp_path / "round") == []
+
+
+def test_twelfth_round_layer_shares_walk_on_that_part_of_the_layers_with_the_defaults_other_settings(tiny):
+    """The twelfth round's layer-subset candidates are the 12-layer default (hubs 0.5, gate 0.5, λ = 0.25) on the
+    first or last share of the attention layers; its other candidates change one option each."""
+    import captum_prxai
+    from captum_prxai.methods.registry import METHODS, MethodContext
+
+    default_search = _default_search()
+    default_search.register_candidates()
+    model, tokenizer = tiny
+    enc = tokenizer(["good film but a dull plot"], return_tensors="pt")
+    ids, mask = enc["input_ids"], enc["attention_mask"]
+    layers = list(captum_prxai.attention_layers(model))
+
+    def forward(input_ids, attention_mask=None):
+        return model(input_ids, attention_mask=attention_mask).logits
+
+    settings = dict(edge_weight="tempered_attention_gradient", attention_power=0.25, walks="both",
+                    negative_weight=0.25, walk_gate=0.5, hub_power=0.5)
+    for name, part in (("ds:pow0.25:pm0.25:gate0.5:rel-0.5:late0.5", layers[1:]),
+                       ("ds:pow0.25:pm0.25:gate0.5:rel-0.5:early0.5", layers[:1])):
+        explainer = METHODS[name].factory(model, forward, MethodContext())
+        assert list(explainer.attribution.layers) == part
+        expected = captum_prxai.PageRankAttribution(forward, part, **settings)
+        got = explainer(ids, mask, torch.zeros_like(ids), torch.tensor([1]))
+        torch.testing.assert_close(got, expected.attribute(ids, target=1, additional_forward_args=(mask,)))
+    spec = METHODS["ds:pow0.25:pm0.25:gate0.5:rel-2"].factory(model, forward, MethodContext()).attribution.spec
+    assert (spec.hub_power, spec.walk_gate, spec.negative_weight, spec.edge_weight.gamma) == (2.0, 0.5, 0.25, 0.25)
+    spec = METHODS["ds:pow0.25:pm0.25:gate0.5:uniform"].factory(model, forward, MethodContext()).attribution.spec
+    assert (spec.teleport, spec.hub_power) == ("uniform", 0.0)
+    spec = METHODS["ds:pow0.25:pm0.25:gate0.5:max:rel-1"].factory(model, forward, MethodContext()).attribution.spec
+    assert (spec.head_reduction, spec.hub_power) == ("max", 1.0)
+
+
+def test_twelfth_table_has_a_row_per_construction_with_the_bins_where_lig_leads(tmp_path, monkeypatch):
+    import csv
+
+    default_search = _default_search()
+    flag = "--twelfth-table"
+    lead = default_search.ROUND_LEADS[flag][0]
+    assert lead == "ds:pow0.25:pm0.25:gate0.5:rel-0.5"
+    other = "ds:pow0.25:pm0.25:gate0.5:rel-0.5:nl"
+    cell = "mpnet--bbc-news"
+    folder = tmp_path / "twelfth" / "tune" / cell
+    folder.mkdir(parents=True)
+    fields = ["example", "method", "comprehensiveness", "sufficiency", "comprehensiveness@50", "sufficiency@1"]
+    # other − default: comp. +0.1, +0.3 (+0.200 ± 0.100); suff. 0, −0.2 (−0.100 ± 0.100);
+    # comp.@50 +0.4, +0.4 (+0.400 ± 0.000); suff.@1 −0.1, +0.1 (+0.000 ± 0.100)
+    rows = [(0, lead, 0.5, 0.2, 0.1, 0.3), (1, lead, 0.3, 0.4, 0.2, 0.3),
+            (0, other, 0.6, 0.2, 0.5, 0.2), (1, other, 0.6, 0.2, 0.6, 0.4)]
+    with (folder / "results.csv").open("w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(fields)
+        w.writerows(rows)
+    _, methods, title, name, ranked = default_search.ROUNDS[flag]
+    monkeypatch.setitem(default_search.ROUNDS, flag, (tmp_path / "twelfth", methods, title, name, ranked))
+    text = default_search._round_table(flag, tmp_path / "twelfth.md").read_text(encoding="utf-8")
+    header = next(line for line in text.splitlines() if line.startswith("| construction |"))
+    names = [c.strip() for c in header.strip("|").split("|")]
+    assert names == ["construction", f"{cell} (n=2)", f"{cell} comp.@50%", f"{cell} suff.@1%"]
+    row = next(line for line in text.splitlines() if line.startswith(f"| `{other}` |"))
+    assert [c.strip() for c in row.strip("|").split("|")][1:] == ["+0.200 ± 0.100 / -0.100 ± 0.100",
+                                                                  "+0.400 ± 0.000", "+0.000 ± 0.100"]
+    row = next(line for line in text.splitlines() if line.startswith("| LIG-50 |"))
+    assert row.count("–") == 3  # not run in this folder
