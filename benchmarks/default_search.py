@@ -864,7 +864,8 @@ ROUND_WORST_FOLDERS: Dict[str, Tuple[Path, ...]] = {"--eighth-table": (EIGHTH_DI
 ROUND_HOLDOUT: Dict[str, Tuple[str, ...]] = {"--eighth-table": ("ds:pow0.25:pm0.25", "ds:pow0.25"),
                                              "--ninth-table": ("ds:pow0.25:pm0.25", "ds:pow0.25") + tuple(GATED),
                                              "--tenth-table": ("ds:pow0.5:pm0.25", "ds:pow0.5", TENTH_GATE),
-                                             "--eleventh-table": (GATED[0], ELEVENTH_HUBS[0])}
+                                             "--eleventh-table": (GATED[0], ELEVENTH_HUBS[0]),
+                                             "--twelfth-table": (*ELEVENTH_HUBS, "ds:pow0.25:pm0.25:gate0.5:rel-2")}
 #: a line after a round's worst case: flag -> text
 ROUND_NOTES: Dict[str, str] = {
     "--eighth-table": "One walk (`ds:pow0.5`, PR-TAG, and `ds:pow0.25`) is not ranked: it has no rows on the "
@@ -1364,9 +1365,10 @@ def _by_construction_lines(flag: str, folder: Path, lead: str, others: Sequence[
                 common = sorted(set(a) & set(d)) if a and d else []
                 row.append(_fmt(*_mean_sem([a[e] - d[e] for e in common])) if common else "–")
         rows.append(row)
-    return (_table(header, rows) + ["", "Construction − the default, comprehensiveness ↑ / sufficiency ↓; the bin "
-                                    "columns are the same difference at one bin (comp.@50: half the tokens removed, "
-                                    "most important first; suff.@1: the top 1% kept)."])
+    note = ("Construction − the default, comprehensiveness ↑ / sufficiency ↓; the bin columns are the same "
+            "difference at one bin (comp.@50: half the tokens removed, most important first; suff.@1: the top 1% "
+            "kept).")
+    return _table(header, rows) + ["", note]
 
 
 def _round_table(flag: str, path: Optional[Path] = None) -> Path:
@@ -1388,7 +1390,8 @@ def _round_table(flag: str, path: Optional[Path] = None) -> Path:
                       + "; ".join(f"`{own[m]}` for `{m}`" for m in own) + ".", ""]
     if flag in ROUND_BINS:
         path = path or RESULTS / name
-        path.write_text("\n".join(lines + _by_construction_lines(flag, folder, lead, others) + [""]),
+        held_out = _held_out_lines(folder, ROUND_HOLDOUT[flag], matrix_lead) if flag in ROUND_HOLDOUT else []
+        path.write_text("\n".join(lines + _by_construction_lines(flag, folder, lead, others) + [""] + held_out),
                         encoding="utf-8")
         return path
     rows = []
