@@ -282,7 +282,7 @@ CANDIDATES: Dict[str, Dict[str, Any]] = {
     "ds:pow0.25:pm0.25:gate0.5:uniform": {"edge_weight": "pow0.25", "teleport": "uniform"},
 }
 #: the twelfth round's candidates: the 12-layer default's gated walks with one option changed
-TWELFTH_NEW = [k for k in CANDIDATES if k.startswith("ds:pow0.25:pm0.25:gate0.5:") and k.split(":", 4)[4] in (
+TWELFTH_NEW = ["ds:pow0.25:pm0.25:gate0.5:" + change for change in (
     "rel-0.5:late0.5", "rel-0.5:late0.25", "rel-0.5:early0.5", "rel-0.5:nl", "rel-0.5:d0.5", "rel-0.5:max",
     "max:rel-1", "rel-2", "uniform")]
 #: a walk on part of the attention layers: name -> (which end, share of the layers), e.g. ("late", 0.5) the last half
@@ -553,13 +553,14 @@ def run_cell(cell: Cell, half: str, methods: Sequence[str], n: Optional[int], ar
 
 
 # ----------------------------------------------------------------------------- the selection rule
-def _read_csv(path: Path) -> Dict[str, Dict[str, Dict[int, float]]]:
-    """``{metric: {method: {example: value}}}`` from a run's ``results.csv``."""
-    values: Dict[str, Dict[str, Dict[int, float]]] = {m: {} for m, _ in METRICS}
+def _read_csv(path: Path, columns: Optional[Sequence[str]] = None) -> Dict[str, Dict[str, Dict[int, float]]]:
+    """``{metric: {method: {example: value}}}`` from a run's ``results.csv`` (the two metrics, or ``columns``)."""
+    columns = columns or [metric for metric, _ in METRICS]
+    values: Dict[str, Dict[str, Dict[int, float]]] = {c: {} for c in columns}
     with path.open(newline="", encoding="utf-8") as fh:
         for row in csv.DictReader(fh):
-            for metric, _ in METRICS:
-                values[metric].setdefault(row["method"], {})[int(row["example"])] = float(row[metric])
+            for column in columns:
+                values[column].setdefault(row["method"], {})[int(row["example"])] = float(row[column])
     return values
 
 
@@ -1334,23 +1335,13 @@ ROUND_SECTIONS: Dict[str, Callable[[Sequence[Path], Path], List[str]]] = {
 ROUND_BINS: Dict[str, Tuple[str, ...]] = {"--twelfth-table": ("comprehensiveness@50", "sufficiency@1")}
 
 
-def _read_bins(path: Path, columns: Sequence[str]) -> Values:
-    """``{column: {method: {example: value}}}`` of a run's ``results.csv`` for the named columns."""
-    values: Values = {c: {} for c in columns}
-    with path.open(newline="", encoding="utf-8") as fh:
-        for row in csv.DictReader(fh):
-            for column in columns:
-                values[column].setdefault(row["method"], {})[int(row["example"])] = float(row[column])
-    return values
-
-
 def _by_construction_lines(flag: str, folder: Path, lead: str, others: Sequence[str]) -> List[str]:
     """A row per construction: on each tune half, construction − the default on both metrics, then on each bin of
     :data:`ROUND_BINS` (paired over the half's common examples)."""
     bins = ROUND_BINS[flag]
     halves = [(cell, folder / "tune" / cell.name / "results.csv") for cell in CELLS.values()
               if (folder / "tune" / cell.name / "results.csv").is_file()]
-    read = [(cell, _read_csv(path), _read_bins(path, bins)) for cell, path in halves]
+    read = [(cell, _read_csv(path), _read_csv(path, bins)) for cell, path in halves]
     header = ["construction"] + [f"{cell.name} (n={len(set(values['comprehensiveness'].get(lead, {}))):d})"
                                  for cell, values, _ in read]
     header += [f"{cell.name} {b.replace('comprehensiveness', 'comp.').replace('sufficiency', 'suff.')}%"
