@@ -270,7 +270,8 @@ CANDIDATES: Dict[str, Dict[str, Any]] = {
     # eleventh round: the 12-layer default (γ = 0.25, λ = 0.25, gate 0.5) at damping 0.85 (the sixth round's lead)
     "ds:pow0.25:pm0.25:gate0.5:d0.85": {"edge_weight": "pow0.25", "damping": 0.85},
     # twelfth round (the 12-layer encoder's long tune halves): the default (hubs 0.5) with one graph option changed
-    # (see LAYER_SHARE for the layer subsets), hubs 2, and the global PageRank alone (uniform teleport, no hubs)
+    # (see LAYER_SHARE for the layer subsets), hubs 2, the global PageRank alone (uniform teleport, no hubs), and the
+    # class's log-probability explained instead of its logit (LOG_PROB: the contrastive gradient, on 5 topics too)
     "ds:pow0.25:pm0.25:gate0.5:rel-0.5:late0.5": {"edge_weight": "pow0.25"},
     "ds:pow0.25:pm0.25:gate0.5:rel-0.5:late0.25": {"edge_weight": "pow0.25"},
     "ds:pow0.25:pm0.25:gate0.5:rel-0.5:early0.5": {"edge_weight": "pow0.25"},
@@ -280,11 +281,12 @@ CANDIDATES: Dict[str, Dict[str, Any]] = {
     "ds:pow0.25:pm0.25:gate0.5:max:rel-1": {"edge_weight": "pow0.25", "head_reduction": "max"},
     "ds:pow0.25:pm0.25:gate0.5:rel-2": {"edge_weight": "pow0.25"},
     "ds:pow0.25:pm0.25:gate0.5:uniform": {"edge_weight": "pow0.25", "teleport": "uniform"},
+    "ds:pow0.25:pm0.25:gate0.5:rel-0.5:lp": {"edge_weight": "pow0.25"},  # see LOG_PROB
 }
 #: the twelfth round's candidates: the 12-layer default's gated walks with one option changed
 TWELFTH_NEW = ["ds:pow0.25:pm0.25:gate0.5:" + change for change in (
     "rel-0.5:late0.5", "rel-0.5:late0.25", "rel-0.5:early0.5", "rel-0.5:nl", "rel-0.5:d0.5", "rel-0.5:max",
-    "max:rel-1", "rel-2", "uniform")]
+    "max:rel-1", "rel-2", "uniform", "rel-0.5:lp")]
 #: a walk on part of the attention layers: name -> (which end, share of the layers), e.g. ("late", 0.5) the last half
 LAYER_SHARE: Dict[str, Tuple[str, float]] = {"ds:pow0.25:pm0.25:gate0.5:rel-0.5:late0.5": ("late", 0.5),
                                              "ds:pow0.25:pm0.25:gate0.5:rel-0.5:late0.25": ("late", 0.25),
@@ -346,7 +348,7 @@ FUSED = {"ds:g*absixg", "ds:ag*absixg", "ds:pow0.25:pm0.25*absixg"}
 #: z_t − logsumexp(z)``, instead of its logit ``z_t``: the metrics measure a drop in probability, and
 #: for two classes ``∇ log p_t = (1 − p_t) ∇(z_t − z_other)``, the contrastive gradient, up to a
 #: positive factor that PageRank's normalisation removes. Same single pass.
-LOG_PROB = {"ds:pow0.5:lp", "ds:pow0.5:lp:pm"}
+LOG_PROB = {"ds:pow0.5:lp", "ds:pow0.5:lp:pm", "ds:pow0.25:pm0.25:gate0.5:rel-0.5:lp"}
 CANDIDATES = {k: {**_BASE, **v} for k, v in CANDIDATES.items()}
 
 #: method lists: the tuning run (candidates + references) and the held-out confirmation
@@ -1777,7 +1779,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--twelfth-table", action="store_true",
                         help="write results/default-search/twelfth.md: the 12-layer default with one graph option "
                              "changed (layer subsets, per-layer mass, damping 0.5, max over heads, hubs 1 and 2, the "
-                             "global PageRank) on its long tune halves, with the bins where LIG leads")
+                             "global PageRank, the log-probability) on its long tune halves, with the bins where LIG "
+                             "leads, and hubs 1 and 2 on the held-out halves against LIG")
     parser.add_argument("--eleventh-table", action="store_true",
                         help="write results/default-search/eleventh.md: damping 0.85 on the 12-layer default and "
                              "relative PageRank (hubs raised or lowered) against each encoder's default on the eleven "

@@ -1618,6 +1618,14 @@ def test_twelfth_round_layer_shares_walk_on_that_part_of_the_layers_with_the_def
     assert (spec.teleport, spec.hub_power) == ("uniform", 0.0)
     spec = METHODS["ds:pow0.25:pm0.25:gate0.5:max:rel-1"].factory(model, forward, MethodContext()).attribution.spec
     assert (spec.head_reduction, spec.hub_power) == ("max", 1.0)
+    # the log-probability candidate: the default's walks on the gradient of log softmax(logits)[target]
+    got = METHODS["ds:pow0.25:pm0.25:gate0.5:rel-0.5:lp"].factory(model, forward, MethodContext())(
+        ids, mask, torch.zeros_like(ids), torch.tensor([1]))
+    log_prob = captum_prxai.PageRankAttribution(lambda *a, **k: torch.log_softmax(forward(*a, **k), -1), layers,
+                                                **settings)
+    torch.testing.assert_close(got, log_prob.attribute(ids, target=1, additional_forward_args=(mask,)))
+    assert (got - captum_prxai.PageRankAttribution(forward, layers, **settings).attribute(
+        ids, target=1, additional_forward_args=(mask,))).abs().max() > 1e-4
 
 
 def test_twelfth_table_has_a_row_per_construction_with_the_bins_where_lig_leads(tmp_path, monkeypatch):
