@@ -868,7 +868,8 @@ ROUND_HOLDOUT: Dict[str, Tuple[str, ...]] = {"--eighth-table": ("ds:pow0.25:pm0.
                                              "--ninth-table": ("ds:pow0.25:pm0.25", "ds:pow0.25") + tuple(GATED),
                                              "--tenth-table": ("ds:pow0.5:pm0.25", "ds:pow0.5", TENTH_GATE),
                                              "--eleventh-table": (GATED[0], ELEVENTH_HUBS[0]),
-                                             "--twelfth-table": (*ELEVENTH_HUBS, "ds:pow0.25:pm0.25:gate0.5:rel-2")}
+                                             "--twelfth-table": (*ELEVENTH_HUBS, "ds:pow0.25:pm0.25:gate0.5:rel-2",
+                                                                 "ds:pow0.25:pm0.25:gate0.5:rel-0.5:lp")}
 #: a line after a round's worst case: flag -> text
 ROUND_NOTES: Dict[str, str] = {
     "--eighth-table": "One walk (`ds:pow0.5`, PR-TAG, and `ds:pow0.25`) is not ranked: it has no rows on the "
@@ -1780,7 +1781,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                         help="write results/default-search/twelfth.md: the 12-layer default with one graph option "
                              "changed (layer subsets, per-layer mass, damping 0.5, max over heads, hubs 1 and 2, the "
                              "global PageRank, the log-probability) on its long tune halves, with the bins where LIG "
-                             "leads, and hubs 1 and 2 on the held-out halves against LIG")
+                             "leads, and hubs 1 and 2 and the log-probability on the held-out halves against LIG")
     parser.add_argument("--eleventh-table", action="store_true",
                         help="write results/default-search/eleventh.md: damping 0.85 on the 12-layer default and "
                              "relative PageRank (hubs raised or lowered) against each encoder's default on the eleven "
