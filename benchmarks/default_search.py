@@ -282,7 +282,7 @@ CANDIDATES: Dict[str, Dict[str, Any]] = {
     "ds:pow0.25:pm0.25:gate0.5:rel-2": {"edge_weight": "pow0.25"},
     "ds:pow0.25:pm0.25:gate0.5:uniform": {"edge_weight": "pow0.25", "teleport": "uniform"},
     "ds:pow0.25:pm0.25:gate0.5:rel-0.5:lp": {"edge_weight": "pow0.25"},  # see LOG_PROB
-    # ... and a first look at the same on the 6-layer default (the MiniLM BBC News tune half, five classes)
+    # ... and a first look at the same on the 6-layer default (the MiniLM BBC News tune half, five classes; tweets)
     "ds:pow0.5:pm0.25:rel-0.5:lp": {"edge_weight": "pow0.5"},
 }
 #: the twelfth round's candidates: the 12-layer default's gated walks with one option changed
