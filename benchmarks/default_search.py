@@ -570,10 +570,12 @@ def _read_csv(path: Path, columns: Optional[Sequence[str]] = None) -> Dict[str, 
     return values
 
 
-def _paired(values: Dict[str, Dict[str, Dict[int, float]]], method: str, other: str) -> Tuple[int, str]:
-    """``n`` and ``"comp. / suff."`` of ``method − other`` on their common examples ('' if either is missing)."""
+def _paired(values: Dict[str, Dict[str, Dict[int, float]]], method: str, other: str,
+            metrics: Optional[Sequence[str]] = None) -> Tuple[int, str]:
+    """``n`` and ``"comp. / suff."`` of ``method − other`` on their common examples ('' if either is missing); with
+    ``metrics``, those columns of ``values`` instead of the two metrics."""
     parts, n = [], 0
-    for metric, _ in METRICS:
+    for metric in metrics or [m for m, _ in METRICS]:
         a, b = values[metric].get(method), values[metric].get(other)
         if not a or not b:
             return 0, ""
@@ -1358,10 +1360,7 @@ def _by_construction_lines(flag: str, folder: Path, lead: str, others: Sequence[
         row = ["LIG-50" if m == "ig" else f"`{m}`"]
         row += [_paired(values, m, lead)[1] or "–" for _, values, _ in read]
         for _, _, binned in read:
-            for b in bins:
-                a, d = binned[b].get(m), binned[b].get(lead)
-                common = sorted(set(a) & set(d)) if a and d else []
-                row.append(_fmt(*_mean_sem([a[e] - d[e] for e in common])) if common else "–")
+            row += [_paired(binned, m, lead, [b])[1] or "–" for b in bins]
         rows.append(row)
     note = ("Construction − the default, comprehensiveness ↑ / sufficiency ↓; the bin columns are the same "
             "difference at one bin (comp.@50: half the tokens removed, most important first; suff.@1: the top 1% "

@@ -307,8 +307,8 @@ class PageRankAttribution(AttentionGraphAttribution):
             :func:`~captum_prxai.graph.spec.auto_negative_weight`): 1 when the
             layers declare causal attention (decoders,
             :func:`~captum_prxai.capture.layers_are_causal`: PR-TAG±), 0.25
-            otherwise (encoders: PR-TAG± (λ=0.25, hubs 0.5) with the hubs' weight of
-            ``hub_power="auto"``). :attr:`negative_weight`
+            otherwise (encoders: PR-TAG± (λ=0.25), with ``hub_power="auto"``
+            PR-TAG± (λ=0.25, hubs 0.5)). :attr:`negative_weight`
             holds the resolved value.
         walk_gate (float, str or None): With two walks, keep the positive
             walk alone (``λ = 0``) on an example where the two walks' scores
