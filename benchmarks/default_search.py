@@ -446,6 +446,7 @@ def register_candidates() -> None:
             if RELATIVE.get(name, 1.0) <= 0:  # raising the hubs (or neither): the library's hub_power scores it
                 kwargs["hub_power"] = -RELATIVE[name]
             kwargs.setdefault("hub_power", 0.0)  # every other candidate walks without the hubs' weight
+            kwargs.setdefault("objective", "output")  # and explains the logit (LOG_PROB candidates: their forward's)
             if name in GATE:  # the library's gate: both walks (W(A, -dA) of the same edges) in one pass, gated
                 kwargs.update(walks="both", negative_weight=NEGATIVE_WEIGHT[name], walk_gate=GATE[name])
             attr = captum_prxai.PageRankAttribution(forward_func, layers, **kwargs)

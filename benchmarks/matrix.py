@@ -47,12 +47,14 @@ SHORT_METHODS = ("pr-tag,pr-tag-pm,pr-tag-pm0.25,pr-g,pr-ag,pr-a,gae,rollout,raw
 LONG_METHODS = "pr-tag,pr-tag-pm,pr-tag-pm0.25,pr-g,pr-ag,gae,rollout,ig,random"
 #: Methods of the MPNet and SmolLM2 long cells (fewer, for CPU time).
 FEW_LONG_METHODS = "pr-tag,pr-tag-pm,pr-tag-pm0.25,pr-g,pr-ag,gae,ig,random"
-#: Added to the MPNet cells: the defaults of encoders of 12 or more layers, the seventh round's two walks at γ = 0.25
-#: and the ninth round's gate on them (the current default)
-DEEP = ",pr-tag0.25-pm0.25,pr-tag0.25-pm0.25-gate0.5,pr-tag0.25-pm0.25-gate0.5-hubs0.5"
-#: Added to the MiniLM cells: the default of encoders under 12 layers since the eleventh round (each walk weighed by
-#: its graph's hubs); the 12-layer one is the last of DEEP
-SHALLOW = ",pr-tag-pm0.25-hubs0.5"
+#: Added to the MPNet cells: the defaults of encoders of 12 or more layers, the seventh round's two walks at γ = 0.25,
+#: the ninth round's gate on them, the eleventh round's hubs' weight and the thirteenth round's log-probability (the
+#: current default)
+DEEP = (",pr-tag0.25-pm0.25,pr-tag0.25-pm0.25-gate0.5,pr-tag0.25-pm0.25-gate0.5-hubs0.5"
+        ",pr-tag0.25-pm0.25-gate0.5-hubs0.5-lp")
+#: Added to the MiniLM cells: the defaults of encoders under 12 layers since the eleventh round (each walk weighed by
+#: its graph's hubs) and the thirteenth (on the class's log-probability); the 12-layer one is the last of DEEP
+SHALLOW = ",pr-tag-pm0.25-hubs0.5,pr-tag-pm0.25-hubs0.5-lp"
 
 
 @dataclass(frozen=True)
@@ -99,9 +101,9 @@ class Cell:
 DECODERS = ("smollm2",)
 #: attention layers of each architecture (the default's γ depends on an encoder's depth)
 DEPTHS = {"minilm": 6, "mpnet": 12, "smollm2": 30}
-#: the default of each encoder before the eleventh round of the default search (no hubs' weight on the walks): shown,
-#: and said to be, where a cell has no rows of the current default
-FORMER_DEFAULT = {"mpnet": "pr-tag0.25-pm0.25-gate0.5", "minilm": "pr-tag-pm0.25"}
+#: the default of each encoder before the thirteenth round of the default search (the logit explained, not the
+#: class's log-probability): shown, and said to be, where a cell has no rows of the current default
+FORMER_DEFAULT = {"mpnet": "pr-tag0.25-pm0.25-gate0.5-hubs0.5", "minilm": "pr-tag-pm0.25-hubs0.5"}
 
 
 CELLS: Dict[str, Cell] = {c.name: c for c in [
@@ -236,11 +238,15 @@ def write_summary(path: Path = RESULTS / "matrix.md") -> Path:
              "rank = place among the cell's methods on comprehensiveness (1 = best, the random control unranked). "
              "Each cell's folder under [`matrix/`](matrix/) has its full table, deletion curves, per-example CSV "
              "and the exact command (`COMMAND`).")
-    # the encoders' defaults, PR-TAG± (γ=0.25, λ=0.25, gate 0.5, hubs 0.5) and PR-TAG± (λ=0.25, hubs 0.5), and the
-    # decoders', PR-TAG±, against each strong rival and the former default; then the former defaults (PR-TAG± (γ=0.25,
-    # λ=0.25, gate 0.5), PR-TAG± (γ=0.25, λ=0.25), PR-TAG± (λ=0.25), PR-TAG), PR-G and PR-AG
-    hubs = [(default, rival) for default, former in [("pr-tag0.25-pm0.25-gate0.5-hubs0.5", "pr-tag0.25-pm0.25-gate0.5"),
-                                                     ("pr-tag-pm0.25-hubs0.5", "pr-tag-pm0.25")]
+    # the encoders' defaults, PR-TAG± (γ=0.25, λ=0.25, gate 0.5, hubs 0.5, log-prob.) and PR-TAG± (λ=0.25, hubs 0.5,
+    # log-prob.), and the decoders', PR-TAG±, against each strong rival and the former default; then the former
+    # defaults (the same on the logit, then without the hubs' weight: PR-TAG± (γ=0.25, λ=0.25, gate 0.5), PR-TAG±
+    # (γ=0.25, λ=0.25), PR-TAG± (λ=0.25), PR-TAG), PR-G and PR-AG
+    chain = [("pr-tag0.25-pm0.25-gate0.5-hubs0.5-lp", "pr-tag0.25-pm0.25-gate0.5-hubs0.5"),
+             ("pr-tag-pm0.25-hubs0.5-lp", "pr-tag-pm0.25-hubs0.5"),
+             ("pr-tag0.25-pm0.25-gate0.5-hubs0.5", "pr-tag0.25-pm0.25-gate0.5"),
+             ("pr-tag-pm0.25-hubs0.5", "pr-tag-pm0.25")]
+    hubs = [(default, rival) for default, former in chain
             for rival in ("gae", "ig", "attnlrp", "lime", "kernel-shap", former)]
     pairs = hubs + [("pr-tag0.25-pm0.25-gate0.5", "gae"), ("pr-tag0.25-pm0.25-gate0.5", "ig"),
              ("pr-tag0.25-pm0.25-gate0.5", "attnlrp"), ("pr-tag0.25-pm0.25-gate0.5", "lime"),
@@ -261,8 +267,9 @@ def write_summary(path: Path = RESULTS / "matrix.md") -> Path:
     write_default_check(_shown_cells(lambda c: f"{c.architecture} × {c.dataset}"),
                         RESULTS / "matrix_default.md",
                         intro="The default of each cell's architecture (`captum_prxai.methods.default_method`: "
-                              "PR-TAG± (λ=0.25, hubs 0.5) on encoders under 12 layers, PR-TAG± (γ=0.25, λ=0.25, "
-                              "gate 0.5, hubs 0.5) on encoders of 12 or more, PR-TAG± on decoders) against every other method of the cell, from each "
+                              "PR-TAG± (λ=0.25, hubs 0.5, log-prob.) on encoders under 12 layers, PR-TAG± (γ=0.25, "
+                              "λ=0.25, gate 0.5, hubs 0.5, log-prob.) on encoders of 12 or more, PR-TAG± on "
+                              "decoders) against every other method of the cell, from each "
                               "cell's `results.csv` (`python benchmarks/matrix.py --summary`). A cell marked 'former "
                               "default' has no rows of its current default yet and shows the one before. The goal: "
                               "first or level within one paired standard error against GAE and LIG, on both metrics.")

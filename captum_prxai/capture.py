@@ -27,11 +27,14 @@ from captum_prxai.hooks import AttentionExtractor, AttentionRecorder, current_ti
 
 __all__ = [
     "CapturedGraph",
+    "OBJECTIVES",
     "attention_memory_bytes",
     "available_memory_bytes",
     "capture_graph",
     "check_memory",
+    "check_objective",
     "layers_are_causal",
+    "log_probabilities",
     "model_is_causal",
     "model_depth",
     "target_positions",
@@ -243,8 +246,41 @@ def _causal_rows(attention: Tensor, mask: Tensor, rows: slice) -> tuple[Tensor, 
     return seen, ~(seen & attends_later)
 
 
-def _select_target(output: Any, targets: Optional[Tensor], batch: int) -> tuple[Tensor, Tensor, Optional[Tensor]]:
-    """``(objective per example, logits, targets)``. ``targets=None`` explains the predicted class."""
+#: What the backward pass differentiates (``capture_graph``'s ``objective``): the target's output as returned
+#: (its logit), or the target class's log-probability over the outputs.
+OBJECTIVES = ("output", "log_probability")
+
+
+def check_objective(objective: str) -> str:
+    """``objective`` if it is one of :data:`OBJECTIVES`; else a :class:`PRXAIError` naming them."""
+    if not isinstance(objective, str) or objective not in OBJECTIVES:
+        raise PRXAIError(f"objective must be one of {', '.join(map(repr, OBJECTIVES))}, got {objective!r}.")
+    return objective
+
+
+def _is_distribution(output: Tensor) -> bool:
+    """Whether every row of ``(B, C)`` ``output`` is a probability distribution (non-negative, summing to one)."""
+    values = output.detach()
+    return bool((values >= 0).all()) and bool(((values.sum(-1) - 1).abs() <= 1e-3).all())
+
+
+def log_probabilities(output: Tensor) -> Tensor:
+    """``(B, C)`` log-probabilities of ``(B, C)`` class outputs, differentiable: ``log_softmax`` over the classes
+    of logits (or of log-probabilities, which it leaves as they are), ``log`` of outputs that are already
+    probability distributions (rows non-negative and summing to one, e.g. a ``softmax`` inside ``forward_func``)."""
+    if _is_distribution(output):
+        return torch.log(output.clamp_min(torch.finfo(output.dtype).tiny))
+    return torch.log_softmax(output, dim=-1)
+
+
+def _select_target(output: Any, targets: Optional[Tensor], batch: int,
+                   objective: str = "output") -> tuple[Tensor, Tensor, Optional[Tensor]]:
+    """``(objective per example, logits, targets)``. ``targets=None`` explains the predicted class.
+
+    ``objective="log_probability"`` differentiates the target class's log-probability
+    (:func:`log_probabilities`) instead of its output; with one output per example (or one class) the output
+    itself, which for a sigmoid's logit ``z`` gives the same scores as ``log σ(z)``: the two gradients differ by the
+    positive factor ``1 − σ(z)``, which PageRank's normalisation removes."""
     if isinstance(output, (tuple, list)):
         output = output[0]
     if hasattr(output, "logits"):
@@ -260,6 +296,7 @@ def _select_target(output: Any, targets: Optional[Tensor], batch: int) -> tuple[
         if targets is not None:
             raise PRXAIError("forward_func returns one score per example, so target must be None.")
         return output, output, None
+    scores = output
     if output.dim() != 2 or output.shape[0] != batch:
         raise PRXAIError(
             f"forward_func must return logits of shape (B, C) = ({batch}, C), got {tuple(output.shape)}."
@@ -270,7 +307,9 @@ def _select_target(output: Any, targets: Optional[Tensor], batch: int) -> tuple[
     if (targets < 0).any() or (targets >= classes).any():
         bad = targets[(targets < 0) | (targets >= classes)][0].item()
         raise PRXAIError(f"target {bad} is out of range for a model with {classes} outputs (valid: 0..{classes - 1}).")
-    return output.gather(1, targets.unsqueeze(1)).squeeze(1), output, targets
+    if objective == "log_probability" and classes >= 2:
+        scores = log_probabilities(output)
+    return scores.gather(1, targets.unsqueeze(1)).squeeze(1), output, targets
 
 
 def _has_active_dropout(layer: nn.Module) -> bool:
@@ -307,6 +346,7 @@ def capture_graph(
     target_position: Union[str, int] = "auto",
     tile_bytes: Optional[int] = None,
     layer_term: Optional[LayerTerm] = None,
+    objective: str = "output",
 ) -> CapturedGraph:
     """Run one forward (and backward) pass and return the per-layer edge maps.
 
@@ -341,6 +381,11 @@ def capture_graph(
             holds the sum as its one map (:attr:`CapturedGraph.summed`). The causal
             flag comes from the first layer to arrive, which is complete before the
             first term is taken.
+        objective (str): What the backward pass differentiates: ``"output"``
+            (default) the target's entry of the output as returned (its logit),
+            ``"log_probability"`` the target class's log-probability
+            (:func:`log_probabilities`; :data:`OBJECTIVES`). The returned
+            logits are the output as returned either way.
 
     Returns:
         CapturedGraph: maps in at least fp32, zero on padding rows and columns.
@@ -398,15 +443,16 @@ def capture_graph(
     with torch.enable_grad() if with_gradients else torch.no_grad():
         with recorder:
             output = forward_func(inputs, *additional_forward_args)
-            objective, logits, chosen = _select_target(output, targets, inputs.shape[0])
+            objective_values, logits, chosen = _select_target(output, targets, inputs.shape[0],
+                                                              check_objective(objective))
             if with_gradients:
-                if not objective.requires_grad:
+                if not objective_values.requires_grad:
                     raise PRXAIError(
                         "The logits returned by forward_func do not depend on the attention maps through autograd "
                         "(are they detached, or computed under torch.no_grad()/inference_mode inside forward_func?); "
                         "gradient-based edges need them. Return the model's logits as they are."
                     )
-                recorder.backward(objective.sum())
+                recorder.backward(objective_values.sum())
     recorder.collected()  # raises if a layer produced no map
     if layer_term is not None:
         for index, m in enumerate(recorder.maps):

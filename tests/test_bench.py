@@ -1050,19 +1050,19 @@ def test_matrix_cells_name_the_default_by_depth_and_show_the_former_one_only_whe
     finally:
         sys.path.pop(0)
     cells = matrix.CELLS
-    assert cells["minilm--tweets"].default == "pr-tag-pm0.25-hubs0.5"  # 6 layers
-    assert cells["mpnet--tweets"].default == "pr-tag0.25-pm0.25-gate0.5-hubs0.5"  # 12 layers
-    assert cells["smollm2--tweets"].default == "pr-tag-pm"  # a decoder: λ = 1, γ = 0.5, no hubs
+    assert cells["minilm--tweets"].default == "pr-tag-pm0.25-hubs0.5-lp"  # 6 layers
+    assert cells["mpnet--tweets"].default == "pr-tag0.25-pm0.25-gate0.5-hubs0.5-lp"  # 12 layers
+    assert cells["smollm2--tweets"].default == "pr-tag-pm"  # a decoder: λ = 1, γ = 0.5, no hubs, the logit
     assert all(c.default in c.methods.split(",") for c in cells.values() if c.architecture != "smollm2")
     monkeypatch.setattr(matrix, "MATRIX_DIR", tmp_path)
     cell = cells["mpnet--tweets"]
-    _write_results(tmp_path / cell.name, [(0, "pr-tag0.25-pm0.25-gate0.5", 0.5, 0.1), (0, "gae", 0.4, 0.2)])
-    assert cell.shown_default() == ("pr-tag0.25-pm0.25-gate0.5", "former default")
+    _write_results(tmp_path / cell.name, [(0, "pr-tag0.25-pm0.25-gate0.5-hubs0.5", 0.5, 0.1), (0, "gae", 0.4, 0.2)])
+    assert cell.shown_default() == ("pr-tag0.25-pm0.25-gate0.5-hubs0.5", "former default")
     (tmp_path / cell.name / "results.csv").unlink()
     (tmp_path / cell.name).rmdir()
-    _write_results(tmp_path / cell.name, [(0, "pr-tag0.25-pm0.25-gate0.5", 0.5, 0.1),
-                                          (0, "pr-tag0.25-pm0.25-gate0.5-hubs0.5", 0.6, 0.1)])
-    assert cell.shown_default() == ("pr-tag0.25-pm0.25-gate0.5-hubs0.5", "")
+    _write_results(tmp_path / cell.name, [(0, "pr-tag0.25-pm0.25-gate0.5-hubs0.5", 0.5, 0.1),
+                                          (0, "pr-tag0.25-pm0.25-gate0.5-hubs0.5-lp", 0.6, 0.1)])
+    assert cell.shown_default() == ("pr-tag0.25-pm0.25-gate0.5-hubs0.5-lp", "")
     # a decoder cell's default has not changed: it is shown as it is, rows or not
     assert cells["smollm2--tweets"].shown_default() == ("pr-tag-pm", "")
 
@@ -1604,7 +1604,7 @@ def test_twelfth_round_layer_shares_walk_on_that_part_of_the_layers_with_the_def
         return model(input_ids, attention_mask=attention_mask).logits
 
     settings = dict(edge_weight="tempered_attention_gradient", attention_power=0.25, walks="both",
-                    negative_weight=0.25, walk_gate=0.5, hub_power=0.5)
+                    negative_weight=0.25, walk_gate=0.5, hub_power=0.5, objective="output")
     for name, part in (("ds:pow0.25:pm0.25:gate0.5:rel-0.5:late0.5", layers[1:]),
                        ("ds:pow0.25:pm0.25:gate0.5:rel-0.5:early0.5", layers[:1])):
         explainer = METHODS[name].factory(model, forward, MethodContext())

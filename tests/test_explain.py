@@ -354,8 +354,8 @@ def test_explain_text_names_the_explained_token(tiny_model_dir):
 
 
 def test_the_default_follows_the_architecture_in_every_entry_point(tiny_model_dir):
-    """PR-TAG± (λ=0.25, hubs 0.5) for encoders, PR-TAG± (λ = 1) for decoders: the class, the registry, explain_text,
-    the explorer, the corpus worker."""
+    """PR-TAG± (λ=0.25, hubs 0.5, log-prob.) for encoders, PR-TAG± (λ = 1, the logit) for decoders: the class, the
+    registry, explain_text, the explorer, the corpus worker."""
     import captum_prxai
     from captum_prxai.corpus.worker import Worker
     from captum_prxai.explorer.engine import DatasetStore, Engine
@@ -369,14 +369,17 @@ def test_the_default_follows_the_architecture_in_every_entry_point(tiny_model_di
                                       num_key_value_heads=1, intermediate_size=32, max_position_embeddings=32,
                                       num_labels=2, pad_token_id=0)
     decoder = transformers.LlamaForSequenceClassification(config).eval()
-    expected = {id(encoder): (0.25, 0.5, "pr-tag-pm0.25-hubs0.5", "PR-TAG± (λ=0.25, hubs 0.5)"),
-                id(decoder): (1.0, 0.0, "pr-tag-pm", "PR-TAG±")}
+    expected = {id(encoder): (0.25, 0.5, "log_probability", "pr-tag-pm0.25-hubs0.5-lp",
+                              "PR-TAG± (λ=0.25, hubs 0.5, log-prob.)"),
+                id(decoder): (1.0, 0.0, "output", "pr-tag-pm", "PR-TAG±")}
     for model in (encoder, decoder):
-        weight, hubs, name, label = expected[id(model)]
+        weight, hubs, objective, name, label = expected[id(model)]
         forward = lambda ids, mask, model=model: model(input_ids=ids, attention_mask=mask).logits  # noqa: E731
         layers = captum_prxai.attention_layers(model)
         default = captum_prxai.PageRankAttribution(forward, layers)
         assert default.walks == "both" and default.negative_weight == weight and default.hub_power == hubs
+        assert default.objective == objective
+        assert captum_prxai.PRTemperedAttentionGradient(forward, layers).objective == "output"  # the presets: logit
         assert default.edge_weight == "tempered_attention_gradient"
         assert captum_prxai.PRTemperedAttentionGradient(forward, layers).hub_power == 0.0  # the presets: no hubs
         assert captum_prxai.PageRankAttribution(forward, layers, edge_weight="attention").walks == "positive"
@@ -394,4 +397,4 @@ def test_the_default_follows_the_architecture_in_every_entry_point(tiny_model_di
         assert result.scores[label] == pytest.approx(scores[0].tolist(), abs=1e-6)
         assert Engine(model, tok, DatasetStore({})).default_pr_method() == name
         assert Worker((model, tok), None, threads=1).methods == [name]
-    assert default_method() == "pr-tag-pm0.25-hubs0.5"  # no model: the encoder default
+    assert default_method() == "pr-tag-pm0.25-hubs0.5-lp"  # no model: the encoder default

@@ -71,6 +71,9 @@ class AttentionGraphAttribution(GradientAttribution):
 
     #: edge weight used on each layer's attention (name or callable ``(A, dA) -> W``)
     edge_weight: Any = "attention"
+    #: what the backward pass differentiates (:data:`captum_prxai.capture.OBJECTIVES`): the target's output as
+    #: returned; :class:`~captum_prxai.PageRankAttribution` takes it as an option
+    objective: str = "output"
 
     def __init__(
         self,
@@ -244,6 +247,7 @@ class AttentionGraphAttribution(GradientAttribution):
             capture=self.capture,
             target_position=self.target_position,
             layer_term=self._layer_term(),
+            objective=self.objective,
         )
 
     def _layer_term(self) -> Optional[LayerTerm]:

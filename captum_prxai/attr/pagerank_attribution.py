@@ -27,7 +27,14 @@ from captum_prxai.attr._base import (
     _find_attention_mask,
     _format_target,
 )
-from captum_prxai.capture import CapturedGraph, LayerTerm, check_memory, layers_are_causal, target_positions
+from captum_prxai.capture import (
+    CapturedGraph,
+    LayerTerm,
+    check_memory,
+    check_objective,
+    layers_are_causal,
+    target_positions,
+)
 from captum_prxai.exceptions import PRXAIError
 from captum_prxai.graph.edges import EdgeWeight
 from captum_prxai.graph.pagerank import pagerank
@@ -41,6 +48,7 @@ from captum_prxai.graph.spec import (
     auto_attention_power,
     auto_hub_power,
     auto_negative_weight,
+    auto_objective,
     auto_walk_gate,
     auto_walks,
     build_graph,
@@ -331,6 +339,22 @@ class PageRankAttribution(AttentionGraphAttribution):
             :func:`~captum_prxai.graph.spec.auto_hub_power`): 0.5 on encoders,
             0 on decoders and on the layered graph. :attr:`hub_power` holds
             the resolved value. The presets fix 0 unless given it.
+        objective (str): What the backward pass differentiates, so what the
+            gradient edges explain: ``"output"`` the target's entry of
+            ``forward_func``'s output as returned (its logit), or
+            ``"log_probability"`` the target class's log-probability,
+            ``log softmax(z)_t`` over the ``C ≥ 2`` outputs (``log p_t`` when
+            ``forward_func`` already returns probabilities;
+            :func:`~captum_prxai.capture.log_probabilities`), whose gradient
+            is the logit's minus the probability-weighted mean of every
+            class's: the part that can change the prediction, and what the
+            deletion metrics measure. With one output per example the output
+            is explained as returned. ``"auto"`` (default): the rule by
+            architecture chosen on the tune halves (docs/default_search.md,
+            thirteenth round; :func:`~captum_prxai.graph.spec.auto_objective`):
+            the log-probability on encoders, the output on decoders.
+            :attr:`objective` holds the resolved value. The presets fix
+            ``"output"`` unless given it. The same pass either way.
 
     All graph options live in :attr:`spec`, a
     :class:`~captum_prxai.graph.spec.GraphSpec`, checked when the attribution
@@ -367,8 +391,13 @@ class PageRankAttribution(AttentionGraphAttribution):
         negative_weight: Union[float, str] = "auto",
         walk_gate: Union[float, str, None] = "auto",
         hub_power: Union[float, str] = "auto",
+        objective: str = "auto",
     ) -> None:
         super().__init__(forward_func, layers, attention_fn, head_reduction, target_position, capture, pad_token_id)
+        if isinstance(objective, str) and objective == "auto":
+            objective = auto_objective(layers_are_causal(self.layers), len(self.layers))
+        #: what the backward pass differentiates, resolved (:data:`captum_prxai.capture.OBJECTIVES`)
+        self.objective = check_objective(objective)
         if isinstance(walks, str) and walks == "auto":
             walks = auto_walks(edge_weight, graph, signed)
         if isinstance(negative_weight, str) and negative_weight == "auto":
@@ -511,8 +540,9 @@ class PageRankAttribution(AttentionGraphAttribution):
         ``(B, N)`` tensor of ``additional_forward_args`` (e.g. the attention
         mask, token type ids) is cut into the same windows and other arguments
         are passed as they are. The text's prediction is the mean of its
-        windows' logits, and the explained objective is their mean target
-        logit. Each window's token graph is built by the same
+        windows' logits, and each window explains its own ``objective`` for
+        the text's target (its target logit, or its log-probability; see
+        ``objective``). Each window's token graph is built by the same
         :func:`~captum_prxai.graph.spec.token_adjacency` as
         :meth:`attribute` uses (sink and self-loop policy included), mapped
         back to positions in the whole text and summed (overlaps count twice);
@@ -650,27 +680,30 @@ class PRAttention(PageRankAttribution):
     r"""PR-A: :class:`PageRankAttribution` with edges from the attention weights alone.
 
     Needs a single forward pass and no gradients; no hub weighting unless
-    given ``hub_power``. Other keyword arguments as in
-    :class:`PageRankAttribution`.
+    given ``hub_power``; ``objective`` (``"output"``) matters only where a
+    backward pass runs (``teleport="input_gradient"``, ``signed=True``).
+    Other keyword arguments as in :class:`PageRankAttribution`.
     """
 
     def __init__(self, forward_func: Callable, layers: Union[nn.Module, Sequence[nn.Module]],
-                 hub_power: float = 0.0, **kwargs: Any) -> None:
-        super().__init__(forward_func, layers, edge_weight="attention", hub_power=hub_power, **kwargs)
+                 hub_power: float = 0.0, objective: str = "output", **kwargs: Any) -> None:
+        super().__init__(forward_func, layers, edge_weight="attention", hub_power=hub_power, objective=objective,
+                         **kwargs)
 
 
 class PRGradient(PageRankAttribution):
     r"""PR-G: :class:`PageRankAttribution` with edges from the positive attention gradients ``dA⁺``.
 
     One walk, on the positive edges (``walks="positive"``), unless given ``walks``; no gate on the walks
-    unless given ``walk_gate``, no hub weighting unless given ``hub_power``.
+    unless given ``walk_gate``, no hub weighting unless given ``hub_power``, the output as returned (the
+    logit) unless given ``objective``.
     """
 
     def __init__(self, forward_func: Callable, layers: Union[nn.Module, Sequence[nn.Module]],
                  walks: str = "positive", walk_gate: Optional[float] = None, hub_power: float = 0.0,
-                 **kwargs: Any) -> None:
+                 objective: str = "output", **kwargs: Any) -> None:
         super().__init__(forward_func, layers, edge_weight="gradient", walks=walks, walk_gate=walk_gate,
-                         hub_power=hub_power, **kwargs)
+                         hub_power=hub_power, objective=objective, **kwargs)
 
 
 class PRAttentionGradient(PageRankAttribution):
@@ -678,15 +711,16 @@ class PRAttentionGradient(PageRankAttribution):
 
     The variant the PR-XAI paper reports as most faithful. One walk, on the
     positive edges, unless given ``walks``; no gate on the walks unless given
-    ``walk_gate``, no hub weighting unless given ``hub_power``. Other keyword
-    arguments as in :class:`PageRankAttribution`.
+    ``walk_gate``, no hub weighting unless given ``hub_power``, the logit
+    unless given ``objective``. Other keyword arguments as in
+    :class:`PageRankAttribution`.
     """
 
     def __init__(self, forward_func: Callable, layers: Union[nn.Module, Sequence[nn.Module]],
                  walks: str = "positive", walk_gate: Optional[float] = None, hub_power: float = 0.0,
-                 **kwargs: Any) -> None:
+                 objective: str = "output", **kwargs: Any) -> None:
         super().__init__(forward_func, layers, edge_weight="attention_gradient", walks=walks, walk_gate=walk_gate,
-                         hub_power=hub_power, **kwargs)
+                         hub_power=hub_power, objective=objective, **kwargs)
 
 
 class PRTemperedAttentionGradient(PageRankAttribution):
@@ -699,18 +733,21 @@ class PRTemperedAttentionGradient(PageRankAttribution):
     unless given ``walks``: ``walks="both"`` is PR-TAG± (its
     ``negative_weight="auto"``: λ = 0.25 on encoders, 1 on decoders),
     :class:`PageRankAttribution`'s default on decoders. No gate on the walks
-    unless given ``walk_gate`` and no hub weighting unless given
-    ``hub_power``: ``walks="both", hub_power=0.5`` is the default on
-    encoders of fewer than 12 layers, and ``walks="both",
-    attention_power=0.25, walk_gate=0.5, hub_power=0.5`` on encoders of 12
-    or more. Other keyword arguments as in :class:`PageRankAttribution`.
+    unless given ``walk_gate``, no hub weighting unless given ``hub_power``
+    and the logit unless given ``objective``: ``walks="both", hub_power=0.5,
+    objective="log_probability"`` is the default on encoders of fewer than 12
+    layers, and ``walks="both", attention_power=0.25, walk_gate=0.5,
+    hub_power=0.5, objective="log_probability"`` on encoders of 12 or more.
+    Other keyword arguments as in :class:`PageRankAttribution`.
     """
 
     def __init__(self, forward_func: Callable, layers: Union[nn.Module, Sequence[nn.Module]],
                  walks: str = "positive", attention_power: float = DEFAULT_ATTENTION_POWER,
-                 walk_gate: Optional[float] = None, hub_power: float = 0.0, **kwargs: Any) -> None:
+                 walk_gate: Optional[float] = None, hub_power: float = 0.0, objective: str = "output",
+                 **kwargs: Any) -> None:
         super().__init__(forward_func, layers, edge_weight="tempered_attention_gradient", walks=walks,
-                         attention_power=attention_power, walk_gate=walk_gate, hub_power=hub_power, **kwargs)
+                         attention_power=attention_power, walk_gate=walk_gate, hub_power=hub_power,
+                         objective=objective, **kwargs)
 
 
 # -- helpers of attribute_graph / attribute_long ------------------------------------------------------

@@ -58,6 +58,8 @@ __all__ = [
     "auto_walk_gate",
     "auto_hub_power",
     "ENCODER_HUB_POWER",
+    "auto_objective",
+    "ENCODER_OBJECTIVE",
     "hub_weighted",
     "token_walks",
     "auto_walks",
@@ -206,6 +208,29 @@ def auto_hub_power(causal: bool, depth: int, graph: str = "token") -> float:
     :func:`auto_attention_power` (the rule does not depend on depth).
     """
     return 0.0 if causal or graph != "token" else ENCODER_HUB_POWER
+
+
+#: What ``objective="auto"`` explains on encoders (thirteenth round of docs/default_search.md): the class's
+#: log-probability (:data:`captum_prxai.capture.OBJECTIVES`).
+ENCODER_OBJECTIVE = "log_probability"
+
+
+def auto_objective(causal: bool, depth: int) -> str:
+    """The ``objective`` of ``objective="auto"``: the class's log-probability on encoders (bidirectional
+    attention), the output as returned (the logit) on decoders.
+
+    Chosen by the worst case on the tune halves (docs/default_search.md,
+    thirteenth round): over the eleven encoder tune halves of both depths,
+    explaining ``log softmax(z)_t`` instead of the logit ``z_t`` lowers the
+    default's worst case; its gradient is the logit's minus the
+    probability-weighted mean of every class's, the part of ``∇z_t`` that
+    can change the prediction (with two classes, the contrastive
+    ``∇(z_t − z_other)`` up to a positive factor). Decoders keep the logit
+    until it is measured on more than their one tune half. ``causal`` and
+    ``depth`` as in :func:`auto_attention_power` (the rule does not depend on
+    depth).
+    """
+    return "output" if causal else ENCODER_OBJECTIVE
 
 
 def walk_correlation(positive: Tensor, negative: Tensor, ordinary: Tensor) -> Tensor:

@@ -107,15 +107,18 @@ PR_PRESETS: Dict[str, str] = {"attention": "pr-a", "gradient": "pr-g", "attentio
 #: weight ``λ`` of its negative walk, the gate on the walks' correlation (``walk_gate``; None: no gate) and the
 #: weight of the graph's hubs (``hub_power``): PR-TAG± (λ = 1, the decoders' default), PR-TAG± (λ=0.25), PR-TAG±
 #: (γ=0.25, λ=0.25) and, with the gate, PR-TAG± (γ=0.25, λ=0.25, gate 0.5) (the former encoder defaults), and the
-#: two that weigh each walk by its graph's hubs, ``x ⊙ g^0.5``: PR-TAG± (λ=0.25, hubs 0.5) (the default of encoders
-#: under 12 layers) and PR-TAG± (γ=0.25, λ=0.25, gate 0.5, hubs 0.5) (encoders of 12 or more layers).
-BOTH_WALKS_PRESETS: Dict[Tuple[str, float, float, Optional[float], float], str] = {
-    ("tempered_attention_gradient", 0.5, 1.0, None, 0.0): "pr-tag-pm",
-    ("tempered_attention_gradient", 0.5, 0.25, None, 0.0): "pr-tag-pm0.25",
-    ("tempered_attention_gradient", 0.25, 0.25, None, 0.0): "pr-tag0.25-pm0.25",
-    ("tempered_attention_gradient", 0.25, 0.25, 0.5, 0.0): "pr-tag0.25-pm0.25-gate0.5",
-    ("tempered_attention_gradient", 0.5, 0.25, None, 0.5): "pr-tag-pm0.25-hubs0.5",
-    ("tempered_attention_gradient", 0.25, 0.25, 0.5, 0.5): "pr-tag0.25-pm0.25-gate0.5-hubs0.5",
+#: two that weigh each walk by its graph's hubs, ``x ⊙ g^0.5``: PR-TAG± (λ=0.25, hubs 0.5) and PR-TAG± (γ=0.25,
+#: λ=0.25, gate 0.5, hubs 0.5) (the former defaults of encoders under 12 layers and of 12 or more), and the same two
+#: on the class's log-probability (``objective``, the last entry of the key; thirteenth round): the encoders' defaults.
+BOTH_WALKS_PRESETS: Dict[Tuple[str, float, float, Optional[float], float, str], str] = {
+    ("tempered_attention_gradient", 0.5, 1.0, None, 0.0, "output"): "pr-tag-pm",
+    ("tempered_attention_gradient", 0.5, 0.25, None, 0.0, "output"): "pr-tag-pm0.25",
+    ("tempered_attention_gradient", 0.25, 0.25, None, 0.0, "output"): "pr-tag0.25-pm0.25",
+    ("tempered_attention_gradient", 0.25, 0.25, 0.5, 0.0, "output"): "pr-tag0.25-pm0.25-gate0.5",
+    ("tempered_attention_gradient", 0.5, 0.25, None, 0.5, "output"): "pr-tag-pm0.25-hubs0.5",
+    ("tempered_attention_gradient", 0.25, 0.25, 0.5, 0.5, "output"): "pr-tag0.25-pm0.25-gate0.5-hubs0.5",
+    ("tempered_attention_gradient", 0.5, 0.25, None, 0.5, "log_probability"): "pr-tag-pm0.25-hubs0.5-lp",
+    ("tempered_attention_gradient", 0.25, 0.25, 0.5, 0.5, "log_probability"): "pr-tag0.25-pm0.25-gate0.5-hubs0.5-lp",
 }
 
 
@@ -127,12 +130,13 @@ def default_method(model: Optional[nn.Module] = None, *, causal: Optional[bool] 
     benchmark's matrix) read the default from: the preset whose edges are
     :data:`captum_prxai.graph.spec.DEFAULT_EDGE_WEIGHT`, walked as the class's
     ``walks="auto"``, ``negative_weight="auto"`` and ``attention_power="auto"``
-    walk them (``walk_gate="auto"`` gates them and ``hub_power="auto"`` weighs
-    them): PR-TAG± (λ=0.25, hubs 0.5) (``"pr-tag-pm0.25-hubs0.5"``) for
+    walk them (``walk_gate="auto"`` gates them, ``hub_power="auto"`` weighs
+    them and ``objective="auto"`` says what their gradient explains): PR-TAG±
+    (λ=0.25, hubs 0.5, log-prob.) (``"pr-tag-pm0.25-hubs0.5-lp"``) for
     encoders of fewer than 12 attention layers and without a model, PR-TAG±
-    (γ=0.25, λ=0.25, gate 0.5, hubs 0.5)
-    (``"pr-tag0.25-pm0.25-gate0.5-hubs0.5"``) for encoders of 12 or more,
-    PR-TAG± (``"pr-tag-pm"``, λ = 1) for decoders
+    (γ=0.25, λ=0.25, gate 0.5, hubs 0.5, log-prob.)
+    (``"pr-tag0.25-pm0.25-gate0.5-hubs0.5-lp"``) for encoders of 12 or more,
+    PR-TAG± (``"pr-tag-pm"``, λ = 1, the logit) for decoders
     (:func:`captum_prxai.capture.model_is_causal`). ``causal`` and ``depth``
     (the number of attention layers) say which without a model; each takes
     precedence over ``model``.
@@ -143,6 +147,7 @@ def default_method(model: Optional[nn.Module] = None, *, causal: Optional[bool] 
         auto_attention_power,
         auto_hub_power,
         auto_negative_weight,
+        auto_objective,
         auto_walk_gate,
         auto_walks,
     )
@@ -154,7 +159,8 @@ def default_method(model: Optional[nn.Module] = None, *, causal: Optional[bool] 
     if auto_walks(DEFAULT_EDGE_WEIGHT) == "positive":
         return PR_PRESETS[DEFAULT_EDGE_WEIGHT]
     return BOTH_WALKS_PRESETS[(DEFAULT_EDGE_WEIGHT, auto_attention_power(causal, depth), auto_negative_weight(causal),
-                               auto_walk_gate(causal, depth), auto_hub_power(causal, depth))]
+                               auto_walk_gate(causal, depth), auto_hub_power(causal, depth),
+                               auto_objective(causal, depth))]
 
 
 def register_pr_method(name: str, settings: Dict[str, Any], label: Optional[str] = None,
@@ -402,10 +408,19 @@ def register_defaults() -> None:
     for name, label, base, depth, settings in hubs:
         register_method(name, label, "pr-xai",
                         f"{base} with each walk's PageRank weighted by its graph's global PageRank, x * g^0.5 "
-                        f"(hub_power=0.5): the default of encoders {depth}, chosen in the eleventh round of "
+                        f"(hub_power=0.5): a former default of encoders {depth}, chosen in the eleventh round of "
                         "docs/default_search.md; one pass (PR-XAI)",
                         pr_factory(name, label, "PRTemperedAttentionGradient", hub_power=0.5, **settings),
                         defaults=pr_defaults("PRTemperedAttentionGradient", hub_power=0.5, **settings))
+        lp_name, lp_label = f"{name}-lp", label[:-1] + ", log-prob.)"
+        register_method(lp_name, lp_label, "pr-xai",
+                        f"{label} explaining the class's log-probability instead of its logit "
+                        f"(objective='log_probability'): the default of encoders {depth}, chosen in the thirteenth "
+                        "round of docs/default_search.md; one pass (PR-XAI)",
+                        pr_factory(lp_name, lp_label, "PRTemperedAttentionGradient", hub_power=0.5,
+                                   objective="log_probability", **settings),
+                        defaults=pr_defaults("PRTemperedAttentionGradient", hub_power=0.5,
+                                             objective="log_probability", **settings))
     att = [
         ("raw-attention", "Raw attention", "RawAttention", "last-layer attention of the explained token",
          ("attention",)),
