@@ -411,6 +411,12 @@ ELEVENTH_DECODERS = ["ds:pow0.5:pm", "ds:pow0.5:pm:rel-0.5", "ds:pow0.5:pm:rel-1
 #: 'twelfth': the 12-layer default (hubs 0.5) and hubs 1 (eleventh round), against the default with one option changed
 #: (TWELFTH_NEW), on the 12-layer encoder's long tune halves (MPNet reviews and BBC News), where LIG still leads
 TWELFTH = ELEVENTH_HUBS + TWELFTH_NEW
+#: 'thirteenth': each encoder's default against the same on the class's log-probability (LOG_PROB), on all eleven
+#: encoder tune halves ('thirteenth-minilm' on MiniLM-L6's, 'thirteenth-mpnet' on MPNet's); 'thirteenth-decoders':
+#: the decoders' default (PR-TAG±) against the same on the log-probability of the label word over the label words
+THIRTEENTH_MINILM = [ELEVENTH_MINILM[0], "ds:pow0.5:pm0.25:rel-0.5:lp"]
+THIRTEENTH_MPNET = [ELEVENTH_HUBS[0], "ds:pow0.25:pm0.25:gate0.5:rel-0.5:lp"]
+THIRTEENTH_DECODERS = ["ds:pow0.5:pm", "ds:pow0.5:lp:pm"]
 TUNE_METHODS = [m for m in CANDIDATES if m not in EXTRA and m not in LATER and m not in FOURTH and m not in FIFTH
                 and m not in SIXTH and m not in SEVENTH and m not in SEVENTH_DECODERS and m not in EIGHTH_NEW
                 and m not in GATE and m not in RELATIVE and m != ELEVENTH_D85] \
@@ -837,6 +843,7 @@ NINTH_DIR = RESULTS / "ninth"
 TENTH_DIR = RESULTS / "tenth"
 ELEVENTH_DIR = RESULTS / "eleventh"
 TWELFTH_DIR = RESULTS / "twelfth"
+THIRTEENTH_DIR = RESULTS / "thirteenth"
 #: the rounds written by ``_round_table``: flag -> (folder, methods, title, file, candidates ranked by the rule)
 ROUNDS = {
     "--fifth-table": (FIFTH_DIR, FIFTH, "Fifth round: the default's damping, and LIG-50 on the tune halves", "fifth.md",
@@ -863,20 +870,25 @@ ROUNDS = {
     "--twelfth-table": (TWELFTH_DIR, TWELFTH + ["ig"],
                         "Twelfth round: the 12-layer default's graph options on its long tune halves", "twelfth.md",
                         ()),
+    "--thirteenth-table": (THIRTEENTH_DIR, THIRTEENTH_MPNET + THIRTEENTH_MINILM,
+                           "Thirteenth round: the class's log-probability on every encoder tune half",
+                           "thirteenth.md", ("rule:depth-gate-hubs0.5", "rule:depth-gate-hubs0.5-lp")),
 }
 #: a round whose worst case runs over other rounds' tune halves too: flag -> the rounds' folders (each half from the
 #: first folder that has it)
 ROUND_WORST_FOLDERS: Dict[str, Tuple[Path, ...]] = {"--eighth-table": (EIGHTH_DIR, SEVENTH_DIR),
                                                     "--ninth-table": (NINTH_DIR, EIGHTH_DIR, SEVENTH_DIR),
                                                     "--tenth-table": (TENTH_DIR, NINTH_DIR, EIGHTH_DIR),
-                                                    "--eleventh-table": (ELEVENTH_DIR,)}
+                                                    "--eleventh-table": (ELEVENTH_DIR,),
+                                                    "--thirteenth-table": (THIRTEENTH_DIR,)}
 #: a round's held-out runs when they are not its ranked candidates: flag -> (the default, the candidates)
 ROUND_HOLDOUT: Dict[str, Tuple[str, ...]] = {"--eighth-table": ("ds:pow0.25:pm0.25", "ds:pow0.25"),
                                              "--ninth-table": ("ds:pow0.25:pm0.25", "ds:pow0.25") + tuple(GATED),
                                              "--tenth-table": ("ds:pow0.5:pm0.25", "ds:pow0.5", TENTH_GATE),
                                              "--eleventh-table": (GATED[0], ELEVENTH_HUBS[0]),
                                              "--twelfth-table": (*ELEVENTH_HUBS, "ds:pow0.25:pm0.25:gate0.5:rel-2",
-                                                                 "ds:pow0.25:pm0.25:gate0.5:rel-0.5:lp")}
+                                                                 "ds:pow0.25:pm0.25:gate0.5:rel-0.5:lp"),
+                                             "--thirteenth-table": tuple(THIRTEENTH_MPNET)}
 #: a line after a round's worst case: flag -> text
 ROUND_NOTES: Dict[str, str] = {
     "--eighth-table": "One walk (`ds:pow0.5`, PR-TAG, and `ds:pow0.25`) is not ranked: it has no rows on the "
@@ -887,7 +899,13 @@ ROUND_NOTES: Dict[str, str] = {
                         "architecture's two walks agree to the same tolerance (`_add_earlier_rows`), so every "
                         "construction measured on a half is a possible best other. The held-out rows of the "
                         "12-layer default are read from its two walks and the gate's correlations, as in the ninth "
-                        "round."}
+                        "round.",
+    "--thirteenth-table": "Each half is also joined with the eleventh round's run of it (and so with the earlier "
+                          "rounds' runs the eleventh joined) where the architecture's default agrees to the same "
+                          "tolerance (`_add_eleventh_rows`), so every construction measured on a half is a possible "
+                          "best other. The MPNet reviews and BBC News halves are not joined with the twelfth round's "
+                          "constructions, which ran on 16 examples (the losses are paired over the examples every "
+                          "method of a half explained)."}
 #: methods a round ran beside its candidates that are not candidates for the default, so never a half's 'best other'
 #: in the worst case (LIG-50 costs 50 passes; the goal's comparison with it is on the held-out halves)
 NOT_CANDIDATES = ("ig",)
@@ -905,7 +923,10 @@ ROUND_LEADS: Dict[str, Tuple[str, str, str]] = {
                          "damping 0.7"),
     "--twelfth-table": (ELEVENTH_HUBS[0], "pr-tag0.25-pm0.25-gate0.5-hubs0.5",
                         "the 12-layer encoders' default: A^0.25 ⊙ dA⁺ edges, two walks, λ = 0.25, gate 0.5, "
-                        "hubs 0.5, damping 0.7")}
+                        "hubs 0.5, damping 0.7"),
+    "--thirteenth-table": (ELEVENTH_HUBS[0], "pr-tag0.25-pm0.25-gate0.5-hubs0.5",
+                           "each encoder's default, on MPNet A^0.25 ⊙ dA⁺ edges, two walks, λ = 0.25, gate 0.5, "
+                           "hubs 0.5, damping 0.7")}
 #: the encoders' default, the lead of the other rounds
 _ENCODER_LEAD = (FOURTH_LEAD, "pr-tag-pm0.25", "PR-TAG's edges, two walks, λ = 0.25, damping 0.7")
 #: rules ranked beside the candidates: per architecture, the candidate whose rows the rule takes on its halves.
@@ -922,7 +943,9 @@ RULES: Dict[str, Dict[str, str]] = {"rule:depth": {"minilm": "ds:pow0.5:pm0.25",
                                     "rule:gate-every-encoder": {"minilm": TENTH_GATE, "mpnet": GATED[0]},
                                     "rule:depth-gate-hubs": {"minilm": ELEVENTH_MINILM[1], "mpnet": ELEVENTH_HUBS[1]},
                                     "rule:depth-gate-hubs0.5": {"minilm": ELEVENTH_MINILM[0],
-                                                                "mpnet": ELEVENTH_HUBS[0]}}
+                                                                "mpnet": ELEVENTH_HUBS[0]},
+                                    "rule:depth-gate-hubs0.5-lp": {"minilm": THIRTEENTH_MINILM[1],
+                                                                   "mpnet": THIRTEENTH_MPNET[1]}}
 #: a fourth-round tune run joins a later round's run of the same cell in the worst case only when the default's
 #: comprehensiveness agrees on every common example to this (the same model and examples)
 SAME_RUN_TOLERANCE = 1e-2
@@ -1326,13 +1349,45 @@ def _add_earlier_rows(cell: Cell, run: Path, values: Values) -> None:
 ROUND_ALIASES: Dict[str, Dict[str, Any]] = {
     "--eleventh-table": {"minilm": {GATED[0]: FOURTH_LEAD, ELEVENTH_HUBS[0]: ELEVENTH_MINILM[0],
                                     ELEVENTH_HUBS[1]: ELEVENTH_MINILM[1]},
-                         "values": tuple(ELEVENTH_MINILM), "matrix": {"minilm": "pr-tag-pm0.25"}}}
+                         "values": tuple(ELEVENTH_MINILM), "matrix": {"minilm": "pr-tag-pm0.25"}},
+    "--thirteenth-table": {"minilm": dict(zip(THIRTEENTH_MPNET, THIRTEENTH_MINILM)), "values": tuple(THIRTEENTH_MINILM),
+                           "matrix": {"minilm": "pr-tag-pm0.25-hubs0.5"}}}
+
+
+#: each architecture's default with the hubs' weight (eleventh round): the rows that pair a later run of a half with
+#: the eleventh round's run of it
+_HUBS_LEADS = {"minilm": ELEVENTH_MINILM[0], "mpnet": ELEVENTH_HUBS[0]}
+
+
+def _add_eleventh_rows(cell: Cell, run: Path, values: Values) -> None:
+    """A later tune half's values joined with the eleventh round's values of the same half, built as the eleventh
+    round's worst case builds them (its run, the fourth round's run where they agree, :func:`_add_earlier_rows`),
+    where the architecture's default (:data:`_HUBS_LEADS`) agrees on every common example to
+    :data:`SAME_RUN_TOLERANCE`; :data:`NOT_CANDIDATES` stay out. Held-out runs are left as they are."""
+    path = ELEVENTH_DIR / "tune" / cell.name / "results.csv"
+    if run.parent.name != "tune" or not path.is_file() or cell.architecture not in _HUBS_LEADS:
+        return
+    theirs = _read_csv(path)
+    fourth = FOURTH_DIR / "tune" / cell.name / "results.csv"
+    if fourth.is_file():
+        earlier = _read_csv(fourth)
+        difference = _lead_difference(theirs, earlier, FOURTH_LEAD)
+        if difference is not None and difference <= SAME_RUN_TOLERANCE:
+            _join_missing(theirs, earlier)
+    _add_earlier_rows(cell, path.parent, theirs)
+    difference = _lead_difference(values, theirs, _HUBS_LEADS[cell.architecture])
+    if difference is not None and difference <= SAME_RUN_TOLERANCE:
+        _join_missing(values, theirs)
+    for metric in values:
+        for method in NOT_CANDIDATES:
+            values[metric].pop(method, None)
 
 
 #: rows a round's halves take before its tables: flag -> augment (see :func:`_rule_losses`)
 ROUND_AUGMENT: Dict[str, Callable[[Cell, Path, Values], None]] = {"--ninth-table": _add_gate_rows,
                                                                   "--tenth-table": _add_gate_rows,
-                                                                  "--eleventh-table": _add_earlier_rows}
+                                                                  "--eleventh-table": _add_earlier_rows,
+                                                                  "--thirteenth-table": _add_eleventh_rows}
 #: sections a round's table adds after its worst case: flag -> lines, given the round's worst-case folders and folder
 ROUND_SECTIONS: Dict[str, Callable[[Sequence[Path], Path], List[str]]] = {
     "--ninth-table": lambda folders, folder: (_gate_scan_lines(folders) + _gate_check_lines(folder)
@@ -1790,6 +1845,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                         help="write results/default-search/eleventh.md: damping 0.85 on the 12-layer default and "
                              "relative PageRank (hubs raised or lowered) against each encoder's default on the eleven "
                              "encoder tune halves, the hub rules' worst cases, and the held-out halves against LIG")
+    parser.add_argument("--thirteenth-table", action="store_true",
+                        help="write results/default-search/thirteenth.md: each encoder's default on the class's "
+                             "log-probability against the same on its logit on the eleven encoder tune halves, the "
+                             "two rules' worst cases, and the held-out halves against LIG")
     parser.add_argument("--walk-correlation", default=None, metavar="DIR",
                         help="write DIR/walk_correlation.csv from DIR/cache.jsonl: the two walks' correlation per "
                              "example (the gate's signal)")
@@ -1807,7 +1866,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                   "eleventh": ELEVENTH, "eleventh-d85": GATED + [ELEVENTH_D85],
                   "eleventh-hubs": GATED + ELEVENTH_HUBS,
                   "eleventh-minilm": [FOURTH_LEAD] + ELEVENTH_MINILM, "eleventh-decoders": ELEVENTH_DECODERS,
-                  "twelfth": TWELFTH}
+                  "twelfth": TWELFTH, "thirteenth-minilm": THIRTEENTH_MINILM, "thirteenth-mpnet": THIRTEENTH_MPNET,
+                  "thirteenth-decoders": THIRTEENTH_DECODERS}
         methods += groups[item] if item in groups else [item] if item else []
     if args.half == "holdout" and args.cell and not args.tables and "tune" in args.methods.split(","):
         parser.error("the held-out half only confirms: pass --methods with the chosen candidate and references")
