@@ -175,15 +175,6 @@ def walk_correlation(positive: Tensor, negative: Tensor, ordinary: Tensor) -> fl
     return float(batched(positive.reshape(1, -1), negative.reshape(1, -1), ordinary.reshape(1, -1))[0])
 
 
-def _log_prob(forward_func: Callable[..., Tensor]) -> Callable[..., Tensor]:
-    """``forward_func`` with its logits replaced by log-probabilities (``log_softmax`` over the classes)."""
-
-    def forward(*args: Any, **kwargs: Any) -> Tensor:
-        return torch.log_softmax(forward_func(*args, **kwargs), dim=-1)
-
-    return forward
-
-
 def _edge(name: str) -> Any:
     if name == "softmax_gradient":
         return softmax_gradient
@@ -440,8 +431,8 @@ def register_candidates() -> None:
 
             kwargs = dict(settings)
             kwargs["edge_weight"] = _edge(kwargs["edge_weight"])
-            if name in LOG_PROB:
-                forward_func = _log_prob(forward_func)
+            if name in LOG_PROB:  # the library's objective (log_softmax over the classes before the backward pass)
+                kwargs["objective"] = "log_probability"
             layers = captum_prxai.attention_layers(model)
             if name in LAYER_SHARE:  # a walk on the first or last share of the layers
                 end, share = LAYER_SHARE[name]
@@ -452,7 +443,7 @@ def register_candidates() -> None:
             if RELATIVE.get(name, 1.0) <= 0:  # raising the hubs (or neither): the library's hub_power scores it
                 kwargs["hub_power"] = -RELATIVE[name]
             kwargs.setdefault("hub_power", 0.0)  # every other candidate walks without the hubs' weight
-            kwargs.setdefault("objective", "output")  # and explains the logit (LOG_PROB candidates: their forward's)
+            kwargs.setdefault("objective", "output")  # and explains the logit
             if name in GATE:  # the library's gate: both walks (W(A, -dA) of the same edges) in one pass, gated
                 kwargs.update(walks="both", negative_weight=NEGATIVE_WEIGHT[name], walk_gate=GATE[name])
             attr = captum_prxai.PageRankAttribution(forward_func, layers, **kwargs)

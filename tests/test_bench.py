@@ -1626,6 +1626,9 @@ def test_twelfth_round_layer_shares_walk_on_that_part_of_the_layers_with_the_def
     torch.testing.assert_close(got, log_prob.attribute(ids, target=1, additional_forward_args=(mask,)))
     assert (got - captum_prxai.PageRankAttribution(forward, layers, **settings).attribute(
         ids, target=1, additional_forward_args=(mask,))).abs().max() > 1e-4
+    # ... which is the registry's 12-layer default since the thirteenth round, on these layers
+    default = METHODS["pr-tag0.25-pm0.25-gate0.5-hubs0.5-lp"].factory(model, forward, MethodContext())
+    torch.testing.assert_close(got, default(ids, mask, torch.zeros_like(ids), torch.tensor([1])))
 
 
 def test_twelfth_table_has_a_row_per_construction_with_the_bins_where_lig_leads(tmp_path, monkeypatch):
@@ -1659,3 +1662,39 @@ def test_twelfth_table_has_a_row_per_construction_with_the_bins_where_lig_leads(
                                                                   "+0.400 ± 0.000", "+0.000 ± 0.100"]
     row = next(line for line in text.splitlines() if line.startswith("| LIG-50 |"))
     assert row.count("–") == 3  # not run in this folder
+
+
+def test_thirteenth_round_joins_the_eleventh_rounds_half_only_where_the_default_agrees(tmp_path, monkeypatch):
+    """A thirteenth-round tune half takes the eleventh round's constructions of the same half as possible best
+    others only where the architecture's default gave the same rows (the same model and examples), never LIG-50;
+    held-out runs are left as they are."""
+    default_search = _default_search()
+    lead, lp = default_search.THIRTEENTH_MINILM
+    assert lead == default_search._HUBS_LEADS["minilm"]
+    eleventh, fourth = tmp_path / "eleventh", tmp_path / "fourth"
+    monkeypatch.setattr(default_search, "ELEVENTH_DIR", eleventh)
+    monkeypatch.setattr(default_search, "FOURTH_DIR", fourth)
+    monkeypatch.setattr(default_search, "ELEVENTH_JOINS", ())
+    cell = default_search.CELLS["minilm--tweets"]
+    _write_results(eleventh / "tune" / cell.name, [(0, lead, 0.5, 0.1), (1, lead, 0.4, 0.2),
+                                                   (0, "ds:pow0.5:pm", 0.7, 0.0), (1, "ds:pow0.5:pm", 0.6, 0.1),
+                                                   (0, "ig", 0.9, -0.1), (1, "ig", 0.9, -0.1)])
+    _write_results(tmp_path / "run" / "tune" / cell.name, [(0, lead, 0.5, 0.1), (1, lead, 0.4, 0.2),
+                                                           (0, lp, 0.55, 0.1), (1, lp, 0.45, 0.2)])
+    run = tmp_path / "run" / "tune" / cell.name
+    values = default_search._read_csv(run / "results.csv")
+    default_search._add_eleventh_rows(cell, run, values)
+    assert sorted(values["comprehensiveness"]) == sorted([lead, lp, "ds:pow0.5:pm"])  # joined, LIG-50 left out
+    assert values["comprehensiveness"]["ds:pow0.5:pm"] == {0: 0.7, 1: 0.6}
+    # the default's rows differ by more than the tolerance: another model, nothing joined
+    other = tmp_path / "other" / "tune" / cell.name
+    _write_results(other, [(0, lead, 0.5 + 2 * default_search.SAME_RUN_TOLERANCE, 0.1), (1, lead, 0.4, 0.2)])
+    values = default_search._read_csv(other / "results.csv")
+    default_search._add_eleventh_rows(cell, other, values)
+    assert sorted(values["comprehensiveness"]) == [lead]
+    # a held-out run is not joined with tune rows
+    held = tmp_path / "run" / "holdout" / cell.name
+    _write_results(held, [(0, lead, 0.5, 0.1), (1, lead, 0.4, 0.2)])
+    values = default_search._read_csv(held / "results.csv")
+    default_search._add_eleventh_rows(cell, held, values)
+    assert sorted(values["comprehensiveness"]) == [lead]
