@@ -251,10 +251,11 @@ def _causal_rows(attention: Tensor, mask: Tensor, rows: slice) -> tuple[Tensor, 
 OBJECTIVES = ("output", "log_probability")
 
 
-def check_objective(objective: str) -> str:
-    """``objective`` if it is one of :data:`OBJECTIVES`; else a :class:`PRXAIError` naming them."""
-    if not isinstance(objective, str) or objective not in OBJECTIVES:
-        raise PRXAIError(f"objective must be one of {', '.join(map(repr, OBJECTIVES))}, got {objective!r}.")
+def check_objective(objective: str, choices: Sequence[str] = OBJECTIVES) -> str:
+    """``objective`` if it is one of ``choices`` (default :data:`OBJECTIVES`); else a :class:`PRXAIError` naming
+    them."""
+    if not isinstance(objective, str) or objective not in choices:
+        raise PRXAIError(f"objective must be one of {', '.join(map(repr, choices))}, got {objective!r}.")
     return objective
 
 

@@ -106,5 +106,19 @@ def test_the_same_objective_reaches_every_consumer_of_the_pass(tiny_model_factor
 @pytest.mark.parametrize("bad", ["logit", "probability", "", 1, None])
 def test_objective_is_checked(bad, tiny_model_factory):
     model = tiny_model_factory("bert")
-    with pytest.raises(cp.PRXAIError, match=r"^objective must be one of 'output', 'log_probability', got "):
+    with pytest.raises(cp.PRXAIError, match=r"^objective must be one of 'auto', 'output', 'log_probability', got "):
         cp.PageRankAttribution(forward_for(model), cp.attention_layers(model), objective=bad)
+
+
+def test_objective_can_be_set_and_is_checked_again(tiny_model_factory):
+    model = tiny_model_factory("bert")
+    pr = cp.PageRankAttribution(forward_for(model), cp.attention_layers(model), objective="output")
+    assert pr.objective == "output"
+    pr.objective = "auto"  # resolved again by the layers: an encoder
+    assert pr.objective == "log_probability"
+    with pytest.raises(cp.PRXAIError, match=r"^objective must be one of 'auto', 'output', 'log_probability', got "):
+        pr.objective = "logits"
+    assert pr.objective == "log_probability"  # a refused value changes nothing
+    with pytest.raises(cp.PRXAIError, match=r"^objective must be one of 'output', 'log_probability', got 'auto'"):
+        capture_graph(forward_for(model), cp.attention_layers(model), torch.tensor([[2, 3, 4]]),
+                      torch.ones(1, 3, dtype=torch.bool), lambda i, a, g: a.mean(1), objective="auto")

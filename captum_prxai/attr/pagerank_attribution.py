@@ -28,6 +28,7 @@ from captum_prxai.attr._base import (
     _format_target,
 )
 from captum_prxai.capture import (
+    OBJECTIVES,
     CapturedGraph,
     LayerTerm,
     check_memory,
@@ -394,10 +395,7 @@ class PageRankAttribution(AttentionGraphAttribution):
         objective: str = "auto",
     ) -> None:
         super().__init__(forward_func, layers, attention_fn, head_reduction, target_position, capture, pad_token_id)
-        if isinstance(objective, str) and objective == "auto":
-            objective = auto_objective(layers_are_causal(self.layers), len(self.layers))
-        #: what the backward pass differentiates, resolved (:data:`captum_prxai.capture.OBJECTIVES`)
-        self.objective = check_objective(objective)
+        self.objective = objective
         if isinstance(walks, str) and walks == "auto":
             walks = auto_walks(edge_weight, graph, signed)
         if isinstance(negative_weight, str) and negative_weight == "auto":
@@ -443,6 +441,19 @@ class PageRankAttribution(AttentionGraphAttribution):
     walk_gate = _option("walk_gate")
     hub_power = _option("hub_power")
     del _option
+
+    @property
+    def objective(self) -> str:  # type: ignore[override]
+        """What the backward pass differentiates, resolved: ``"output"`` or ``"log_probability"``
+        (:data:`captum_prxai.capture.OBJECTIVES`); setting ``"auto"`` resolves it again by the layers
+        (:func:`~captum_prxai.graph.spec.auto_objective`), any other value is checked."""
+        return self.__dict__["_objective"]
+
+    @objective.setter
+    def objective(self, value: str) -> None:
+        if check_objective(value, ("auto",) + OBJECTIVES) == "auto":
+            value = auto_objective(layers_are_causal(self.layers), len(self.layers))
+        self.__dict__["_objective"] = value
 
     @property
     def head_reduction(self) -> str:  # type: ignore[override]
