@@ -1379,11 +1379,31 @@ ROUND_AUGMENT: Dict[str, Callable[[Cell, Path, Values], None]] = {"--ninth-table
                                                                   "--tenth-table": _add_gate_rows,
                                                                   "--eleventh-table": _add_earlier_rows,
                                                                   "--thirteenth-table": _add_eleventh_rows}
+def _thirteenth_decoder_lines(folders: Sequence[Path], folder: Path) -> List[str]:
+    """The decoders' halves of the thirteenth round (``thirteenth-decoders/<half>/<cell>``): PR-TAG± on the label's
+    log-probability against PR-TAG± on its logit (:data:`THIRTEENTH_DECODERS`), paired per example."""
+    rows = []
+    for half in ("tune", "holdout"):
+        for cell in CELLS.values():
+            path = folder.parent / f"{folder.name}-decoders" / half / cell.name / "results.csv"
+            if path.is_file():
+                n, text = _paired(_read_csv(path), THIRTEENTH_DECODERS[1], THIRTEENTH_DECODERS[0])
+                rows.append([f"{cell.name} ({half})", str(n), text or "–"])
+    if not rows:
+        return []
+    return (["## Decoders (not ranked above)", "",
+             f"`{THIRTEENTH_DECODERS[1]}` − `{THIRTEENTH_DECODERS[0]}` (the decoders' default, PR-TAG±, on the "
+             "label's log-probability over the labels against on its logit), comprehensiveness ↑ / sufficiency ↓; "
+             "the commands are in each folder's `COMMAND`.", ""]
+            + _table(["half", "n", "log-probability − default"], rows) + [""])
+
+
 #: sections a round's table adds after its worst case: flag -> lines, given the round's worst-case folders and folder
 ROUND_SECTIONS: Dict[str, Callable[[Sequence[Path], Path], List[str]]] = {
     "--ninth-table": lambda folders, folder: (_gate_scan_lines(folders) + _gate_check_lines(folder)
                                               + _library_gate_lines(folder)),
-    "--tenth-table": _tenth_gate_lines}
+    "--tenth-table": _tenth_gate_lines,
+    "--thirteenth-table": _thirteenth_decoder_lines}
 
 
 #: rounds whose table has a row per construction and, per half, the two metrics and the bins where LIG's lead sits
@@ -1555,7 +1575,7 @@ def _merge_matrix(cell: Cell, values: Dict[str, Dict[str, Dict[int, float]]]) ->
     if cell.max_length is not None or not path.is_file():
         return None
     matrix = _read_csv(path)
-    mine = set(values["comprehensiveness"].get("ds:g", {}))
+    mine = set().union(*(set(rows) for rows in values["comprehensiveness"].values()))  # this run's examples
     check: Dict[str, float] = {}
     for ours, theirs in (("ds:g", "pr-g"), ("ds:ag", "pr-ag")):
         for metric, _ in METRICS:

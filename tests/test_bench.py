@@ -1698,3 +1698,19 @@ def test_thirteenth_round_joins_the_eleventh_rounds_half_only_where_the_default_
     values = default_search._read_csv(held / "results.csv")
     default_search._add_eleventh_rows(cell, held, values)
     assert sorted(values["comprehensiveness"]) == [lead]
+
+
+def test_held_out_tables_pair_the_matrix_on_the_runs_examples_without_pr_g(tmp_path, monkeypatch):
+    """A held-out side run that did not run ``ds:g`` (e.g. the thirteenth round's decoder run) still takes the
+    matrix's methods on its own examples, so its tables are written (they were empty before: a division by zero)."""
+    default_search = _default_search()
+    matrix_dir = tmp_path / "matrix"
+    monkeypatch.setattr(default_search, "MATRIX_DIR", matrix_dir)
+    cell = default_search.CELLS["smollm2--tweets"]
+    _write_results(matrix_dir / cell.name, [(0, "gae", 0.1, 0.3), (1, "gae", 0.2, 0.3), (5, "gae", 0.9, 0.0)])
+    run = tmp_path / "run"
+    _write_results(run, [(0, "ds:pow0.5:pm", 0.3, 0.2), (1, "ds:pow0.5:pm", 0.4, 0.1),
+                         (0, "ds:pow0.5:lp:pm", 0.4, 0.2), (1, "ds:pow0.5:lp:pm", 0.4, 0.1)])
+    values = default_search._read_csv(run / "results.csv")
+    default_search._merge_matrix(cell, values)
+    assert values["comprehensiveness"]["matrix:gae"] == {0: 0.1, 1: 0.2}  # only the run's examples

@@ -227,8 +227,8 @@ def auto_objective(causal: bool, depth: int) -> str:
     gradient is the logit's minus the probability-weighted mean of every
     class's, the part of ``∇z_t`` that can change the prediction (with two
     classes, the contrastive ``∇(z_t − z_other)`` up to a positive factor).
-    Decoders keep the logit until it is measured on more than their one tune
-    half (SmolLM2 tweets, where it gained). ``causal`` and ``depth`` as in
+    Decoders keep the logit until it is measured on more than their one cell
+    (SmolLM2 tweets, where it gained on the tune and held-out halves). ``causal`` and ``depth`` as in
     :func:`auto_attention_power` (the rule does not depend on depth).
     """
     return "output" if causal else ENCODER_OBJECTIVE
