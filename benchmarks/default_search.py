@@ -404,7 +404,7 @@ ELEVENTH_DECODERS = ["ds:pow0.5:pm", "ds:pow0.5:pm:rel-0.5", "ds:pow0.5:pm:rel-1
 TWELFTH = ELEVENTH_HUBS + TWELFTH_NEW
 #: 'thirteenth': each encoder's default against the same on the class's log-probability (LOG_PROB), on all eleven
 #: encoder tune halves ('thirteenth-minilm' on MiniLM-L6's, 'thirteenth-mpnet' on MPNet's); 'thirteenth-decoders':
-#: the decoders' default (PR-TAG±) against the same on the log-probability of the label word over the label words
+#: the decoders' default (PR-TAG±) against the same on the class's log-probability (SmolLM2's classification head)
 THIRTEENTH_MINILM = [ELEVENTH_MINILM[0], "ds:pow0.5:pm0.25:rel-0.5:lp"]
 THIRTEENTH_MPNET = [ELEVENTH_HUBS[0], "ds:pow0.25:pm0.25:gate0.5:rel-0.5:lp"]
 THIRTEENTH_DECODERS = ["ds:pow0.5:pm", "ds:pow0.5:lp:pm"]
@@ -1379,8 +1379,10 @@ ROUND_AUGMENT: Dict[str, Callable[[Cell, Path, Values], None]] = {"--ninth-table
                                                                   "--tenth-table": _add_gate_rows,
                                                                   "--eleventh-table": _add_earlier_rows,
                                                                   "--thirteenth-table": _add_eleventh_rows}
+
+
 def _thirteenth_decoder_lines(folders: Sequence[Path], folder: Path) -> List[str]:
-    """The decoders' halves of the thirteenth round (``thirteenth-decoders/<half>/<cell>``): PR-TAG± on the label's
+    """The decoders' halves of the thirteenth round (``thirteenth-decoders/<half>/<cell>``): PR-TAG± on the class's
     log-probability against PR-TAG± on its logit (:data:`THIRTEENTH_DECODERS`), paired per example."""
     rows = []
     for half in ("tune", "holdout"):
@@ -1393,7 +1395,7 @@ def _thirteenth_decoder_lines(folders: Sequence[Path], folder: Path) -> List[str
         return []
     return (["## Decoders (not ranked above)", "",
              f"`{THIRTEENTH_DECODERS[1]}` − `{THIRTEENTH_DECODERS[0]}` (the decoders' default, PR-TAG±, on the "
-             "label's log-probability over the labels against on its logit), comprehensiveness ↑ / sufficiency ↓; "
+             "class's log-probability against on its logit), comprehensiveness ↑ / sufficiency ↓; "
              "the commands are in each folder's `COMMAND`.", ""]
             + _table(["half", "n", "log-probability − default"], rows) + [""])
 
