@@ -975,6 +975,21 @@ def _join_missing(values: Values, theirs: Values) -> None:
             values[metric].setdefault(method, rows)
 
 
+def _join_same_run(values: Values, theirs: Values, lead: str) -> None:
+    """:func:`_join_missing` where ``lead``'s rows of the two runs agree on every common example to
+    :data:`SAME_RUN_TOLERANCE` (the same model and examples); otherwise leave ``values`` as it is."""
+    difference = _lead_difference(values, theirs, lead)
+    if difference is not None and difference <= SAME_RUN_TOLERANCE:
+        _join_missing(values, theirs)
+
+
+def _drop_not_candidates(values: Values) -> None:
+    """Remove :data:`NOT_CANDIDATES` from ``values`` (in place), so none is a half's best other."""
+    for metric in values:
+        for method in NOT_CANDIDATES:
+            values[metric].pop(method, None)
+
+
 #: a rule's losses: (loss, its s.e., tune half, metric, the best other method)
 Loss = Tuple[float, float, str, str, str]
 
@@ -998,9 +1013,7 @@ def _rule_losses(folders: Sequence[Path], ranked: Sequence[str], lead: str = FOU
                 seen.add(run[0].name)
                 runs.append((folder,) + run)
     for folder, cell, values, theirs, difference in runs:
-        for metric in values:
-            for method in NOT_CANDIDATES:
-                values[metric].pop(method, None)
+        _drop_not_candidates(values)
         if theirs is not None and difference is not None and difference <= SAME_RUN_TOLERANCE:
             _join_missing(values, theirs)
         if augment is not None:
@@ -1327,10 +1340,7 @@ def _add_earlier_rows(cell: Cell, run: Path, values: Values) -> None:
         path = folder / "tune" / cell.name / "results.csv"
         if lead is None or not path.is_file():
             continue
-        theirs = _read_csv(path)
-        difference = _lead_difference(values, theirs, lead)
-        if difference is not None and difference <= SAME_RUN_TOLERANCE:
-            _join_missing(values, theirs)
+        _join_same_run(values, _read_csv(path), lead)
     _add_gate_rows(cell, run, values)
 
 
@@ -1361,17 +1371,10 @@ def _add_eleventh_rows(cell: Cell, run: Path, values: Values) -> None:
     theirs = _read_csv(path)
     fourth = FOURTH_DIR / "tune" / cell.name / "results.csv"
     if fourth.is_file():
-        earlier = _read_csv(fourth)
-        difference = _lead_difference(theirs, earlier, FOURTH_LEAD)
-        if difference is not None and difference <= SAME_RUN_TOLERANCE:
-            _join_missing(theirs, earlier)
+        _join_same_run(theirs, _read_csv(fourth), FOURTH_LEAD)
     _add_earlier_rows(cell, path.parent, theirs)
-    difference = _lead_difference(values, theirs, _HUBS_LEADS[cell.architecture])
-    if difference is not None and difference <= SAME_RUN_TOLERANCE:
-        _join_missing(values, theirs)
-    for metric in values:
-        for method in NOT_CANDIDATES:
-            values[metric].pop(method, None)
+    _join_same_run(values, theirs, _HUBS_LEADS[cell.architecture])
+    _drop_not_candidates(values)
 
 
 #: rows a round's halves take before its tables: flag -> augment (see :func:`_rule_losses`)

@@ -297,7 +297,6 @@ def _select_target(output: Any, targets: Optional[Tensor], batch: int,
         if targets is not None:
             raise PRXAIError("forward_func returns one score per example, so target must be None.")
         return output, output, None
-    scores = output
     if output.dim() != 2 or output.shape[0] != batch:
         raise PRXAIError(
             f"forward_func must return logits of shape (B, C) = ({batch}, C), got {tuple(output.shape)}."
@@ -308,8 +307,7 @@ def _select_target(output: Any, targets: Optional[Tensor], batch: int,
     if (targets < 0).any() or (targets >= classes).any():
         bad = targets[(targets < 0) | (targets >= classes)][0].item()
         raise PRXAIError(f"target {bad} is out of range for a model with {classes} outputs (valid: 0..{classes - 1}).")
-    if objective == "log_probability" and classes >= 2:
-        scores = log_probabilities(output)
+    scores = log_probabilities(output) if objective == "log_probability" and classes >= 2 else output
     return scores.gather(1, targets.unsqueeze(1)).squeeze(1), output, targets
 
 
