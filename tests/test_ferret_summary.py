@@ -4,6 +4,8 @@ from pathlib import Path
 
 import numpy as np
 
+from captum_prxai.methods import resolve_method
+
 
 def _write_cell(folder: Path, methods, default_method=None, n=6, seed=0):
     """A small cell as export_cell.py and ferret_eval.py write it: our values and ferret's, per example and method."""
@@ -50,5 +52,7 @@ def test_ferret_summary_pairs_against_the_recorded_default(tmp_path, benchmark_s
     table = md.split(recorded, 1)[1].split("Rankings", 1)[0]
     header = next(line for line in table.splitlines() if line.startswith("| Metric |"))
     assert "PR-TAG± (λ=0.25)" not in header and "| PR-TAG |" in header
+    # every label is the registry's, the one the project's other tables print
+    assert f"| {resolve_method('ig').label} |" in header and "| ig |" not in header
     # an encoder cell without the field keeps the former rule: PR-TAG
     assert _paired_heading(md, "mpnet--tweets").startswith("Paired differences PR-TAG − method")

@@ -7,7 +7,7 @@ the method rankings and Kendall's tau between ours and ferret's; per-example Spe
 and the diagnostics used to explain the differences. Anything after the line
 ``<!-- analysis -->`` in an existing summary.md is kept (the hand-written explanation).
 
-Runs in either venv (numpy and scipy only).
+Runs in the project venv (numpy, scipy and the method registry, whose labels it prints).
 """
 import argparse
 import json
@@ -17,11 +17,19 @@ from pathlib import Path
 import numpy as np
 from scipy.stats import kendalltau, spearmanr
 
-LABELS = {"pr-tag": "PR-TAG", "pr-tag-pm": "PR-TAG±", "pr-tag-pm0.25": "PR-TAG± (λ=0.25)",
-          "pr-tag0.25-pm0.25": "PR-TAG± (γ=0.25, λ=0.25)",
-          "pr-tag0.25-pm0.25-gate0.5": "PR-TAG± (γ=0.25, λ=0.25, gate 0.5)", "pr-g": "PR-G", "pr-ag": "PR-AG", "gae": "GAE", "ig": "IG (LayerIG)",
-          "random": "Random", "pr-tag-pm0.25-hubs0.5": "PR-TAG± (λ=0.25, hubs 0.5)",
-          "pr-tag0.25-pm0.25-gate0.5-hubs0.5": "PR-TAG± (γ=0.25, λ=0.25, gate 0.5, hubs 0.5)"}
+from captum_prxai.exceptions import PRXAIError
+from captum_prxai.methods import resolve_method
+
+
+def label(name: str) -> str:
+    """The method's label in the project's registry (``resolve_method(name).label``), the one every table of the
+    project prints; the name itself for a method the registry does not know."""
+    try:
+        return resolve_method(name).label
+    except PRXAIError:
+        return name
+
+
 CELLS = ["minilm--movie-sentences", "mpnet--tweets", "smollm2--tweets"]
 MARK = "<!-- analysis -->"
 
@@ -188,7 +196,7 @@ def write_md(root: Path, reports):
         hdr = "| Method | our comp ↑ | our suff ↓ | ferret comp ↑ | ferret suff ↓ |"
         L += [hdr, "|---|---:|---:|---:|---:|"]
         for m in rep["methods"]:
-            L.append(f"| {LABELS.get(m, m)} | {fmt(ours[m]['comprehensiveness'])} | {fmt(ours[m]['sufficiency'])} | "
+            L.append(f"| {label(m)} | {fmt(ours[m]['comprehensiveness'])} | {fmt(ours[m]['sufficiency'])} | "
                      f"{fmt(fer['default'][m]['comprehensiveness'])} | {fmt(fer['default'][m]['sufficiency'])} |")
         others = [v for v in rep["variants"] if v != "default"]
         if others:
@@ -196,13 +204,13 @@ def write_md(root: Path, reports):
                   "| Method | " + " | ".join(f"{v} comp ↑ | {v} suff ↓" for v in others) + " |",
                   "|---|" + "---:|---:|" * len(others)]
             for m in rep["methods"]:
-                L.append(f"| {LABELS.get(m, m)} | " + " | ".join(
+                L.append(f"| {label(m)} | " + " | ".join(
                     f"{fmt(fer[v][m]['comprehensiveness'])} | {fmt(fer[v][m]['sufficiency'])}" for v in others) + " |")
         if ours10 is not None:
             L += ["", "Our metric code at ferret's thresholds (10, 20, …, 100%; `ours_at_ferret_thresholds.py`):", "",
                   "| Method | ours@10–100% comp ↑ | ours@10–100% suff ↓ |", "|---|---:|---:|"]
             for m in rep["methods"]:
-                L.append(f"| {LABELS.get(m, m)} | {fmt(ours10[m]['comprehensiveness'])} | "
+                L.append(f"| {label(m)} | {fmt(ours10[m]['comprehensiveness'])} | "
                          f"{fmt(ours10[m]['sufficiency'])} |")
         impls = [("ours", ours)] + [(f"ferret {v}", fer[v]) for v in rep["variants"]]
         if ours10 is not None:
@@ -212,11 +220,11 @@ def write_md(root: Path, reports):
         decoder = "protected" in rep["variants"]
         base = rep.get("default_method") or next(
             (m for m in (("pr-tag-pm", "pr-tag") if decoder else ("pr-tag",)) if m in rep["methods"]), rep["methods"][0])
-        name = LABELS.get(base, base)
+        name = label(base)
         others_m = [m for m in rep["methods"] if m != base]
         L += ["", f"Paired differences {name} − method (same examples, mean ± s.e.; comprehensiveness: "
               f"> 0 means {name} is better, sufficiency: < 0 means {name} is better):", "",
-              "| Metric | Implementation | " + " | ".join(LABELS.get(m, m) for m in others_m) + " |",
+              "| Metric | Implementation | " + " | ".join(label(m) for m in others_m) + " |",
               "|---|---|" + "---:|" * len(others_m)]
         for k in ("comprehensiveness", "sufficiency"):
             for name, vals in impls:
@@ -224,20 +232,20 @@ def write_md(root: Path, reports):
         L += ["", "Rankings (best first) and Kendall's τ with ours (all methods / without Random):", "",
               "| Metric | Implementation | Ranking | τ | τ w/o Random |", "|---|---|---|---:|---:|"]
         for k in ("comprehensiveness", "sufficiency"):
-            L.append(f"| {k} | ours | {' > '.join(LABELS.get(m, m) for m in rep['rankings'][f'ours/{k}'])} | | |")
+            L.append(f"| {k} | ours | {' > '.join(label(m) for m in rep['rankings'][f'ours/{k}'])} | | |")
             for v in rep["variants"]:
                 t = rep["tau"][f"{v}/{k}"]
-                L.append(f"| {k} | ferret {v} | {' > '.join(LABELS.get(m, m) for m in rep['rankings'][f'ferret-{v}/{k}'])} "
+                L.append(f"| {k} | ferret {v} | {' > '.join(label(m) for m in rep['rankings'][f'ferret-{v}/{k}'])} "
                          f"| {t['all']:.2f} | {t['without_random']:.2f} |")
             if f"ours10/{k}" in rep["rankings"]:
                 t = rep["tau"][f"ours10/{k}"]
                 t2 = rep["tau"][f"ours10-vs-default/{k}"]
-                L.append(f"| {k} | ours @10–100% | {' > '.join(LABELS.get(m, m) for m in rep['rankings'][f'ours10/{k}'])} "
+                L.append(f"| {k} | ours @10–100% | {' > '.join(label(m) for m in rep['rankings'][f'ours10/{k}'])} "
                          f"| {t['all']:.2f} | {t['without_random']:.2f} |")
                 L.append(f"| {k} | ours @10–100% vs ferret default | | {t2['all']:.2f} | {t2['without_random']:.2f} |")
         L += ["", "Per-example Spearman ρ between our and ferret's values (per method over examples; pooled over "
               "all (example, method) pairs; within-example = mean over examples of ρ across the methods):", "",
-              "| Metric | Variant | " + " | ".join(LABELS.get(m, m) for m in rep["methods"]) +
+              "| Metric | Variant | " + " | ".join(label(m) for m in rep["methods"]) +
               " | pooled | within-example |", "|---|---|" + "---:|" * (len(rep["methods"]) + 2)]
         for k in ("comprehensiveness", "sufficiency"):
             for v in rep["variants"]:
@@ -257,7 +265,7 @@ def write_md(root: Path, reports):
               "|---|---:|---:|" + "---:|---:|---:|" * len(rep["variants"])]
         for m in rep["methods"]:
             d = rep["diagnostics"][m]
-            L.append(f"| {LABELS.get(m, m)} | {d['frac_positive']:.2f} | {d['no_positive']} | " + " | ".join(
+            L.append(f"| {label(m)} | {d['frac_positive']:.2f} | {d['no_positive']} | " + " | ".join(
                 f"{d[v]['levels_comp']:.1f} / {d[v]['levels_suff']:.1f} | {d[v]['no_level']} | {d[v]['retok_mismatch']:.3f}"
                 for v in rep["variants"]) + " |")
         L.append("")
