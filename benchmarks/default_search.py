@@ -835,6 +835,13 @@ TENTH_DIR = RESULTS / "tenth"
 ELEVENTH_DIR = RESULTS / "eleventh"
 TWELFTH_DIR = RESULTS / "twelfth"
 THIRTEENTH_DIR = RESULTS / "thirteenth"
+THIRTEENTH_DECODERS_DIR = RESULTS / "thirteenth-decoders"
+#: the fourteenth round: the decoders' default on the class's log-probability (THIRTEENTH_DECODERS) on the decoder
+#: tune halves the thirteenth round did not run (SmolLM2 uncertainty, sentences, BBC News), then held out
+FOURTEENTH_DIR = RESULTS / "fourteenth"
+#: the decoder rounds' folders whose run of a decoder tune half a later decoder round joins (the third round's runs
+#: are in ``RESULTS/tune``)
+DECODER_JOINS = (RESULTS, FOURTH_DIR, SEVENTH_DECODERS_DIR, RESULTS / "eleventh-decoders", THIRTEENTH_DECODERS_DIR)
 #: the rounds written by ``_round_table``: flag -> (folder, methods, title, file, candidates ranked by the rule)
 ROUNDS = {
     "--fifth-table": (FIFTH_DIR, FIFTH, "Fifth round: the default's damping, and LIG-50 on the tune halves", "fifth.md",
@@ -864,6 +871,9 @@ ROUNDS = {
     "--thirteenth-table": (THIRTEENTH_DIR, THIRTEENTH_MPNET + THIRTEENTH_MINILM,
                            "Thirteenth round: the class's log-probability on every encoder tune half",
                            "thirteenth.md", ("rule:depth-gate-hubs0.5", "rule:depth-gate-hubs0.5-lp")),
+    "--fourteenth-table": (FOURTEENTH_DIR, THIRTEENTH_DECODERS,
+                           "Fourteenth round: the class's log-probability on every decoder tune half",
+                           "fourteenth.md", tuple(THIRTEENTH_DECODERS)),
 }
 #: a round whose worst case runs over other rounds' tune halves too: flag -> the rounds' folders (each half from the
 #: first folder that has it)
@@ -871,7 +881,8 @@ ROUND_WORST_FOLDERS: Dict[str, Tuple[Path, ...]] = {"--eighth-table": (EIGHTH_DI
                                                     "--ninth-table": (NINTH_DIR, EIGHTH_DIR, SEVENTH_DIR),
                                                     "--tenth-table": (TENTH_DIR, NINTH_DIR, EIGHTH_DIR),
                                                     "--eleventh-table": (ELEVENTH_DIR,),
-                                                    "--thirteenth-table": (THIRTEENTH_DIR,)}
+                                                    "--thirteenth-table": (THIRTEENTH_DIR,),
+                                                    "--fourteenth-table": (FOURTEENTH_DIR, THIRTEENTH_DECODERS_DIR)}
 #: a round's held-out runs when they are not its ranked candidates: flag -> (the default, the candidates)
 ROUND_HOLDOUT: Dict[str, Tuple[str, ...]] = {"--eighth-table": ("ds:pow0.25:pm0.25", "ds:pow0.25"),
                                              "--ninth-table": ("ds:pow0.25:pm0.25", "ds:pow0.25") + tuple(GATED),
@@ -896,7 +907,11 @@ ROUND_NOTES: Dict[str, str] = {
                           "tolerance (`_add_eleventh_rows`), so every construction measured on a half is a possible "
                           "best other. The MPNet reviews and BBC News halves are not joined with the twelfth round's "
                           "constructions, which ran on 16 examples (the losses are paired over the examples every "
-                          "method of a half explained)."}
+                          "method of a half explained).",
+    "--fourteenth-table": "SmolLM2 tweets is the thirteenth round's run of its tune half. Each half is also joined "
+                          "with every earlier decoder round's run of it (the third, fourth, seventh, eleventh and "
+                          "thirteenth) where PR-TAG± agrees to the same tolerance (`_add_decoder_rows`), so every "
+                          "construction measured on a half is a possible best other."}
 #: methods a round ran beside its candidates that are not candidates for the default, so never a half's 'best other'
 #: in the worst case (LIG-50 costs 50 passes; the goal's comparison with it is on the held-out halves)
 NOT_CANDIDATES = ("ig",)
@@ -917,7 +932,9 @@ ROUND_LEADS: Dict[str, Tuple[str, str, str]] = {
                         "hubs 0.5, damping 0.7"),
     "--thirteenth-table": (ELEVENTH_HUBS[0], "pr-tag0.25-pm0.25-gate0.5-hubs0.5",
                            "each encoder's default, on MPNet A^0.25 ⊙ dA⁺ edges, two walks, λ = 0.25, gate 0.5, "
-                           "hubs 0.5, damping 0.7")}
+                           "hubs 0.5, damping 0.7"),
+    "--fourteenth-table": ("ds:pow0.5:pm", "pr-tag-pm",
+                           "the decoders' default: PR-TAG's edges, two walks, λ = 1, damping 0.7, the logit")}
 #: the encoders' default, the lead of the other rounds
 _ENCODER_LEAD = (FOURTH_LEAD, "pr-tag-pm0.25", "PR-TAG's edges, two walks, λ = 0.25, damping 0.7")
 #: rules ranked beside the candidates: per architecture, the candidate whose rows the rule takes on its halves.
@@ -1377,11 +1394,26 @@ def _add_eleventh_rows(cell: Cell, run: Path, values: Values) -> None:
     _drop_not_candidates(values)
 
 
+def _add_decoder_rows(cell: Cell, run: Path, values: Values) -> None:
+    """A decoder tune half's values joined with every earlier decoder round's run of the same half
+    (:data:`DECODER_JOINS`) where the decoders' default (PR-TAG±, ``ds:pow0.5:pm``) agrees on every common example to
+    :data:`SAME_RUN_TOLERANCE` (the same model and examples), so that every construction measured on the half is a
+    possible best other; :data:`NOT_CANDIDATES` stay out. Held-out runs and encoder halves are left as they are."""
+    if run.parent.name != "tune" or cell.architecture not in DECODERS:
+        return
+    for folder in DECODER_JOINS:
+        path = folder / "tune" / cell.name / "results.csv"
+        if path.is_file() and path.parent.resolve() != run.resolve():
+            _join_same_run(values, _read_csv(path), THIRTEENTH_DECODERS[0])
+    _drop_not_candidates(values)
+
+
 #: rows a round's halves take before its tables: flag -> augment (see :func:`_rule_losses`)
 ROUND_AUGMENT: Dict[str, Callable[[Cell, Path, Values], None]] = {"--ninth-table": _add_gate_rows,
                                                                   "--tenth-table": _add_gate_rows,
                                                                   "--eleventh-table": _add_earlier_rows,
-                                                                  "--thirteenth-table": _add_eleventh_rows}
+                                                                  "--thirteenth-table": _add_eleventh_rows,
+                                                                  "--fourteenth-table": _add_decoder_rows}
 
 
 def _thirteenth_decoder_lines(folders: Sequence[Path], folder: Path) -> List[str]:
@@ -1390,7 +1422,7 @@ def _thirteenth_decoder_lines(folders: Sequence[Path], folder: Path) -> List[str
     rows = []
     for half in ("tune", "holdout"):
         for cell in CELLS.values():
-            path = folder.parent / f"{folder.name}-decoders" / half / cell.name / "results.csv"
+            path = THIRTEENTH_DECODERS_DIR / half / cell.name / "results.csv"
             if path.is_file():
                 n, text = _paired(_read_csv(path), THIRTEENTH_DECODERS[1], THIRTEENTH_DECODERS[0])
                 rows.append([f"{cell.name} ({half})", str(n), text or "–"])
@@ -1865,6 +1897,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                         help="write results/default-search/thirteenth.md: each encoder's default on the class's "
                              "log-probability against the same on its logit on the eleven encoder tune halves, the "
                              "two rules' worst cases, and the held-out halves against LIG")
+    parser.add_argument("--fourteenth-table", action="store_true",
+                        help="write results/default-search/fourteenth.md: the decoders' default on the class's "
+                             "log-probability against the same on its logit on the decoder tune halves, both rules' "
+                             "worst cases, and the held-out halves against LIG")
     parser.add_argument("--walk-correlation", default=None, metavar="DIR",
                         help="write DIR/walk_correlation.csv from DIR/cache.jsonl: the two walks' correlation per "
                              "example (the gate's signal)")

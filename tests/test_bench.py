@@ -1700,6 +1700,48 @@ def test_thirteenth_round_joins_the_eleventh_rounds_half_only_where_the_default_
     assert sorted(values["comprehensiveness"]) == [lead]
 
 
+def test_fourteenth_round_joins_every_earlier_decoder_run_of_a_half_only_where_pr_tag_pm_agrees(tmp_path,
+                                                                                                  monkeypatch):
+    """A decoder tune half of the fourteenth round takes every earlier decoder round's constructions of the same half
+    as possible best others where PR-TAG± gave the same rows (the same model and examples), never LIG-50 and never
+    from another model; held-out runs and encoder halves are left as they are, and the rule ranks the two."""
+    default_search = _default_search()
+    lead, lp = default_search.THIRTEENTH_DECODERS
+    third, seventh = tmp_path / "third", tmp_path / "seventh"
+    monkeypatch.setattr(default_search, "DECODER_JOINS", (third, seventh))
+    cell = default_search.CELLS["smollm2--movie-sentences"]
+    _write_results(third / "tune" / cell.name, [(0, lead, 0.5, 0.1), (1, lead, 0.4, 0.2),
+                                                (0, "ds:pow0.5", 0.3, 0.3), (1, "ds:pow0.5", 0.2, 0.3),
+                                                (0, "ig", 0.9, -0.1), (1, "ig", 0.9, -0.1)])
+    # the seventh round's PR-TAG± rows are another model's: its construction is not joined
+    _write_results(seventh / "tune" / cell.name, [(0, lead, 0.5 + 2 * default_search.SAME_RUN_TOLERANCE, 0.1),
+                                                  (1, lead, 0.4, 0.2), (0, "ds:pow0.25:pm", 0.9, 0.0),
+                                                  (1, "ds:pow0.25:pm", 0.9, 0.0)])
+    run = tmp_path / "fourteenth" / "tune" / cell.name
+    _write_results(run, [(0, lead, 0.5, 0.1), (1, lead, 0.4, 0.2), (0, lp, 0.6, 0.1), (1, lp, 0.5, 0.1)])
+    values = default_search._read_csv(run / "results.csv")
+    default_search._add_decoder_rows(cell, run, values)
+    assert sorted(values["comprehensiveness"]) == sorted([lead, lp, "ds:pow0.5"])
+    assert values["comprehensiveness"]["ds:pow0.5"] == {0: 0.3, 1: 0.2}
+    # the rule over this half: the log-probability beats every other (a negative worst case), PR-TAG± loses to it
+    monkeypatch.setattr(default_search, "_round_runs",
+                        lambda folder, lead=None: iter([(cell, default_search._read_csv(run / "results.csv"),
+                                                         None, None)]))
+    losses, cells = default_search._rule_losses([tmp_path / "fourteenth"], [lead, lp],
+                                                augment=default_search._add_decoder_rows)
+    assert [c.name for c in cells] == [cell.name]
+    worst = {m: max(found, key=lambda x: x[0]) for m, found in losses.items()}
+    assert worst[lead][0] == pytest.approx(0.1) and worst[lead][4] == lp and worst[lead][3] == "comprehensiveness"
+    assert worst[lp][0] < 0
+    # a held-out run, and an encoder half, are not joined
+    for other_cell, half in ((cell, "holdout"), (default_search.CELLS["minilm--tweets"], "tune")):
+        held = tmp_path / half / half / other_cell.name
+        _write_results(held, [(0, lead, 0.5, 0.1), (1, lead, 0.4, 0.2)])
+        values = default_search._read_csv(held / "results.csv")
+        default_search._add_decoder_rows(other_cell, held, values)
+        assert sorted(values["comprehensiveness"]) == [lead]
+
+
 def test_held_out_tables_pair_the_matrix_on_the_runs_examples_without_pr_g(tmp_path, monkeypatch):
     """A held-out side run that did not run ``ds:g`` (e.g. the thirteenth round's decoder run) still takes the
     matrix's methods on its own examples, so its tables are written (they were empty before: a division by zero)."""
