@@ -1601,15 +1601,19 @@ _SAME = {"pr-g": "ds:g", "pr-ag": "ds:ag", "gae": "gae"}
 MATRIX_DIR = RESULTS.parent / "matrix"
 
 
-def _merge_matrix(cell: Cell, values: Dict[str, Dict[str, Dict[int, float]]]) -> Optional[Dict[str, float]]:
-    """Add the matrix's MATRIX_METHODS (as ``matrix:<name>``) on the examples of this run; check the pairing.
+def _merge_matrix(cell: Cell, values: Dict[str, Dict[str, Dict[int, float]]],
+                  run_csv: Path) -> Optional[Dict[str, float]]:
+    """Add the matrix's MATRIX_METHODS (as ``matrix:<name>``) on the examples of this run (``run_csv``); check the
+    pairing.
 
-    Only short cells (the matrix ran the long ones at another length). Returns the largest per-example
-    difference between this run's ``ds:g`` and ``ds:ag`` and the matrix's ``pr-g`` and ``pr-ag`` (the same
-    constructions at the matrix's time): near 0 when the examples, model and code agree.
+    Only short cells (the matrix ran the long ones at another length), and only where the run and the matrix cell
+    come from the same model (:func:`_same_model`): a cell rerun later on a retrained model would otherwise be paired
+    with a run of the former one. Returns the largest per-example difference between this run's ``ds:g`` and
+    ``ds:ag`` and the matrix's ``pr-g`` and ``pr-ag`` (the same constructions at the matrix's time): near 0 when the
+    examples, model and code agree.
     """
     path = MATRIX_DIR / cell.name / "results.csv"
-    if cell.max_length is not None or not path.is_file():
+    if cell.max_length is not None or not path.is_file() or not _same_model(run_csv, path):
         return None
     matrix = _read_csv(path)
     mine = set().union(*(set(rows) for rows in values["comprehensiveness"].values()))  # this run's examples
@@ -1636,7 +1640,7 @@ def half_tables(half: str, folders: Optional[List[Tuple[Cell, Path]]] = None) ->
     for cell, path in (_finished(half) if folders is None else folders):
         values = _read_csv(path)
         if half == "holdout":
-            check = _merge_matrix(cell, values)
+            check = _merge_matrix(cell, values, path)
             if check:
                 checks[cell.name] = check
         methods = list(values["comprehensiveness"])

@@ -766,16 +766,19 @@ def _default_search():
     return default_search
 
 
-def _write_results(folder, rows):
-    """A run folder's ``results.csv`` with ``(example, method, comprehensiveness, sufficiency)`` rows."""
+def _write_results(folder, rows, probs=None):
+    """A run folder's ``results.csv`` with ``(example, method, comprehensiveness, sufficiency)`` rows, and with
+    ``probs`` (``{example: the explained class's probability}``) a ``prob`` column."""
     import csv
 
     folder.mkdir(parents=True)
+    fields = ["example", "method", "comprehensiveness", "sufficiency"] + (["prob"] if probs is not None else [])
     with (folder / "results.csv").open("w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=["example", "method", "comprehensiveness", "sufficiency"])
+        w = csv.DictWriter(fh, fieldnames=fields)
         w.writeheader()
         for example, method, comp, suff in rows:
-            w.writerow({"example": example, "method": method, "comprehensiveness": comp, "sufficiency": suff})
+            row = {"example": example, "method": method, "comprehensiveness": comp, "sufficiency": suff}
+            w.writerow({**row, "prob": probs[example]} if probs is not None else row)
 
 
 def test_length_rule_takes_the_two_way_walk_on_short_inputs_only():
@@ -1749,10 +1752,18 @@ def test_held_out_tables_pair_the_matrix_on_the_runs_examples_without_pr_g(tmp_p
     matrix_dir = tmp_path / "matrix"
     monkeypatch.setattr(default_search, "MATRIX_DIR", matrix_dir)
     cell = default_search.CELLS["smollm2--tweets"]
-    _write_results(matrix_dir / cell.name, [(0, "gae", 0.1, 0.3), (1, "gae", 0.2, 0.3), (5, "gae", 0.9, 0.0)])
+    probs = {0: 0.9, 1: 0.8, 5: 0.7}
+    _write_results(matrix_dir / cell.name, [(0, "gae", 0.1, 0.3), (1, "gae", 0.2, 0.3), (5, "gae", 0.9, 0.0)],
+                   probs)
     run = tmp_path / "run"
     _write_results(run, [(0, "ds:pow0.5:pm", 0.3, 0.2), (1, "ds:pow0.5:pm", 0.4, 0.1),
-                         (0, "ds:pow0.5:lp:pm", 0.4, 0.2), (1, "ds:pow0.5:lp:pm", 0.4, 0.1)])
+                         (0, "ds:pow0.5:lp:pm", 0.4, 0.2), (1, "ds:pow0.5:lp:pm", 0.4, 0.1)], probs)
     values = default_search._read_csv(run / "results.csv")
-    default_search._merge_matrix(cell, values)
+    default_search._merge_matrix(cell, values, run / "results.csv")
     assert values["comprehensiveness"]["matrix:gae"] == {0: 0.1, 1: 0.2}  # only the run's examples
+    # a run of another model (the matrix cell was rerun on a retrained one): the matrix's rows are not paired with it
+    other = tmp_path / "other"
+    _write_results(other, [(0, "ds:pow0.5:pm", 0.3, 0.2), (1, "ds:pow0.5:pm", 0.4, 0.1)], {0: 0.9, 1: 0.7})
+    values = default_search._read_csv(other / "results.csv")
+    assert default_search._merge_matrix(cell, values, other / "results.csv") is None
+    assert sorted(values["comprehensiveness"]) == ["ds:pow0.5:pm"]
