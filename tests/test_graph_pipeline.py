@@ -627,7 +627,7 @@ def test_the_log_probability_presets_are_the_hub_presets_on_the_log_probability(
     from captum_prxai.methods.builtin import BOTH_WALKS_PRESETS
     from captum_prxai.methods.registry import method_settings
 
-    for base in ("pr-tag-pm0.25-hubs0.5", "pr-tag0.25-pm0.25-gate0.5-hubs0.5"):
+    for base in ("pr-tag-pm0.25-hubs0.5", "pr-tag0.25-pm0.25-gate0.5-hubs0.5", "pr-tag-pm"):
         settings, plain = METHODS[base + "-lp"].defaults(), METHODS[base].defaults()
         assert settings["objective"] == "log_probability" and plain["objective"] == "output"
         assert {k: v for k, v in settings.items() if k != "objective"} == {

@@ -108,8 +108,9 @@ PR_PRESETS: Dict[str, str] = {"attention": "pr-a", "gradient": "pr-g", "attentio
 #: weight of the graph's hubs (``hub_power``): PR-TAG± (λ = 1, the decoders' default), PR-TAG± (λ=0.25), PR-TAG±
 #: (γ=0.25, λ=0.25) and, with the gate, PR-TAG± (γ=0.25, λ=0.25, gate 0.5) (the former encoder defaults), and the
 #: two that weigh each walk by its graph's hubs, ``x ⊙ g^0.5``: PR-TAG± (λ=0.25, hubs 0.5) and PR-TAG± (γ=0.25,
-#: λ=0.25, gate 0.5, hubs 0.5) (the former defaults of encoders under 12 layers and of 12 or more), and the same two
-#: on the class's log-probability (``objective``, the last entry of the key; thirteenth round): the encoders' defaults.
+#: λ=0.25, gate 0.5, hubs 0.5) (the former defaults of encoders under 12 layers and of 12 or more), the same two
+#: on the class's log-probability (``objective``, the last entry of the key; thirteenth round): the encoders' defaults,
+#: and PR-TAG± on the class's log-probability (fourteenth round).
 BOTH_WALKS_PRESETS: Dict[Tuple[str, float, float, Optional[float], float, str], str] = {
     ("tempered_attention_gradient", 0.5, 1.0, None, 0.0, "output"): "pr-tag-pm",
     ("tempered_attention_gradient", 0.5, 0.25, None, 0.0, "output"): "pr-tag-pm0.25",
@@ -119,6 +120,7 @@ BOTH_WALKS_PRESETS: Dict[Tuple[str, float, float, Optional[float], float, str], 
     ("tempered_attention_gradient", 0.25, 0.25, 0.5, 0.5, "output"): "pr-tag0.25-pm0.25-gate0.5-hubs0.5",
     ("tempered_attention_gradient", 0.5, 0.25, None, 0.5, "log_probability"): "pr-tag-pm0.25-hubs0.5-lp",
     ("tempered_attention_gradient", 0.25, 0.25, 0.5, 0.5, "log_probability"): "pr-tag0.25-pm0.25-gate0.5-hubs0.5-lp",
+    ("tempered_attention_gradient", 0.5, 1.0, None, 0.0, "log_probability"): "pr-tag-pm-lp",
 }
 
 
@@ -378,6 +380,14 @@ def register_defaults() -> None:
                     "(PR-XAI)", pr_factory("pr-tag-pm", "PR-TAG±", "PRTemperedAttentionGradient", walks="both",
                                            negative_weight=1.0),
                     defaults=pr_defaults("PRTemperedAttentionGradient", walks="both", negative_weight=1.0))
+    register_method("pr-tag-pm-lp", "PR-TAG± (log-prob.)", "pr-xai",
+                    "PR-TAG± explaining the class's log-probability instead of its logit "
+                    "(objective='log_probability'): the decoders' walks, measured on every decoder tune half in the "
+                    "fourteenth round of docs/default_search.md; one pass (PR-XAI)",
+                    pr_factory("pr-tag-pm-lp", "PR-TAG± (log-prob.)", "PRTemperedAttentionGradient", walks="both",
+                               negative_weight=1.0, objective="log_probability"),
+                    defaults=pr_defaults("PRTemperedAttentionGradient", walks="both", negative_weight=1.0,
+                                         objective="log_probability"))
     register_method("pr-tag-pm0.25", "PR-TAG± (λ=0.25)", "pr-xai",
                     "PR-TAG's PageRank minus 0.25 x that of the negative walk: the encoders' former default, chosen "
                     "in the fourth round of docs/default_search.md; one pass (PR-XAI)",
