@@ -1435,12 +1435,35 @@ def _thirteenth_decoder_lines(folders: Sequence[Path], folder: Path) -> List[str
             + _table(["half", "n", "log-probability − default"], rows) + [""])
 
 
+def _fourteenth_held_out_lines(folders: Sequence[Path], folder: Path) -> List[str]:
+    """The decoders' held-out halves of the fourteenth round: the matrix's decoder cells (their models and examples),
+    to which PR-TAG± on the class's log-probability was added (``matrix.py --add pr-tag-pm-lp``), against PR-TAG± on
+    the logit and both against LIG-50, paired per example."""
+    rows = []
+    for path in sorted(MATRIX_DIR.glob("smollm2--*/results.csv")):
+        values = _read_csv(path)
+        if "pr-tag-pm-lp" not in values["comprehensiveness"]:
+            continue
+        n, text = _paired(values, "pr-tag-pm-lp", "pr-tag-pm")
+        rows.append([path.parent.name, str(n), text] + [_paired(values, m, "ig")[1] or "–"
+                                                         for m in ("pr-tag-pm", "pr-tag-pm-lp")])
+    if not rows:
+        return []
+    return (["## Held-out halves: the matrix's decoder cells", "",
+             "`pr-tag-pm-lp` (PR-TAG± on the class's log-probability) and `pr-tag-pm` (PR-TAG±, on the logit) as the "
+             "matrix computed them on its held-out examples and models (`benchmarks/results/matrix/<cell>/"
+             "results.csv`), comprehensiveness ↑ / sufficiency ↓.", ""]
+            + _table(["held-out cell", "n", "log-probability − PR-TAG±", "PR-TAG± − LIG", "log-probability − LIG"],
+                     rows) + [""])
+
+
 #: sections a round's table adds after its worst case: flag -> lines, given the round's worst-case folders and folder
 ROUND_SECTIONS: Dict[str, Callable[[Sequence[Path], Path], List[str]]] = {
     "--ninth-table": lambda folders, folder: (_gate_scan_lines(folders) + _gate_check_lines(folder)
                                               + _library_gate_lines(folder)),
     "--tenth-table": _tenth_gate_lines,
-    "--thirteenth-table": _thirteenth_decoder_lines}
+    "--thirteenth-table": _thirteenth_decoder_lines,
+    "--fourteenth-table": _fourteenth_held_out_lines}
 
 
 #: rounds whose table has a row per construction and, per half, the two metrics and the bins where LIG's lead sits

@@ -55,6 +55,9 @@ DEEP = (",pr-tag0.25-pm0.25,pr-tag0.25-pm0.25-gate0.5,pr-tag0.25-pm0.25-gate0.5-
 #: Added to the MiniLM cells: the defaults of encoders under 12 layers since the eleventh round (each walk weighed by
 #: its graph's hubs) and the thirteenth (on the class's log-probability); the 12-layer one is the last of DEEP
 SHALLOW = ",pr-tag-pm0.25-hubs0.5,pr-tag-pm0.25-hubs0.5-lp"
+#: Added to the decoder cells: the decoders' default since the fourteenth round, PR-TAG± on the class's
+#: log-probability
+CAUSAL = ",pr-tag-pm-lp"
 
 
 @dataclass(frozen=True)
@@ -101,9 +104,11 @@ class Cell:
 DECODERS = ("smollm2",)
 #: attention layers of each architecture (the default's γ depends on an encoder's depth)
 DEPTHS = {"minilm": 6, "mpnet": 12, "smollm2": 30}
-#: the default of each encoder before the thirteenth round of the default search (the logit explained, not the
-#: class's log-probability): shown, and said to be, where a cell has no rows of the current default
-FORMER_DEFAULT = {"mpnet": "pr-tag0.25-pm0.25-gate0.5-hubs0.5", "minilm": "pr-tag-pm0.25-hubs0.5"}
+#: the default of each architecture before it explained the class's log-probability (the thirteenth round of the
+#: default search on encoders, the fourteenth on decoders; before, the logit): shown, and said to be, where a cell
+#: has no rows of the current default
+FORMER_DEFAULT = {"mpnet": "pr-tag0.25-pm0.25-gate0.5-hubs0.5", "minilm": "pr-tag-pm0.25-hubs0.5",
+                  "smollm2": "pr-tag-pm"}
 
 
 CELLS: Dict[str, Cell] = {c.name: c for c in [
@@ -136,16 +141,16 @@ CELLS: Dict[str, Cell] = {c.name: c for c in [
     # decoder-only: SmolLM2-135M fine-tuned with a classification head on the last token (see models.md);
     # its long cells run at 256 tokens and 30 examples, for CPU time, and IG 10 steps per pass (all 50 steps
     # of a 256-token input at once took more than this 24 GB machine)
-    Cell("smollm2", "movie-sentences", "smollm2-movie-sentences", methods=LONG_METHODS,
+    Cell("smollm2", "movie-sentences", "smollm2-movie-sentences", methods=LONG_METHODS + CAUSAL,
          precomputed=(("attnlrp", "AttnLRP (lxt)", "attnlrp-smollm2-movie-sentences/scores.jsonl"),)),
-    Cell("smollm2", "uncertainty", "smollm2-uncertainty", methods=LONG_METHODS,
+    Cell("smollm2", "uncertainty", "smollm2-uncertainty", methods=LONG_METHODS + CAUSAL,
          precomputed=(("attnlrp", "AttnLRP (lxt)", "attnlrp-smollm2-uncertainty/scores.jsonl"),)),
-    Cell("smollm2", "tweets", "smollm2-tweets", methods=LONG_METHODS + ",kernel-shap,lime", n=200,
+    Cell("smollm2", "tweets", "smollm2-tweets", methods=LONG_METHODS + ",kernel-shap,lime" + CAUSAL, n=200,
          precomputed=(("attnlrp", "AttnLRP (lxt)", "attnlrp-smollm2-tweets/scores.jsonl"),)),
-    Cell("smollm2", "movie-reviews", "smollm2-movie-reviews", long=True, methods=FEW_LONG_METHODS, n=100,
-         max_length=256, ig_batch=10,
+    Cell("smollm2", "movie-reviews", "smollm2-movie-reviews", long=True, methods=FEW_LONG_METHODS + CAUSAL,
+         n=100, max_length=256, ig_batch=10,
          precomputed=(("attnlrp", "AttnLRP (lxt)", "attnlrp-smollm2-movie-reviews/scores.jsonl"),)),
-    Cell("smollm2", "bbc-news", "smollm2-bbc-news", long=True, methods=FEW_LONG_METHODS, n=100,
+    Cell("smollm2", "bbc-news", "smollm2-bbc-news", long=True, methods=FEW_LONG_METHODS + CAUSAL, n=100,
          max_length=256, ig_batch=10, precomputed=(("attnlrp", "AttnLRP (lxt)", "attnlrp-smollm2-bbc-news/scores.jsonl"),)),
 ]}
 
@@ -239,10 +244,11 @@ def write_summary(path: Path = RESULTS / "matrix.md") -> Path:
              "Each cell's folder under [`matrix/`](matrix/) has its full table, deletion curves, per-example CSV "
              "and the exact command (`COMMAND`).")
     # the encoders' defaults, PR-TAG± (γ=0.25, λ=0.25, gate 0.5, hubs 0.5, log-prob.) and PR-TAG± (λ=0.25, hubs 0.5,
-    # log-prob.), and the decoders', PR-TAG±, against each strong rival and the former default; then the former
-    # defaults (the same on the logit, then without the hubs' weight: PR-TAG± (γ=0.25, λ=0.25, gate 0.5), PR-TAG±
+    # log-prob.), and the decoders', PR-TAG± (log-prob.), against each strong rival and the former default; then the
+    # former defaults (the same on the logit, then without the hubs' weight: PR-TAG± (γ=0.25, λ=0.25, gate 0.5), PR-TAG±
     # (γ=0.25, λ=0.25), PR-TAG± (λ=0.25), PR-TAG), PR-G and PR-AG
-    chain = [("pr-tag0.25-pm0.25-gate0.5-hubs0.5-lp", "pr-tag0.25-pm0.25-gate0.5-hubs0.5"),
+    chain = [("pr-tag-pm-lp", "pr-tag-pm"),
+             ("pr-tag0.25-pm0.25-gate0.5-hubs0.5-lp", "pr-tag0.25-pm0.25-gate0.5-hubs0.5"),
              ("pr-tag-pm0.25-hubs0.5-lp", "pr-tag-pm0.25-hubs0.5"),
              ("pr-tag0.25-pm0.25-gate0.5-hubs0.5", "pr-tag0.25-pm0.25-gate0.5"),
              ("pr-tag-pm0.25-hubs0.5", "pr-tag-pm0.25")]
@@ -268,8 +274,8 @@ def write_summary(path: Path = RESULTS / "matrix.md") -> Path:
                         RESULTS / "matrix_default.md",
                         intro="The default of each cell's architecture (`captum_prxai.methods.default_method`: "
                               "PR-TAG± (λ=0.25, hubs 0.5, log-prob.) on encoders under 12 layers, PR-TAG± (γ=0.25, "
-                              "λ=0.25, gate 0.5, hubs 0.5, log-prob.) on encoders of 12 or more, PR-TAG± on "
-                              "decoders) against every other method of the cell, from each "
+                              "λ=0.25, gate 0.5, hubs 0.5, log-prob.) on encoders of 12 or more, PR-TAG± (log-prob.) "
+                              "on decoders) against every other method of the cell, from each "
                               "cell's `results.csv` (`python benchmarks/matrix.py --summary`). A cell marked 'former "
                               "default' has no rows of its current default yet and shows the one before. The goal: "
                               "first or level within one paired standard error against GAE and LIG, on both metrics.")

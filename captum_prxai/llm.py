@@ -107,8 +107,8 @@ class LLMGraphAttribution(LLMGradientAttribution):
     of a row sum to the share of its mass that reaches the prompt (the rest
     sits on earlier generated tokens, reported too with
     ``include_generated=True``). With two walks (``walks="both"``, the default
-    of :class:`~captum_prxai.PageRankAttribution` on a causal LM: PR-TAG±,
-    ``λ = 1``) a row is the positive walk's PageRank minus ``λ`` times the
+    of :class:`~captum_prxai.PageRankAttribution` on a causal LM: PR-TAG±
+    (log-prob.), ``λ = 1``) a row is the positive walk's PageRank minus ``λ`` times the
     negative walk's: signed, summing to ``1 − λ`` (zero for the default).
 
     All rows come from one forward pass over ``prompt + t_0 .. t_{n-2}``:
@@ -120,7 +120,9 @@ class LLMGraphAttribution(LLMGradientAttribution):
         attr_method (AttentionGraphAttribution): A captum-prxai attention-graph
             attribution whose ``forward_func`` is the Hugging Face causal LM
             itself (e.g. ``PageRankAttribution(model, attention_layers(model))``,
-            the decoder default PR-TAG±), as Captum's LLM wrappers require.
+            the decoder default PR-TAG± (log-prob.)), as Captum's LLM wrappers
+            require. Every row explains the output token's log-probability,
+            whatever the method's ``objective``.
         tokenizer: The model's tokenizer. :class:`~captum.attr.TextTemplateInput`
             needs a fast tokenizer (character offsets map template values to tokens).
 

@@ -1055,8 +1055,8 @@ def test_matrix_cells_name_the_default_by_depth_and_show_the_former_one_only_whe
     cells = matrix.CELLS
     assert cells["minilm--tweets"].default == "pr-tag-pm0.25-hubs0.5-lp"  # 6 layers
     assert cells["mpnet--tweets"].default == "pr-tag0.25-pm0.25-gate0.5-hubs0.5-lp"  # 12 layers
-    assert cells["smollm2--tweets"].default == "pr-tag-pm"  # a decoder: λ = 1, γ = 0.5, no hubs, the logit
-    assert all(c.default in c.methods.split(",") for c in cells.values() if c.architecture != "smollm2")
+    assert cells["smollm2--tweets"].default == "pr-tag-pm-lp"  # a decoder: λ = 1, γ = 0.5, no hubs
+    assert all(c.default in c.methods.split(",") for c in cells.values())
     monkeypatch.setattr(matrix, "MATRIX_DIR", tmp_path)
     cell = cells["mpnet--tweets"]
     _write_results(tmp_path / cell.name, [(0, "pr-tag0.25-pm0.25-gate0.5-hubs0.5", 0.5, 0.1), (0, "gae", 0.4, 0.2)])
@@ -1066,8 +1066,10 @@ def test_matrix_cells_name_the_default_by_depth_and_show_the_former_one_only_whe
     _write_results(tmp_path / cell.name, [(0, "pr-tag0.25-pm0.25-gate0.5-hubs0.5", 0.5, 0.1),
                                           (0, "pr-tag0.25-pm0.25-gate0.5-hubs0.5-lp", 0.6, 0.1)])
     assert cell.shown_default() == ("pr-tag0.25-pm0.25-gate0.5-hubs0.5-lp", "")
-    # a decoder cell's default has not changed: it is shown as it is, rows or not
-    assert cells["smollm2--tweets"].shown_default() == ("pr-tag-pm", "")
+    # a decoder cell without rows of PR-TAG± (log-prob.) shows PR-TAG±, said to be the former default
+    cell = cells["smollm2--tweets"]
+    _write_results(tmp_path / cell.name, [(0, "pr-tag-pm", 0.5, 0.1), (0, "gae", 0.4, 0.2)])
+    assert cell.shown_default() == ("pr-tag-pm", "former default")
 
 
 def _random_graph():
@@ -1743,6 +1745,22 @@ def test_fourteenth_round_joins_every_earlier_decoder_run_of_a_half_only_where_p
         values = default_search._read_csv(held / "results.csv")
         default_search._add_decoder_rows(other_cell, held, values)
         assert sorted(values["comprehensiveness"]) == [lead]
+
+
+def test_fourteenth_round_reads_its_held_out_halves_from_the_matrixs_decoder_cells(tmp_path, monkeypatch):
+    """The decoders' held-out check is the matrix's own rows: PR-TAG± on the log-probability against PR-TAG± and
+    against LIG-50, paired per example; a cell without the log-probability's rows is left out."""
+    default_search = _default_search()
+    monkeypatch.setattr(default_search, "MATRIX_DIR", tmp_path)
+    _write_results(tmp_path / "smollm2--tweets", [(0, "pr-tag-pm", 0.2, 0.3), (1, "pr-tag-pm", 0.4, 0.1),
+                                                  (0, "pr-tag-pm-lp", 0.3, 0.2), (1, "pr-tag-pm-lp", 0.5, 0.1),
+                                                  (0, "ig", 0.1, 0.1), (1, "ig", 0.1, 0.1)])
+    _write_results(tmp_path / "smollm2--uncertainty", [(0, "pr-tag-pm", 0.2, 0.3), (0, "ig", 0.1, 0.1)])
+    _write_results(tmp_path / "minilm--tweets", [(0, "pr-tag-pm", 0.2, 0.3), (0, "pr-tag-pm-lp", 0.9, 0.0)])
+    lines = default_search._fourteenth_held_out_lines([], tmp_path)
+    rows = [line for line in lines if line.startswith("| smollm2") or line.startswith("| minilm")]
+    assert rows == ["| smollm2--tweets | 2 | +0.100 ± 0.000 / -0.050 ± 0.050 | +0.200 ± 0.100 / +0.100 ± 0.100 "
+                    "| +0.300 ± 0.100 / +0.050 ± 0.050 |"]
 
 
 def test_held_out_tables_pair_the_matrix_on_the_runs_examples_without_pr_g(tmp_path, monkeypatch):

@@ -371,7 +371,7 @@ def test_the_default_follows_the_architecture_in_every_entry_point(tiny_model_di
     decoder = transformers.LlamaForSequenceClassification(config).eval()
     expected = {id(encoder): (0.25, 0.5, "log_probability", "pr-tag-pm0.25-hubs0.5-lp",
                               "PR-TAG± (λ=0.25, hubs 0.5, log-prob.)"),
-                id(decoder): (1.0, 0.0, "output", "pr-tag-pm", "PR-TAG±")}
+                id(decoder): (1.0, 0.0, "log_probability", "pr-tag-pm-lp", "PR-TAG± (log-prob.)")}
     for model in (encoder, decoder):
         weight, hubs, objective, name, label = expected[id(model)]
         forward = lambda ids, mask, model=model: model(input_ids=ids, attention_mask=mask).logits  # noqa: E731

@@ -301,7 +301,7 @@ def test_auto_walks_is_the_one_rule_the_class_and_the_apps_read(tiny_model_facto
         assert cp.PRTemperedAttentionGradient(forward_for(model), cp.attention_layers(model)).walks == "positive"
         # the apps' registry name runs the same walks, with the same weight, as the class's default
         name = default_method(model)
-        assert name == ("pr-tag-pm" if weight == 1.0 else "pr-tag-pm0.25-hubs0.5-lp")
+        assert name == ("pr-tag-pm-lp" if weight == 1.0 else "pr-tag-pm0.25-hubs0.5-lp")
         assert METHODS[name].defaults()["walks"] == "both"
         assert METHODS[name].defaults()["negative_weight"] == weight
         assert METHODS[name].defaults()["hub_power"] == pr.hub_power == (0.0 if weight == 1.0 else 0.5)

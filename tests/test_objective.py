@@ -68,12 +68,11 @@ def test_one_output_per_example_is_explained_as_returned(tiny_model_factory, tin
     torch.testing.assert_close(column.attribute(ids, target=0, **kw), lp, atol=0, rtol=0)
 
 
-def test_auto_explains_the_log_probability_on_encoders_and_the_logit_on_decoders(tiny_model_factory, tiny_batch):
+def test_auto_explains_the_log_probability_on_encoders_and_decoders(tiny_model_factory, tiny_batch):
     from captum_prxai.graph.spec import auto_objective
 
-    assert auto_objective(False, 6) == auto_objective(False, 12) == "log_probability"
-    assert auto_objective(True, 30) == "output"
-    for kind, expected in (("bert", "log_probability"), ("llama", "output")):
+    assert auto_objective(False, 6) == auto_objective(False, 12) == auto_objective(True, 30) == "log_probability"
+    for kind, expected in (("bert", "log_probability"), ("llama", "log_probability")):
         model, ids, mask, layers, kw = _setup(tiny_model_factory, tiny_batch, kind)
         default = cp.PageRankAttribution(forward_for(model), layers)
         assert default.objective == expected

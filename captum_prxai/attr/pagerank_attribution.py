@@ -350,10 +350,10 @@ class PageRankAttribution(AttentionGraphAttribution):
             is the logit's minus the probability-weighted mean of every
             class's: the part that can change the prediction, and what the
             deletion metrics measure. With one output per example the output
-            is explained as returned. ``"auto"`` (default): the rule by
-            architecture chosen on the tune halves (docs/default_search.md,
-            thirteenth round; :func:`~captum_prxai.graph.spec.auto_objective`):
-            the log-probability on encoders, the output on decoders.
+            is explained as returned. ``"auto"`` (default): the
+            log-probability on every model, chosen on the tune halves
+            (docs/default_search.md, thirteenth round on encoders, fourteenth
+            on decoders; :func:`~captum_prxai.graph.spec.auto_objective`).
             :attr:`objective` holds the resolved value. The presets fix
             ``"output"`` unless given it. The same pass either way.
 

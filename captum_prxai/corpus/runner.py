@@ -175,7 +175,7 @@ def attribute_dataset(
         methods: Registry names, comma-separated or a list (e.g. ``"pr-g,pr-a"``); default: the
             model's default method (:func:`captum_prxai.methods.default_method`: PR-TAG± (λ=0.25, hubs 0.5, log-prob.)
             for encoders under 12 layers, PR-TAG± (γ=0.25, λ=0.25, gate 0.5, hubs 0.5, log-prob.) for deeper ones,
-            PR-TAG± for decoders).
+            PR-TAG± (log-prob.) for decoders).
         method_options: Per-method overrides, e.g. ``{"pr-g": {"damping": 0.5}}``.
         target: ``"predicted"``, ``"label"`` or a class index.
         long: ``"truncate"``, ``"windows"`` or ``"skip"`` for texts over the limit.

@@ -105,12 +105,12 @@ PR_PRESETS: Dict[str, str] = {"attention": "pr-a", "gradient": "pr-g", "attentio
                               "tempered_attention_gradient": "pr-tag"}
 #: Registry name of the preset that walks both signs of an edge weight, by ``γ`` (``attention_power``) and the
 #: weight ``λ`` of its negative walk, the gate on the walks' correlation (``walk_gate``; None: no gate) and the
-#: weight of the graph's hubs (``hub_power``): PR-TAG± (λ = 1, the decoders' default), PR-TAG± (λ=0.25), PR-TAG±
+#: weight of the graph's hubs (``hub_power``): PR-TAG± (λ = 1, the decoders' former default), PR-TAG± (λ=0.25), PR-TAG±
 #: (γ=0.25, λ=0.25) and, with the gate, PR-TAG± (γ=0.25, λ=0.25, gate 0.5) (the former encoder defaults), and the
 #: two that weigh each walk by its graph's hubs, ``x ⊙ g^0.5``: PR-TAG± (λ=0.25, hubs 0.5) and PR-TAG± (γ=0.25,
 #: λ=0.25, gate 0.5, hubs 0.5) (the former defaults of encoders under 12 layers and of 12 or more), the same two
 #: on the class's log-probability (``objective``, the last entry of the key; thirteenth round): the encoders' defaults,
-#: and PR-TAG± on the class's log-probability (fourteenth round).
+#: and PR-TAG± on the class's log-probability (fourteenth round): the decoders' default.
 BOTH_WALKS_PRESETS: Dict[Tuple[str, float, float, Optional[float], float, str], str] = {
     ("tempered_attention_gradient", 0.5, 1.0, None, 0.0, "output"): "pr-tag-pm",
     ("tempered_attention_gradient", 0.5, 0.25, None, 0.0, "output"): "pr-tag-pm0.25",
@@ -138,7 +138,7 @@ def default_method(model: Optional[nn.Module] = None, *, causal: Optional[bool] 
     encoders of fewer than 12 attention layers and without a model, PR-TAG±
     (γ=0.25, λ=0.25, gate 0.5, hubs 0.5, log-prob.)
     (``"pr-tag0.25-pm0.25-gate0.5-hubs0.5-lp"``) for encoders of 12 or more,
-    PR-TAG± (``"pr-tag-pm"``, λ = 1, the logit) for decoders
+    PR-TAG± (log-prob.) (``"pr-tag-pm-lp"``, λ = 1) for decoders
     (:func:`captum_prxai.capture.model_is_causal`). ``causal`` and ``depth``
     (the number of attention layers) say which without a model; each takes
     precedence over ``model``.
@@ -382,8 +382,8 @@ def register_defaults() -> None:
                     defaults=pr_defaults("PRTemperedAttentionGradient", walks="both", negative_weight=1.0))
     register_method("pr-tag-pm-lp", "PR-TAG± (log-prob.)", "pr-xai",
                     "PR-TAG± explaining the class's log-probability instead of its logit "
-                    "(objective='log_probability'): the decoders' walks, measured on every decoder tune half in the "
-                    "fourteenth round of docs/default_search.md; one pass (PR-XAI)",
+                    "(objective='log_probability'): the decoders' default, chosen in the fourteenth round of "
+                    "docs/default_search.md; one pass (PR-XAI)",
                     pr_factory("pr-tag-pm-lp", "PR-TAG± (log-prob.)", "PRTemperedAttentionGradient", walks="both",
                                negative_weight=1.0, objective="log_probability"),
                     defaults=pr_defaults("PRTemperedAttentionGradient", walks="both", negative_weight=1.0,
