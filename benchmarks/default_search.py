@@ -1440,7 +1440,7 @@ def _fourteenth_held_out_lines(folders: Sequence[Path], folder: Path) -> List[st
     to which PR-TAG± on the class's log-probability was added (``matrix.py --add pr-tag-pm-lp``), against PR-TAG± on
     the logit and both against LIG-50, paired per example."""
     rows = []
-    for path in sorted(MATRIX_DIR.glob("smollm2--*/results.csv")):
+    for path in sorted(p for arch in sorted(DECODERS) for p in MATRIX_DIR.glob(f"{arch}--*/results.csv")):
         values = _read_csv(path)
         if "pr-tag-pm-lp" not in values["comprehensiveness"]:
             continue
