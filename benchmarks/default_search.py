@@ -137,33 +137,16 @@ def _leaky_walk(adjacency: Tensor, teleport: Tensor, mask: Tensor, damping: floa
     return x / x.sum(-1, keepdim=True)
 
 
-def _relative_walk(adjacency: Tensor, teleport: Tensor, mask: Tensor, damping: float, beta: float,
-                   tol: float = 1e-6, max_iter: int = 100) -> Tuple[Tensor, Tensor]:
-    """``(x, r)``: the personalised PageRank ``x`` of ``adjacency`` (teleport ``teleport``) and the relative score
-    ``r ∝ x / g^β`` over the real tokens, ``g`` the same graph's global PageRank (uniform teleport over ``mask``,
-    same damping), scaled to sum to one (see :data:`RELATIVE`). β = 0 gives ``r = x``."""
-    from captum_prxai.graph.pagerank import pagerank
-    from captum_prxai.graph.spec import hub_weighted
-
-    local = pagerank(adjacency, damping, personalization=teleport, node_mask=mask, tol=tol, max_iter=max_iter)
-    everywhere = pagerank(adjacency, damping, node_mask=mask, tol=tol, max_iter=max_iter)
-    return local, hub_weighted(local, everywhere, -beta, mask)
-
-
 def _relative_scores(attr: Any, ids: Tensor, mask: Tensor, target: Any, beta: float) -> Tensor:
-    """Scores of :data:`RELATIVE`: each walk's relative score (:func:`_relative_walk`), combined as the library
-    combines the walks (``r⁺ − λ r⁻``, with the gate's λ decided on the PageRank vectors, as the library does)."""
-    from captum_prxai.graph.spec import walk_weights
+    """Scores of :data:`RELATIVE`: each walk's personalised PageRank ``x`` over ``g^β``, ``g`` the same graph's global
+    PageRank (the core's :func:`~captum_prxai.graph.spec.token_walks` with hub power ``−β``, which
+    :class:`GraphSpec` does not accept), combined as the library combines the walks
+    (:func:`~captum_prxai.graph.spec.combine_walks`: ``r⁺ − λ r⁻``, the gate deciding on the PageRank vectors)."""
+    from captum_prxai.graph.spec import combine_walks, token_walks
 
-    spec = attr.spec
     built = attr.attribute_graph(ids, target=target, additional_forward_args=(mask,)).built
-    walks = [_relative_walk(a, built.teleport, built.mask, spec.damping, beta, spec.tol, spec.max_iter)
-             for a in (built.adjacency, built.negative) if a is not None]
-    if len(walks) == 1:
-        return walks[0][1]
-    (positive, rel_pos), (negative, rel_neg) = walks
-    weight = walk_weights(spec, built, positive, negative).to(rel_pos.dtype)[:, None]
-    return rel_pos - weight * rel_neg
+    walks = token_walks(attr.spec, built, hub_power=-beta)
+    return walks[0][1] if len(walks) == 1 else combine_walks(attr.spec, built, walks)
 
 
 def walk_correlation(positive: Tensor, negative: Tensor, ordinary: Tensor) -> float:

@@ -1108,12 +1108,15 @@ def test_leaky_walk_is_pagerank_at_beta_0_and_lets_weak_rows_leak_at_beta_1():
     assert float(leaky.sum()) == pytest.approx(1.0)
 
 
-def test_relative_walk_is_pagerank_at_beta_0_and_demotes_a_hub_at_beta_1():
+def test_relative_walks_are_pagerank_at_beta_0_and_demote_a_hub_at_beta_1():
+    """The ratio candidates (``RELATIVE``, β > 0) walk with the core's ``token_walks`` at hub power ``−β``."""
     import torch
 
-    default_search = _default_search()
+    from captum_prxai.graph.spec import BuiltGraph, GraphSpec, token_walks
+
+    spec = GraphSpec(tol=1e-12, max_iter=1000)
     adjacency, teleport, mask, reference = _random_graph()
-    local, relative = default_search._relative_walk(adjacency, teleport, mask, 0.7, 0.0, 1e-12, 1000)
+    (local, relative), = token_walks(spec, BuiltGraph("token", mask, teleport, adjacency), hub_power=-0.0)
     assert torch.allclose(local, reference, atol=1e-9) and torch.allclose(relative, reference, atol=1e-9)
     assert float(relative[1, 4]) == 0.0
     # a star: every node points at hub 1, and node 0 (the teleport) points at 1 and 2 equally; the explained node's
@@ -1123,7 +1126,7 @@ def test_relative_walk_is_pagerank_at_beta_0_and_demotes_a_hub_at_beta_1():
     star[0, 0, 2] = 1.0
     start = torch.tensor([[1.0, 0.0, 0.0, 0.0]], dtype=torch.float64)
     everything = torch.ones(1, 4, dtype=torch.bool)
-    local, relative = default_search._relative_walk(star, start, everything, 0.7, 1.0, 1e-12, 1000)
+    (local, relative), = token_walks(spec, BuiltGraph("token", everything, start, star), hub_power=-1.0)
     assert float(local[0, 1]) > float(local[0, 2])
     assert float(relative[0, 2]) > float(relative[0, 1])
     assert float(relative.sum()) == pytest.approx(1.0)

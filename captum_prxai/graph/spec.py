@@ -61,6 +61,7 @@ __all__ = [
     "auto_objective",
     "AUTO_OBJECTIVE",
     "hub_weighted",
+    "combine_walks",
     "token_walks",
     "auto_walks",
     "build_graph",
@@ -639,9 +640,7 @@ def score_graph(spec: GraphSpec, built: BuiltGraph) -> Tensor:
     if built.kind == "token":
         walks = token_walks(spec, built)
         if len(walks) == 2:
-            (positive, positive_scores), (negative, negative_scores) = walks
-            weights = walk_weights(spec, built, positive, negative).to(positive.dtype)[:, None]
-            return positive_scores - weights * negative_scores
+            return combine_walks(spec, built, walks)
         scores = walks[0][1]
     else:
         assert built.transitions is not None
@@ -655,22 +654,35 @@ def score_graph(spec: GraphSpec, built: BuiltGraph) -> Tensor:
     return apply_sign(spec, scores, built.input_gradient)
 
 
-def token_walks(spec: GraphSpec, built: BuiltGraph) -> list[tuple[Tensor, Tensor]]:
+def token_walks(spec: GraphSpec, built: BuiltGraph,
+                hub_power: Optional[float] = None) -> list[tuple[Tensor, Tensor]]:
     """Each walk of a token graph (the positive one, then the negative one with ``walks="both"``) as
     ``(ranks, scores)``, both ``(B, T)`` summing to one: its personalised PageRank and the walk's scores, the same
     unless ``spec.hub_power`` weighs them by the graph's hubs (:func:`hub_weighted`). The walks are solved in one
     batched call, and with ``hub_power`` their graphs' global PageRank in a second call on the same tensor (no copy
-    of the graphs, which at long inputs are the largest tensors)."""
+    of the graphs, which at long inputs are the largest tensors). ``hub_power``, when given, replaces
+    ``spec.hub_power`` and may be negative (:func:`hub_weighted` divides by the hubs then; the benchmark's
+    ratio candidates)."""
     assert built.adjacency is not None
+    hub_power = spec.hub_power if hub_power is None else hub_power
     walks = 1 if built.negative is None else 2
     graphs = built.adjacency if walks == 1 else torch.cat([built.adjacency, built.negative])
     mask = built.mask.repeat(walks, 1)
     solve = partial(pagerank, graphs, spec.damping, node_mask=mask, tol=spec.tol, max_iter=spec.max_iter)
     ranks = solve(personalization=built.teleport.repeat(walks, 1)).chunk(walks)
-    if not spec.hub_power:
+    if not hub_power:
         return [(r, r) for r in ranks]
     everywhere = solve().chunk(walks)  # uniform teleport over the real tokens
-    return [(r, hub_weighted(r, g, spec.hub_power, built.mask)) for r, g in zip(ranks, everywhere)]
+    return [(r, hub_weighted(r, g, hub_power, built.mask)) for r, g in zip(ranks, everywhere)]
+
+
+def combine_walks(spec: GraphSpec, built: BuiltGraph, walks: list[tuple[Tensor, Tensor]]) -> Tensor:
+    """``(B, T)`` the two walks' scores combined, ``S⁺ − λ S⁻``: ``walks`` as :func:`token_walks` returns them
+    (positive, then negative), ``λ`` per example from :func:`walk_weights` on the walks' PageRank vectors (the gate
+    decides on them, not on the hub-weighted scores)."""
+    (positive, positive_scores), (negative, negative_scores) = walks
+    weights = walk_weights(spec, built, positive, negative).to(positive_scores.dtype)[:, None]
+    return positive_scores - weights * negative_scores
 
 
 def hub_weighted(ranks: Tensor, global_ranks: Tensor, power: float, mask: Tensor) -> Tensor:
