@@ -94,6 +94,20 @@ class NegativePowerGradient(PowerGradient):
         return f"NegativePowerGradient({self.gamma:g})"
 
 
+class NetPowerGradient(PowerGradient):
+    r"""``(mean_h A_h^γ ⊙ dA_h)⁺``: each layer's heads averaged signed, then the positive part, so one head's push for
+    an edge cancels another's push against it (``PowerGradient`` takes each head's positive part first, as
+    gradient-weighted rollout does). Returns the layer's ``(B, T, T)`` map; the negative walk gets
+    ``(mean_h A_h^γ ⊙ (−dA_h))⁺``, the net push against."""
+
+    def __call__(self, attention: Tensor, grad: Optional[Tensor]) -> Tensor:
+        assert grad is not None
+        return (attention.clamp(min=0).pow(self.gamma) * grad).mean(dim=1).clamp(min=0)
+
+    def __repr__(self) -> str:
+        return f"NetPowerGradient({self.gamma:g})"
+
+
 def _gradient_norm_weighted(attr: Any) -> Any:
     r"""Layer weights from gradient norms: each layer's term scaled to unit mass, then by its map's Frobenius norm.
 
@@ -163,6 +177,8 @@ def _edge(name: str) -> Any:
         return softmax_gradient
     if name.startswith("pow"):
         return PowerGradient(float(name[3:]))
+    if name.startswith("netpow"):
+        return NetPowerGradient(float(name[6:]))
     return name  # a built-in edge weight
 
 
@@ -258,11 +274,22 @@ CANDIDATES: Dict[str, Dict[str, Any]] = {
     "ds:pow0.25:pm0.25:gate0.5:rel-0.5:lp": {"edge_weight": "pow0.25"},  # see LOG_PROB
     # ... and a first look at the same on the 6-layer default (the MiniLM BBC News tune half, five classes; tweets)
     "ds:pow0.5:pm0.25:rel-0.5:lp": {"edge_weight": "pow0.5"},
+    # fifteenth round (the 12-layer encoder's long tune halves): the default plus a share of the same pass's
+    # gradient x input at the first layer (see ADDED_IXG)
+    "ds:pow0.25:pm0.25:gate0.5:rel-0.5:lp:+ixg0.05": {"edge_weight": "pow0.25"},
+    # ... and the same with each layer's heads averaged signed before the positive part (see NetPowerGradient)
+    "ds:netpow0.25:pm0.25:gate0.5:rel-0.5:lp": {"edge_weight": "netpow0.25"},
+    "ds:pow0.25:pm0.25:gate0.5:rel-0.5:lp:+ixg0.25": {"edge_weight": "pow0.25"},
+    "ds:pow0.25:pm0.25:gate0.5:rel-0.5:lp:+ixg1": {"edge_weight": "pow0.25"},
 }
 #: the twelfth round's candidates: the 12-layer default's gated walks with one option changed
 TWELFTH_NEW = ["ds:pow0.25:pm0.25:gate0.5:" + change for change in (
     "rel-0.5:late0.5", "rel-0.5:late0.25", "rel-0.5:early0.5", "rel-0.5:nl", "rel-0.5:d0.5", "rel-0.5:max",
     "max:rel-1", "rel-2", "uniform", "rel-0.5:lp")]
+#: the fifteenth round's candidates: the 12-layer default (γ = 0.25, λ = 0.25, gate 0.5, hubs 0.5, log-prob.) plus κ
+#: times the same pass's gradient x input at the first layer (see ADDED_IXG)
+FIFTEENTH_IXG = ["ds:pow0.25:pm0.25:gate0.5:rel-0.5:lp:+ixg" + kappa for kappa in ("0.05", "0.25", "1")]
+FIFTEENTH_NEW = FIFTEENTH_IXG + ["ds:netpow0.25:pm0.25:gate0.5:rel-0.5:lp"]
 #: a walk on part of the attention layers: name -> (which end, share of the layers), e.g. ("late", 0.5) the last half
 LAYER_SHARE: Dict[str, Tuple[str, float]] = {"ds:pow0.25:pm0.25:gate0.5:rel-0.5:late0.5": ("late", 0.5),
                                              "ds:pow0.25:pm0.25:gate0.5:rel-0.5:late0.25": ("late", 0.25),
@@ -275,7 +302,7 @@ SIGNED_WALKS = {"ds:pow0.5:pm", "ds:pow0.5:lp:pm", "ds:pow0.5:pm0.5", "ds:pow0.5
                 "ds:pow0.25:pm0.25:gate0.5:rel0.5", "ds:pow0.5:pm0.25:rel0.5", "ds:pow0.25:pm0.25:gate0.5:d0.85",
                 "ds:pow0.25:pm0.25:gate0.5:rel-0.5", "ds:pow0.25:pm0.25:gate0.5:rel-1", "ds:pow0.5:pm0.25:rel-0.5",
                 "ds:pow0.5:pm0.25:rel-1", "ds:pow0.5:pm:rel-0.5", "ds:pow0.5:pm:rel-1", *TWELFTH_NEW,
-                "ds:pow0.5:pm0.25:rel-0.5:lp"}
+                "ds:pow0.5:pm0.25:rel-0.5:lp", *FIFTEENTH_NEW}
 #: two walks, demoting only: a token keeps its positive-walk score P⁺ when P⁺ ≥ P⁻ and gets P⁺ − P⁻ < 0
 #: otherwise, so PR-TAG's order is kept among the net-positive tokens and the net-negative ones rank last
 DEMOTE = {"ds:pow0.5:pmd"}
@@ -291,14 +318,15 @@ NEGATIVE_WEIGHT: Dict[str, Any] = {"ds:pow0.5:pm0.5": 0.5, "ds:pow0.5:pmw": "mas
                                    "ds:pow0.25:pm0.25:gate0.5:rel-0.5": 0.25, "ds:pow0.25:pm0.25:gate0.5:rel-1": 0.25,
                                    "ds:pow0.5:pm0.25:rel-0.5": 0.25, "ds:pow0.5:pm0.25:rel-1": 0.25,
                                    "ds:pow0.5:pm:rel-0.5": 1.0, "ds:pow0.5:pm:rel-1": 1.0,
-                                   **{k: 0.25 for k in TWELFTH_NEW}, "ds:pow0.5:pm0.25:rel-0.5:lp": 0.25}
+                                   **{k: 0.25 for k in TWELFTH_NEW + FIFTEENTH_NEW},
+                                   "ds:pow0.5:pm0.25:rel-0.5:lp": 0.25}
 #: gated walks, per example: the positive walk alone when the two walks' scores correlate above the threshold over
 #: the real tokens other than the explained one (:func:`walk_correlation`), else the two walks ``P⁺ − λ P⁻``; the
 #: same single pass (run by the library's ``walk_gate``)
 GATE: Dict[str, float] = {"ds:pow0.25:pm0.25:gate0.5": 0.5, "ds:pow0.5:pm0.25:gate0.5": 0.5,
                           "ds:pow0.25:pm0.25:gate0.5:rel0.5": 0.5, "ds:pow0.25:pm0.25:gate0.5:d0.85": 0.5,
                           "ds:pow0.25:pm0.25:gate0.5:rel-0.5": 0.5, "ds:pow0.25:pm0.25:gate0.5:rel-1": 0.5,
-                          **{k: 0.5 for k in TWELFTH_NEW}}
+                          **{k: 0.5 for k in TWELFTH_NEW + FIFTEENTH_NEW}}
 #: relative PageRank: each walk's personalised PageRank ``x`` divided by ``g^β``, ``g`` the global PageRank of the same
 #: graph (uniform teleport over the real tokens, same damping), so a token that every walk reaches (a hub of the
 #: graph) ranks by how much more the explained token's walk reaches it than a walk from anywhere. β = 1 is the ratio
@@ -311,7 +339,7 @@ RELATIVE: Dict[str, float] = {"ds:pow0.25:rel": 1.0, "ds:pow0.25:rel0.5": 0.5, "
                               "ds:pow0.5:pm0.25:rel-0.5": -0.5, "ds:pow0.5:pm0.25:rel-1": -1.0,
                               "ds:pow0.5:pm:rel-0.5": -0.5, "ds:pow0.5:pm:rel-1": -1.0,
                               **{k: float(k.split(":rel", 1)[1].split(":")[0]) for k in TWELFTH_NEW if ":rel" in k},
-                              "ds:pow0.5:pm0.25:rel-0.5:lp": -0.5}
+                              "ds:pow0.5:pm0.25:rel-0.5:lp": -0.5, **{k: -0.5 for k in FIFTEENTH_NEW}}
 NORM_WEIGHTED = {"ds:pow0.5:l2w"}
 #: leaky walks: the same built graphs (``attribute_graph``), each walked with row ``i`` divided by
 #: ``s_i = d_i^(1−β) · max_k d_k^β`` instead of its out-weight ``d_i`` (β = 1: one scale for the whole graph, so
@@ -326,7 +354,14 @@ FUSED = {"ds:g*absixg", "ds:ag*absixg", "ds:pow0.25:pm0.25*absixg"}
 #: z_t − logsumexp(z)``, instead of its logit ``z_t``: the metrics measure a drop in probability, and
 #: for two classes ``∇ log p_t = (1 − p_t) ∇(z_t − z_other)``, the contrastive gradient, up to a
 #: positive factor that PageRank's normalisation removes. Same single pass.
-LOG_PROB = {"ds:pow0.5:lp", "ds:pow0.5:lp:pm", "ds:pow0.25:pm0.25:gate0.5:rel-0.5:lp", "ds:pow0.5:pm0.25:rel-0.5:lp"}
+LOG_PROB = {"ds:pow0.5:lp", "ds:pow0.5:lp:pm", "ds:pow0.25:pm0.25:gate0.5:rel-0.5:lp", "ds:pow0.5:pm0.25:rel-0.5:lp",
+            *FIFTEENTH_NEW}
+#: additive fusion, one pass: the candidate's scores plus ``κ · s / Σ|s|``, ``s`` the same backward pass's gradient x
+#: input at the first attention layer's input (signed, summed over the hidden size; the capture's ``input_gradient``),
+#: scaled to unit L1 mass over the real tokens. The walk's scores sum to ``1 − λ`` and are nearly flat past their top
+#: tokens on long inputs (twelfth round), so a small κ orders that flat middle by each token's own first-order
+#: contribution and κ = 1 weighs the two alike; unlike the eighth round's product (``*absixg``) it keeps the sign
+ADDED_IXG: Dict[str, float] = {name: float(name.rsplit(":+ixg", 1)[1]) for name in FIFTEENTH_IXG}
 CANDIDATES = {k: {**_BASE, **v} for k, v in CANDIDATES.items()}
 
 #: method lists: the tuning run (candidates + references) and the held-out confirmation
@@ -391,6 +426,8 @@ TWELFTH = ELEVENTH_HUBS + TWELFTH_NEW
 THIRTEENTH_MINILM = [ELEVENTH_MINILM[0], "ds:pow0.5:pm0.25:rel-0.5:lp"]
 THIRTEENTH_MPNET = [ELEVENTH_HUBS[0], "ds:pow0.25:pm0.25:gate0.5:rel-0.5:lp"]
 THIRTEENTH_DECODERS = ["ds:pow0.5:pm", "ds:pow0.5:lp:pm"]
+#: 'fifteenth': the 12-layer default against itself plus gradient x input (ADDED_IXG), on MPNet's long tune halves
+FIFTEENTH = [THIRTEENTH_MPNET[1]] + FIFTEENTH_NEW
 TUNE_METHODS = [m for m in CANDIDATES if m not in EXTRA and m not in LATER and m not in FOURTH and m not in FIFTH
                 and m not in SIXTH and m not in SEVENTH and m not in SEVENTH_DECODERS and m not in EIGHTH_NEW
                 and m not in GATE and m not in RELATIVE and m != ELEVENTH_D85] \
@@ -430,6 +467,8 @@ def register_candidates() -> None:
             if name in GATE:  # the library's gate: both walks (W(A, -dA) of the same edges) in one pass, gated
                 kwargs.update(walks="both", negative_weight=NEGATIVE_WEIGHT[name], walk_gate=GATE[name])
             attr = captum_prxai.PageRankAttribution(forward_func, layers, **kwargs)
+            if name in ADDED_IXG:  # the capture's gradient x input at the first layer, from the same backward pass
+                attr._needs_input_gradient = lambda: True
             if name in NORM_WEIGHTED:
                 attr = _gradient_norm_weighted(attr)
             negative = None
@@ -443,6 +482,10 @@ def register_candidates() -> None:
             weight = NEGATIVE_WEIGHT.get(name, 1.0)
 
             def explain(ids, mask, special, target):
+                if name in ADDED_IXG:
+                    out = attr.attribute_graph(ids, target=target, additional_forward_args=(mask,))
+                    own = out.built.input_gradient.to(out.scores.dtype) * mask.to(out.scores.dtype)
+                    return out.scores + ADDED_IXG[name] * own / own.abs().sum(-1, keepdim=True).clamp_min(1e-30)
                 if RELATIVE.get(name, 0.0) > 0:  # dividing by the hubs: not a library option (it loses)
                     return _relative_scores(attr, ids, mask, target, RELATIVE[name])
                 if name in LEAK:
@@ -471,6 +514,7 @@ def register_candidates() -> None:
             " on the log-probability" if name in LOG_PROB else "") + (
             " minus the PageRank of the negative walk" if name in SIGNED_WALKS else "") + (
             " with gradient-norm layer weights" if name in NORM_WEIGHTED else "") + (
+            f" plus {ADDED_IXG.get(name)} x gradient x input (unit L1 mass)" if name in ADDED_IXG else "") + (
             f" over the global PageRank to the {RELATIVE.get(name)}" if name in RELATIVE else "")
         register_method(name, name, "pr-xai", what, factory)
 
@@ -822,6 +866,9 @@ THIRTEENTH_DECODERS_DIR = RESULTS / "thirteenth-decoders"
 #: the fourteenth round: the decoders' default on the class's log-probability (THIRTEENTH_DECODERS) on the decoder
 #: tune halves the thirteenth round did not run (SmolLM2 uncertainty, sentences, BBC News), then held out
 FOURTEENTH_DIR = RESULTS / "fourteenth"
+#: the fifteenth round: the 12-layer default against it plus gradient x input, and with its heads averaged signed
+#: (FIFTEENTH_NEW), on MPNet's tune halves
+FIFTEENTH_DIR = RESULTS / "fifteenth"
 #: the decoder rounds' folders whose run of a decoder tune half a later decoder round joins (the third round's runs
 #: are in ``RESULTS/tune``)
 DECODER_JOINS = (RESULTS, FOURTH_DIR, SEVENTH_DECODERS_DIR, RESULTS / "eleventh-decoders", THIRTEENTH_DECODERS_DIR)
@@ -857,6 +904,9 @@ ROUNDS = {
     "--fourteenth-table": (FOURTEENTH_DIR, THIRTEENTH_DECODERS,
                            "Fourteenth round: the class's log-probability on every decoder tune half",
                            "fourteenth.md", tuple(THIRTEENTH_DECODERS)),
+    "--fifteenth-table": (FIFTEENTH_DIR, FIFTEENTH,
+                          "Fifteenth round: the 12-layer default plus gradient x input, and its heads averaged signed",
+                          "fifteenth.md", ()),
 }
 #: a round whose worst case runs over other rounds' tune halves too: flag -> the rounds' folders (each half from the
 #: first folder that has it)
@@ -917,7 +967,10 @@ ROUND_LEADS: Dict[str, Tuple[str, str, str]] = {
                            "each encoder's default, on MPNet A^0.25 ⊙ dA⁺ edges, two walks, λ = 0.25, gate 0.5, "
                            "hubs 0.5, damping 0.7"),
     "--fourteenth-table": ("ds:pow0.5:pm", "pr-tag-pm",
-                           "the decoders' default: PR-TAG's edges, two walks, λ = 1, damping 0.7, the logit")}
+                           "the decoders' default: PR-TAG's edges, two walks, λ = 1, damping 0.7, the logit"),
+    "--fifteenth-table": (THIRTEENTH_MPNET[1], "pr-tag0.25-pm0.25-gate0.5-hubs0.5-lp",
+                          "the 12-layer encoders' default: A^0.25 ⊙ dA⁺ edges, two walks, λ = 0.25, gate 0.5, "
+                          "hubs 0.5, damping 0.7, the class's log-probability")}
 #: the encoders' default, the lead of the other rounds
 _ENCODER_LEAD = (FOURTH_LEAD, "pr-tag-pm0.25", "PR-TAG's edges, two walks, λ = 0.25, damping 0.7")
 #: rules ranked beside the candidates: per architecture, the candidate whose rows the rule takes on its halves.
@@ -1451,7 +1504,8 @@ ROUND_SECTIONS: Dict[str, Callable[[Sequence[Path], Path], List[str]]] = {
 
 #: rounds whose table has a row per construction and, per half, the two metrics and the bins where LIG's lead sits
 #: (comprehensiveness at 50% removed, sufficiency at 1% kept): flag -> those bins
-ROUND_BINS: Dict[str, Tuple[str, ...]] = {"--twelfth-table": ("comprehensiveness@50", "sufficiency@1")}
+ROUND_BINS: Dict[str, Tuple[str, ...]] = {"--twelfth-table": ("comprehensiveness@50", "sufficiency@1"),
+                                          "--fifteenth-table": ("comprehensiveness@50", "sufficiency@1")}
 
 
 def _by_construction_lines(flag: str, folder: Path, lead: str, others: Sequence[str]) -> List[str]:
@@ -1911,6 +1965,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                         help="write results/default-search/fourteenth.md: the decoders' default on the class's "
                              "log-probability against the same on its logit on the decoder tune halves, both rules' "
                              "worst cases, and the held-out halves against LIG")
+    parser.add_argument("--fifteenth-table", action="store_true",
+                        help="write results/default-search/fifteenth.md: the 12-layer default against it plus "
+                             "gradient x input and with its heads averaged signed, on MPNet's tune halves")
     parser.add_argument("--walk-correlation", default=None, metavar="DIR",
                         help="write DIR/walk_correlation.csv from DIR/cache.jsonl: the two walks' correlation per "
                              "example (the gate's signal)")
@@ -1929,7 +1986,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                   "eleventh-hubs": GATED + ELEVENTH_HUBS,
                   "eleventh-minilm": [FOURTH_LEAD] + ELEVENTH_MINILM, "eleventh-decoders": ELEVENTH_DECODERS,
                   "twelfth": TWELFTH, "thirteenth-minilm": THIRTEENTH_MINILM, "thirteenth-mpnet": THIRTEENTH_MPNET,
-                  "thirteenth-decoders": THIRTEENTH_DECODERS}
+                  "thirteenth-decoders": THIRTEENTH_DECODERS, "fifteenth": FIFTEENTH}
         methods += groups[item] if item in groups else [item] if item else []
     if args.half == "holdout" and args.cell and not args.tables and "tune" in args.methods.split(","):
         parser.error("the held-out half only confirms: pass --methods with the chosen candidate and references")

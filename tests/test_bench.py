@@ -1639,6 +1639,60 @@ def test_twelfth_round_layer_shares_walk_on_that_part_of_the_layers_with_the_def
     torch.testing.assert_close(got, default(ids, mask, torch.zeros_like(ids), torch.tensor([1])))
 
 
+def test_fifteenth_round_adds_the_same_passs_gradient_x_input_to_the_12_layer_default(tiny):
+    """``:+ixg<κ>``: the 12-layer default's scores plus κ times gradient x input at the first attention layer's input
+    (the same backward pass of the class's log-probability), scaled to unit L1 mass over the tokens."""
+    import captum_prxai
+    from captum_prxai.methods.registry import METHODS, MethodContext
+
+    default_search = _default_search()
+    default_search.register_candidates()
+    model, tokenizer = tiny
+    enc = tokenizer(["good film but a dull plot"], return_tensors="pt")
+    ids, mask = enc["input_ids"], enc["attention_mask"]
+    layers = list(captum_prxai.attention_layers(model))
+
+    def forward(input_ids, attention_mask=None):
+        return model(input_ids, attention_mask=attention_mask).logits
+
+    def explain(name):
+        return METHODS[name].factory(model, forward, MethodContext())(ids, mask, torch.zeros_like(ids),
+                                                                      torch.tensor([1]))
+
+    default = explain("pr-tag0.25-pm0.25-gate0.5-hubs0.5-lp")
+    seen = {}
+
+    def grab(module, args, kwargs):  # the hidden states entering the first attention layer
+        hidden = kwargs["hidden_states"] if "hidden_states" in kwargs else args[0]
+        hidden.retain_grad()
+        seen["hidden"] = hidden
+
+    handle = layers[0].register_forward_pre_hook(grab, with_kwargs=True)
+    try:
+        torch.log_softmax(forward(ids, attention_mask=mask), -1)[0, 1].backward()
+    finally:
+        handle.remove()
+    own = (seen["hidden"].grad * seen["hidden"]).sum(-1).detach().to(default.dtype)
+    assert float(own.abs().min()) > 0
+    for kappa in ("0.05", "0.25", "1"):
+        got = explain(f"ds:pow0.25:pm0.25:gate0.5:rel-0.5:lp:+ixg{kappa}")
+        torch.testing.assert_close(got, default + float(kappa) * own / own.abs().sum(), atol=1e-5, rtol=0)
+
+
+def test_fifteenth_round_averages_each_layers_heads_signed_before_the_positive_part():
+    """``NetPowerGradient``: two heads that push one edge opposite ways cancel, where each head's positive part (the
+    default's ``PowerGradient``) keeps the push for it; the negative walk's edges are the net push against."""
+    default_search = _default_search()
+    attention = torch.full((1, 2, 1, 2), 0.5)
+    grad = torch.tensor([[[[1.0, -1.0]], [[-3.0, 1.0]]]])  # (B, H, T, T): head 0 and head 1
+    scale = 0.5 ** 0.25
+    net = default_search.NetPowerGradient(0.25)
+    torch.testing.assert_close(net(attention, grad), torch.tensor([[[0.0, 0.0]]]))
+    torch.testing.assert_close(net(attention, -grad), torch.tensor([[[scale, 0.0]]]))
+    per_head = default_search.PowerGradient(0.25)(attention, grad).mean(dim=1)
+    torch.testing.assert_close(per_head, torch.tensor([[[scale / 2, scale / 2]]]))
+
+
 def test_twelfth_table_has_a_row_per_construction_with_the_bins_where_lig_leads(tmp_path, monkeypatch):
     import csv
 
