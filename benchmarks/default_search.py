@@ -279,6 +279,8 @@ CANDIDATES: Dict[str, Dict[str, Any]] = {
     "ds:pow0.25:pm0.25:gate0.5:rel-0.5:lp:+ixg0.05": {"edge_weight": "pow0.25"},
     # ... and the same with each layer's heads averaged signed before the positive part (see NetPowerGradient)
     "ds:netpow0.25:pm0.25:gate0.5:rel-0.5:lp": {"edge_weight": "netpow0.25"},
+    # ... and the 6-layer default (γ = 0.5, λ = 0.25, hubs 0.5, log-prob.) with its heads averaged signed
+    "ds:netpow0.5:pm0.25:rel-0.5:lp": {"edge_weight": "netpow0.5"},
     "ds:pow0.25:pm0.25:gate0.5:rel-0.5:lp:+ixg0.25": {"edge_weight": "pow0.25"},
     "ds:pow0.25:pm0.25:gate0.5:rel-0.5:lp:+ixg1": {"edge_weight": "pow0.25"},
 }
@@ -290,6 +292,8 @@ TWELFTH_NEW = ["ds:pow0.25:pm0.25:gate0.5:" + change for change in (
 #: times the same pass's gradient x input at the first layer (see ADDED_IXG)
 FIFTEENTH_IXG = ["ds:pow0.25:pm0.25:gate0.5:rel-0.5:lp:+ixg" + kappa for kappa in ("0.05", "0.25", "1")]
 FIFTEENTH_NEW = FIFTEENTH_IXG + ["ds:netpow0.25:pm0.25:gate0.5:rel-0.5:lp"]
+#: the 6-layer default with its heads averaged signed (MiniLM-L6's halves; no gate there)
+FIFTEENTH_MINILM = ["ds:netpow0.5:pm0.25:rel-0.5:lp"]
 #: a walk on part of the attention layers: name -> (which end, share of the layers), e.g. ("late", 0.5) the last half
 LAYER_SHARE: Dict[str, Tuple[str, float]] = {"ds:pow0.25:pm0.25:gate0.5:rel-0.5:late0.5": ("late", 0.5),
                                              "ds:pow0.25:pm0.25:gate0.5:rel-0.5:late0.25": ("late", 0.25),
@@ -302,7 +306,7 @@ SIGNED_WALKS = {"ds:pow0.5:pm", "ds:pow0.5:lp:pm", "ds:pow0.5:pm0.5", "ds:pow0.5
                 "ds:pow0.25:pm0.25:gate0.5:rel0.5", "ds:pow0.5:pm0.25:rel0.5", "ds:pow0.25:pm0.25:gate0.5:d0.85",
                 "ds:pow0.25:pm0.25:gate0.5:rel-0.5", "ds:pow0.25:pm0.25:gate0.5:rel-1", "ds:pow0.5:pm0.25:rel-0.5",
                 "ds:pow0.5:pm0.25:rel-1", "ds:pow0.5:pm:rel-0.5", "ds:pow0.5:pm:rel-1", *TWELFTH_NEW,
-                "ds:pow0.5:pm0.25:rel-0.5:lp", *FIFTEENTH_NEW}
+                "ds:pow0.5:pm0.25:rel-0.5:lp", *FIFTEENTH_NEW, *FIFTEENTH_MINILM}
 #: two walks, demoting only: a token keeps its positive-walk score P⁺ when P⁺ ≥ P⁻ and gets P⁺ − P⁻ < 0
 #: otherwise, so PR-TAG's order is kept among the net-positive tokens and the net-negative ones rank last
 DEMOTE = {"ds:pow0.5:pmd"}
@@ -318,7 +322,7 @@ NEGATIVE_WEIGHT: Dict[str, Any] = {"ds:pow0.5:pm0.5": 0.5, "ds:pow0.5:pmw": "mas
                                    "ds:pow0.25:pm0.25:gate0.5:rel-0.5": 0.25, "ds:pow0.25:pm0.25:gate0.5:rel-1": 0.25,
                                    "ds:pow0.5:pm0.25:rel-0.5": 0.25, "ds:pow0.5:pm0.25:rel-1": 0.25,
                                    "ds:pow0.5:pm:rel-0.5": 1.0, "ds:pow0.5:pm:rel-1": 1.0,
-                                   **{k: 0.25 for k in TWELFTH_NEW + FIFTEENTH_NEW},
+                                   **{k: 0.25 for k in TWELFTH_NEW + FIFTEENTH_NEW + FIFTEENTH_MINILM},
                                    "ds:pow0.5:pm0.25:rel-0.5:lp": 0.25}
 #: gated walks, per example: the positive walk alone when the two walks' scores correlate above the threshold over
 #: the real tokens other than the explained one (:func:`walk_correlation`), else the two walks ``P⁺ − λ P⁻``; the
@@ -339,7 +343,8 @@ RELATIVE: Dict[str, float] = {"ds:pow0.25:rel": 1.0, "ds:pow0.25:rel0.5": 0.5, "
                               "ds:pow0.5:pm0.25:rel-0.5": -0.5, "ds:pow0.5:pm0.25:rel-1": -1.0,
                               "ds:pow0.5:pm:rel-0.5": -0.5, "ds:pow0.5:pm:rel-1": -1.0,
                               **{k: float(k.split(":rel", 1)[1].split(":")[0]) for k in TWELFTH_NEW if ":rel" in k},
-                              "ds:pow0.5:pm0.25:rel-0.5:lp": -0.5, **{k: -0.5 for k in FIFTEENTH_NEW}}
+                              "ds:pow0.5:pm0.25:rel-0.5:lp": -0.5,
+                              **{k: -0.5 for k in FIFTEENTH_NEW + FIFTEENTH_MINILM}}
 NORM_WEIGHTED = {"ds:pow0.5:l2w"}
 #: leaky walks: the same built graphs (``attribute_graph``), each walked with row ``i`` divided by
 #: ``s_i = d_i^(1−β) · max_k d_k^β`` instead of its out-weight ``d_i`` (β = 1: one scale for the whole graph, so
@@ -355,7 +360,7 @@ FUSED = {"ds:g*absixg", "ds:ag*absixg", "ds:pow0.25:pm0.25*absixg"}
 #: for two classes ``∇ log p_t = (1 − p_t) ∇(z_t − z_other)``, the contrastive gradient, up to a
 #: positive factor that PageRank's normalisation removes. Same single pass.
 LOG_PROB = {"ds:pow0.5:lp", "ds:pow0.5:lp:pm", "ds:pow0.25:pm0.25:gate0.5:rel-0.5:lp", "ds:pow0.5:pm0.25:rel-0.5:lp",
-            *FIFTEENTH_NEW}
+            *FIFTEENTH_NEW, *FIFTEENTH_MINILM}
 #: additive fusion, one pass: the candidate's scores plus ``κ · s / Σ|s|``, ``s`` the same backward pass's gradient x
 #: input at the first attention layer's input (signed, summed over the hidden size; the capture's ``input_gradient``),
 #: scaled to unit L1 mass over the real tokens. The walk's scores sum to ``1 − λ`` and are nearly flat past their top
@@ -428,6 +433,8 @@ THIRTEENTH_MPNET = [ELEVENTH_HUBS[0], "ds:pow0.25:pm0.25:gate0.5:rel-0.5:lp"]
 THIRTEENTH_DECODERS = ["ds:pow0.5:pm", "ds:pow0.5:lp:pm"]
 #: 'fifteenth': the 12-layer default against itself plus gradient x input (ADDED_IXG), on MPNet's long tune halves
 FIFTEENTH = [THIRTEENTH_MPNET[1]] + FIFTEENTH_NEW
+#: 'fifteenth-minilm': the 6-layer default against the same with its heads averaged signed, on MiniLM-L6's halves
+FIFTEENTH_MINILM_RUN = [THIRTEENTH_MINILM[1]] + FIFTEENTH_MINILM
 TUNE_METHODS = [m for m in CANDIDATES if m not in EXTRA and m not in LATER and m not in FOURTH and m not in FIFTH
                 and m not in SIXTH and m not in SEVENTH and m not in SEVENTH_DECODERS and m not in EIGHTH_NEW
                 and m not in GATE and m not in RELATIVE and m != ELEVENTH_D85] \
@@ -904,7 +911,7 @@ ROUNDS = {
     "--fourteenth-table": (FOURTEENTH_DIR, THIRTEENTH_DECODERS,
                            "Fourteenth round: the class's log-probability on every decoder tune half",
                            "fourteenth.md", tuple(THIRTEENTH_DECODERS)),
-    "--fifteenth-table": (FIFTEENTH_DIR, FIFTEENTH,
+    "--fifteenth-table": (FIFTEENTH_DIR, FIFTEENTH + FIFTEENTH_MINILM,
                           "Fifteenth round: the 12-layer default plus gradient x input, and its heads averaged signed",
                           "fifteenth.md", ()),
 }
@@ -923,7 +930,8 @@ ROUND_HOLDOUT: Dict[str, Tuple[str, ...]] = {"--eighth-table": ("ds:pow0.25:pm0.
                                              "--eleventh-table": (GATED[0], ELEVENTH_HUBS[0]),
                                              "--twelfth-table": (*ELEVENTH_HUBS, "ds:pow0.25:pm0.25:gate0.5:rel-2",
                                                                  "ds:pow0.25:pm0.25:gate0.5:rel-0.5:lp"),
-                                             "--thirteenth-table": tuple(THIRTEENTH_MPNET)}
+                                             "--thirteenth-table": tuple(THIRTEENTH_MPNET),
+                                             "--fifteenth-table": (THIRTEENTH_MPNET[1], FIFTEENTH_NEW[-1])}
 #: a line after a round's worst case: flag -> text
 ROUND_NOTES: Dict[str, str] = {
     "--eighth-table": "One walk (`ds:pow0.5`, PR-TAG, and `ds:pow0.25`) is not ranked: it has no rows on the "
@@ -1405,7 +1413,9 @@ ROUND_ALIASES: Dict[str, Dict[str, Any]] = {
                                     ELEVENTH_HUBS[1]: ELEVENTH_MINILM[1]},
                          "values": tuple(ELEVENTH_MINILM), "matrix": {"minilm": "pr-tag-pm0.25"}},
     "--thirteenth-table": {"minilm": dict(zip(THIRTEENTH_MPNET, THIRTEENTH_MINILM)), "values": tuple(THIRTEENTH_MINILM),
-                           "matrix": {"minilm": "pr-tag-pm0.25-hubs0.5"}}}
+                           "matrix": {"minilm": "pr-tag-pm0.25-hubs0.5"}},
+    "--fifteenth-table": {"minilm": {THIRTEENTH_MPNET[1]: THIRTEENTH_MINILM[1], FIFTEENTH_NEW[-1]: FIFTEENTH_MINILM[0]},
+                          "values": tuple(FIFTEENTH_MINILM), "matrix": {"minilm": "pr-tag-pm0.25-hubs0.5-lp"}}}
 
 
 #: each architecture's default with the hubs' weight (eleventh round): the rows that pair a later run of a half with
@@ -1508,23 +1518,27 @@ ROUND_BINS: Dict[str, Tuple[str, ...]] = {"--twelfth-table": ("comprehensiveness
                                           "--fifteenth-table": ("comprehensiveness@50", "sufficiency@1")}
 
 
-def _by_construction_lines(flag: str, folder: Path, lead: str, others: Sequence[str]) -> List[str]:
+def _by_construction_lines(flag: str, folder: Path, lead: str, others: Sequence[str],
+                           aliases: Optional[Dict[str, Any]] = None) -> List[str]:
     """A row per construction: on each tune half, construction − the default on both metrics, then on each bin of
-    :data:`ROUND_BINS` (paired over the half's common examples)."""
+    :data:`ROUND_BINS` (paired over the half's common examples); on a half of an architecture in ``aliases``
+    (:data:`ROUND_ALIASES`) the default and each construction are that architecture's own rows."""
     bins = ROUND_BINS[flag]
     halves = [(cell, folder / "tune" / cell.name / "results.csv") for cell in CELLS.values()
               if (folder / "tune" / cell.name / "results.csv").is_file()]
-    read = [(cell, _read_csv(path), _read_csv(path, bins)) for cell, path in halves]
-    header = ["construction"] + [f"{cell.name} (n={len(set(values['comprehensiveness'].get(lead, {}))):d})"
-                                 for cell, values, _ in read]
+    read = [(dict((aliases or {}).get(cell.architecture, {})), cell, _read_csv(path), _read_csv(path, bins))
+            for cell, path in halves]
+    header = ["construction"] + [
+        f"{cell.name} (n={len(set(values['comprehensiveness'].get(own.get(lead, lead), {}))):d})"
+        for own, cell, values, _ in read]
     header += [f"{cell.name} {b.replace('comprehensiveness', 'comp.').replace('sufficiency', 'suff.')}%"
-               for cell, _, _ in read for b in bins]
+               for _, cell, _, _ in read for b in bins]
     rows = []
     for m in others:
         row = ["LIG-50" if m == "ig" else f"`{m}`"]
-        row += [_paired(values, m, lead)[1] or "–" for _, values, _ in read]
-        for _, _, binned in read:
-            row += [_paired(binned, m, lead, [b])[1] or "–" for b in bins]
+        row += [_paired(values, own.get(m, m), own.get(lead, lead))[1] or "–" for own, _, values, _ in read]
+        for own, _, _, binned in read:
+            row += [_paired(binned, own.get(m, m), own.get(lead, lead), [b])[1] or "–" for b in bins]
         rows.append(row)
     note = ("Construction − the default, comprehensiveness ↑ / sufficiency ↓; the bin columns are the same "
             "difference at one bin (comp.@50: half the tokens removed, most important first; suff.@1: the top 1% "
@@ -1551,8 +1565,10 @@ def _round_table(flag: str, path: Optional[Path] = None) -> Path:
                       + "; ".join(f"`{own[m]}` for `{m}`" for m in own) + ".", ""]
     if flag in ROUND_BINS:
         path = path or RESULTS / name
-        held_out = _held_out_lines(folder, ROUND_HOLDOUT[flag], matrix_lead) if flag in ROUND_HOLDOUT else []
-        path.write_text("\n".join(lines + _by_construction_lines(flag, folder, lead, others) + [""] + held_out),
+        held_out = (_held_out_lines(folder, ROUND_HOLDOUT[flag], matrix_lead, aliases=aliases)
+                    if flag in ROUND_HOLDOUT else [])
+        path.write_text("\n".join(lines + _by_construction_lines(flag, folder, lead, others, aliases) + [""]
+                                  + held_out),
                         encoding="utf-8")
         return path
     rows = []
@@ -1986,7 +2002,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                   "eleventh-hubs": GATED + ELEVENTH_HUBS,
                   "eleventh-minilm": [FOURTH_LEAD] + ELEVENTH_MINILM, "eleventh-decoders": ELEVENTH_DECODERS,
                   "twelfth": TWELFTH, "thirteenth-minilm": THIRTEENTH_MINILM, "thirteenth-mpnet": THIRTEENTH_MPNET,
-                  "thirteenth-decoders": THIRTEENTH_DECODERS, "fifteenth": FIFTEENTH}
+                  "thirteenth-decoders": THIRTEENTH_DECODERS, "fifteenth": FIFTEENTH,
+                  "fifteenth-minilm": FIFTEENTH_MINILM_RUN}
         methods += groups[item] if item in groups else [item] if item else []
     if args.half == "holdout" and args.cell and not args.tables and "tune" in args.methods.split(","):
         parser.error("the held-out half only confirms: pass --methods with the chosen candidate and references")
