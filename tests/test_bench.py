@@ -1726,6 +1726,42 @@ def test_twelfth_table_has_a_row_per_construction_with_the_bins_where_lig_leads(
     assert row.count("–") == 3  # not run in this folder
 
 
+def test_fifteenth_table_pairs_each_architectures_own_default_and_construction(tmp_path, monkeypatch):
+    """On a MiniLM half the fifteenth round's row of heads averaged signed is MiniLM's own construction against
+    MiniLM's own default (ROUND_ALIASES), not the 12-layer names, which have no rows there."""
+    import csv
+
+    default_search = _default_search()
+    flag = "--fifteenth-table"
+    lead = default_search.ROUND_LEADS[flag][0]
+    mpnet_net, minilm_net = default_search.FIFTEENTH_NEW[-1], default_search.FIFTEENTH_MINILM[0]
+    minilm_lead = default_search.ROUND_ALIASES[flag]["minilm"][lead]
+    assert (lead, minilm_lead) == ("ds:pow0.25:pm0.25:gate0.5:rel-0.5:lp", "ds:pow0.5:pm0.25:rel-0.5:lp")
+    fields = ["example", "method", "comprehensiveness", "sufficiency", "comprehensiveness@50", "sufficiency@1"]
+    halves = {"minilm--movie-sentences": [(0, minilm_lead, 0.5, 0.2, 0.1, 0.3), (1, minilm_lead, 0.3, 0.4, 0.2, 0.3),
+                                          (0, minilm_net, 0.6, 0.1, 0.2, 0.3), (1, minilm_net, 0.6, 0.1, 0.2, 0.3)],
+              "mpnet--tweets": [(0, lead, 0.5, 0.2, 0.1, 0.3), (1, lead, 0.5, 0.2, 0.1, 0.3),
+                                (0, mpnet_net, 0.4, 0.3, 0.1, 0.3), (1, mpnet_net, 0.4, 0.3, 0.1, 0.3)]}
+    for cell, rows in halves.items():
+        folder = tmp_path / "fifteenth" / "tune" / cell
+        folder.mkdir(parents=True)
+        with (folder / "results.csv").open("w", newline="") as fh:
+            w = csv.writer(fh)
+            w.writerow(fields)
+            w.writerows(rows)
+    _, methods, title, name, ranked = default_search.ROUNDS[flag]
+    monkeypatch.setitem(default_search.ROUNDS, flag, (tmp_path / "fifteenth", methods, title, name, ranked))
+    text = default_search._round_table(flag, tmp_path / "fifteenth.md").read_text(encoding="utf-8")
+    header = next(line for line in text.splitlines() if line.startswith("| construction |"))
+    assert [c.strip() for c in header.strip("|").split("|")][1:3] == ["minilm--movie-sentences (n=2)",
+                                                                      "mpnet--tweets (n=2)"]
+    row = next(line for line in text.splitlines() if line.startswith(f"| `{mpnet_net}` |"))
+    # MiniLM: comp. +0.1, +0.3; suff. −0.1, −0.3; MPNet: comp. −0.1, −0.1; suff. +0.1, +0.1
+    assert [c.strip() for c in row.strip("|").split("|")][1:3] == ["+0.200 ± 0.100 / -0.200 ± 0.100",
+                                                                  "-0.100 ± 0.000 / +0.100 ± 0.000"]
+    assert not any(line.startswith(f"| `{minilm_net}` |") for line in text.splitlines())
+
+
 def test_thirteenth_round_joins_the_eleventh_rounds_half_only_where_the_default_agrees(tmp_path, monkeypatch):
     """A thirteenth-round tune half takes the eleventh round's constructions of the same half as possible best
     others only where the architecture's default gave the same rows (the same model and examples), never LIG-50;
