@@ -274,22 +274,22 @@ CANDIDATES: Dict[str, Dict[str, Any]] = {
     "ds:pow0.25:pm0.25:gate0.5:rel-0.5:lp": {"edge_weight": "pow0.25"},  # see LOG_PROB
     # ... and a first look at the same on the 6-layer default (the MiniLM BBC News tune half, five classes; tweets)
     "ds:pow0.5:pm0.25:rel-0.5:lp": {"edge_weight": "pow0.5"},
-    # fifteenth round (the 12-layer encoder's long tune halves): the default plus a share of the same pass's
-    # gradient x input at the first layer (see ADDED_IXG)
+    # fifteenth round: the 12-layer default plus a share of the same pass's gradient x input at the first layer (see
+    # ADDED_IXG; MPNet's tweets and reviews tune halves)
     "ds:pow0.25:pm0.25:gate0.5:rel-0.5:lp:+ixg0.05": {"edge_weight": "pow0.25"},
-    # ... and the same with each layer's heads averaged signed before the positive part (see NetPowerGradient)
-    "ds:netpow0.25:pm0.25:gate0.5:rel-0.5:lp": {"edge_weight": "netpow0.25"},
-    # ... and the 6-layer default (γ = 0.5, λ = 0.25, hubs 0.5, log-prob.) with its heads averaged signed
-    "ds:netpow0.5:pm0.25:rel-0.5:lp": {"edge_weight": "netpow0.5"},
     "ds:pow0.25:pm0.25:gate0.5:rel-0.5:lp:+ixg0.25": {"edge_weight": "pow0.25"},
     "ds:pow0.25:pm0.25:gate0.5:rel-0.5:lp:+ixg1": {"edge_weight": "pow0.25"},
+    # ... and the same with each layer's heads averaged signed before the positive part (see NetPowerGradient), and
+    # the 6-layer default (γ = 0.5, λ = 0.25, hubs 0.5, log-prob.) so changed (every encoder tune half on the machine)
+    "ds:netpow0.25:pm0.25:gate0.5:rel-0.5:lp": {"edge_weight": "netpow0.25"},
+    "ds:netpow0.5:pm0.25:rel-0.5:lp": {"edge_weight": "netpow0.5"},
 }
 #: the twelfth round's candidates: the 12-layer default's gated walks with one option changed
 TWELFTH_NEW = ["ds:pow0.25:pm0.25:gate0.5:" + change for change in (
     "rel-0.5:late0.5", "rel-0.5:late0.25", "rel-0.5:early0.5", "rel-0.5:nl", "rel-0.5:d0.5", "rel-0.5:max",
     "max:rel-1", "rel-2", "uniform", "rel-0.5:lp")]
 #: the fifteenth round's candidates: the 12-layer default (γ = 0.25, λ = 0.25, gate 0.5, hubs 0.5, log-prob.) plus κ
-#: times the same pass's gradient x input at the first layer (see ADDED_IXG)
+#: times the same pass's gradient x input at the first layer (see ADDED_IXG), and with its heads averaged signed
 FIFTEENTH_IXG = ["ds:pow0.25:pm0.25:gate0.5:rel-0.5:lp:+ixg" + kappa for kappa in ("0.05", "0.25", "1")]
 FIFTEENTH_NEW = FIFTEENTH_IXG + ["ds:netpow0.25:pm0.25:gate0.5:rel-0.5:lp"]
 #: the 6-layer default with its heads averaged signed (MiniLM-L6's halves; no gate there)
@@ -431,7 +431,8 @@ TWELFTH = ELEVENTH_HUBS + TWELFTH_NEW
 THIRTEENTH_MINILM = [ELEVENTH_MINILM[0], "ds:pow0.5:pm0.25:rel-0.5:lp"]
 THIRTEENTH_MPNET = [ELEVENTH_HUBS[0], "ds:pow0.25:pm0.25:gate0.5:rel-0.5:lp"]
 THIRTEENTH_DECODERS = ["ds:pow0.5:pm", "ds:pow0.5:lp:pm"]
-#: 'fifteenth': the 12-layer default against itself plus gradient x input (ADDED_IXG), on MPNet's long tune halves
+#: 'fifteenth': the 12-layer default against itself plus gradient x input (ADDED_IXG) and with its heads averaged
+#: signed (NetPowerGradient), on MPNet's tune halves
 FIFTEENTH = [THIRTEENTH_MPNET[1]] + FIFTEENTH_NEW
 #: 'fifteenth-minilm': the 6-layer default against the same with its heads averaged signed, on MiniLM-L6's halves
 FIFTEENTH_MINILM_RUN = [THIRTEENTH_MINILM[1]] + FIFTEENTH_MINILM
@@ -874,7 +875,7 @@ THIRTEENTH_DECODERS_DIR = RESULTS / "thirteenth-decoders"
 #: tune halves the thirteenth round did not run (SmolLM2 uncertainty, sentences, BBC News), then held out
 FOURTEENTH_DIR = RESULTS / "fourteenth"
 #: the fifteenth round: the 12-layer default against it plus gradient x input, and with its heads averaged signed
-#: (FIFTEENTH_NEW), on MPNet's tune halves
+#: (FIFTEENTH_NEW), on MPNet's tune halves; the 6-layer default with its heads averaged signed on MiniLM-L6's
 FIFTEENTH_DIR = RESULTS / "fifteenth"
 #: the decoder rounds' folders whose run of a decoder tune half a later decoder round joins (the third round's runs
 #: are in ``RESULTS/tune``)
@@ -1982,8 +1983,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                              "log-probability against the same on its logit on the decoder tune halves, both rules' "
                              "worst cases, and the held-out halves against LIG")
     parser.add_argument("--fifteenth-table", action="store_true",
-                        help="write results/default-search/fifteenth.md: the 12-layer default against it plus "
-                             "gradient x input and with its heads averaged signed, on MPNet's tune halves")
+                        help="write results/default-search/fifteenth.md: each encoder's default against it plus "
+                             "gradient x input (MPNet) and with its heads averaged signed, on the encoder tune "
+                             "halves, and held out")
     parser.add_argument("--walk-correlation", default=None, metavar="DIR",
                         help="write DIR/walk_correlation.csv from DIR/cache.jsonl: the two walks' correlation per "
                              "example (the gate's signal)")
