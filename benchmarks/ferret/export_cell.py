@@ -38,7 +38,7 @@ from captum_prxai.methods import default_method
 from captum_prxai.models import load_default, load_model
 
 #: ``default``: the model's own default, by architecture (:func:`captum_prxai.methods.default_method`; the committed
-#: cross-check ran with the encoder defaults of its day, PR-TAG± (λ=0.25) and PR-TAG± (γ=0.25, λ=0.25, gate 0.5))
+#: cross-check ran with the defaults of today on all three cells, each on the class's log-probability)
 METHODS = "default,pr-tag,pr-tag-pm,pr-g,pr-ag,gae,ig,random"
 
 
