@@ -1595,21 +1595,28 @@ def test_the_library_gate_in_the_matrix_is_checked_against_the_rounds_picks(tmp_
     assert default_search._library_gate_lines(tmp_path / "round") == []
 
 
+def _candidates_on_one_sentence(tiny):
+    """The benchmark's candidates registered, and one sentence on the tiny model: ``(model, forward, ids, mask,
+    layers)``, ``forward(input_ids, attention_mask)`` giving the logits."""
+    import captum_prxai
+
+    _default_search().register_candidates()
+    model, tokenizer = tiny
+    enc = tokenizer(["good film but a dull plot"], return_tensors="pt")
+
+    def forward(input_ids, attention_mask=None):
+        return model(input_ids, attention_mask=attention_mask).logits
+
+    return model, forward, enc["input_ids"], enc["attention_mask"], list(captum_prxai.attention_layers(model))
+
+
 def test_twelfth_round_layer_shares_walk_on_that_part_of_the_layers_with_the_defaults_other_settings(tiny):
     """The twelfth round's layer-subset candidates are the 12-layer default (hubs 0.5, gate 0.5, λ = 0.25) on the
     first or last share of the attention layers; its other candidates change one option each."""
     import captum_prxai
     from captum_prxai.methods.registry import METHODS, MethodContext
 
-    default_search = _default_search()
-    default_search.register_candidates()
-    model, tokenizer = tiny
-    enc = tokenizer(["good film but a dull plot"], return_tensors="pt")
-    ids, mask = enc["input_ids"], enc["attention_mask"]
-    layers = list(captum_prxai.attention_layers(model))
-
-    def forward(input_ids, attention_mask=None):
-        return model(input_ids, attention_mask=attention_mask).logits
+    model, forward, ids, mask, layers = _candidates_on_one_sentence(tiny)
 
     settings = dict(edge_weight="tempered_attention_gradient", attention_power=0.25, walks="both",
                     negative_weight=0.25, walk_gate=0.5, hub_power=0.5, objective="output")
@@ -1642,18 +1649,9 @@ def test_twelfth_round_layer_shares_walk_on_that_part_of_the_layers_with_the_def
 def test_fifteenth_round_adds_the_same_passs_gradient_x_input_to_the_12_layer_default(tiny):
     """``:+ixg<κ>``: the 12-layer default's scores plus κ times gradient x input at the first attention layer's input
     (the same backward pass of the class's log-probability), scaled to unit L1 mass over the tokens."""
-    import captum_prxai
     from captum_prxai.methods.registry import METHODS, MethodContext
 
-    default_search = _default_search()
-    default_search.register_candidates()
-    model, tokenizer = tiny
-    enc = tokenizer(["good film but a dull plot"], return_tensors="pt")
-    ids, mask = enc["input_ids"], enc["attention_mask"]
-    layers = list(captum_prxai.attention_layers(model))
-
-    def forward(input_ids, attention_mask=None):
-        return model(input_ids, attention_mask=attention_mask).logits
+    model, forward, ids, mask, layers = _candidates_on_one_sentence(tiny)
 
     def explain(name):
         return METHODS[name].factory(model, forward, MethodContext())(ids, mask, torch.zeros_like(ids),
@@ -1693,29 +1691,36 @@ def test_fifteenth_round_averages_each_layers_heads_signed_before_the_positive_p
     torch.testing.assert_close(per_head, torch.tensor([[[scale / 2, scale / 2]]]))
 
 
-def test_twelfth_table_has_a_row_per_construction_with_the_bins_where_lig_leads(tmp_path, monkeypatch):
+def _binned_round_table(default_search, flag, tmp_path, monkeypatch, halves):
+    """A round's table (``_round_table``) written from ``halves``: cell -> rows ``(example, method, comp., suff.,
+    comp.@50, suff.@1)``, each cell's tune half a ``results.csv`` in a folder standing in for the round's."""
     import csv
 
+    _, methods, title, name, ranked = default_search.ROUNDS[flag]
+    fields = ["example", "method", "comprehensiveness", "sufficiency", "comprehensiveness@50", "sufficiency@1"]
+    for cell, rows in halves.items():
+        folder = tmp_path / "round" / "tune" / cell
+        folder.mkdir(parents=True)
+        with (folder / "results.csv").open("w", newline="") as fh:
+            w = csv.writer(fh)
+            w.writerow(fields)
+            w.writerows(rows)
+    monkeypatch.setitem(default_search.ROUNDS, flag, (tmp_path / "round", methods, title, name, ranked))
+    return default_search._round_table(flag, tmp_path / "round.md").read_text(encoding="utf-8")
+
+
+def test_twelfth_table_has_a_row_per_construction_with_the_bins_where_lig_leads(tmp_path, monkeypatch):
     default_search = _default_search()
     flag = "--twelfth-table"
     lead = default_search.ROUND_LEADS[flag][0]
     assert lead == "ds:pow0.25:pm0.25:gate0.5:rel-0.5"
     other = "ds:pow0.25:pm0.25:gate0.5:rel-0.5:nl"
     cell = "mpnet--bbc-news"
-    folder = tmp_path / "twelfth" / "tune" / cell
-    folder.mkdir(parents=True)
-    fields = ["example", "method", "comprehensiveness", "sufficiency", "comprehensiveness@50", "sufficiency@1"]
     # other − default: comp. +0.1, +0.3 (+0.200 ± 0.100); suff. 0, −0.2 (−0.100 ± 0.100);
     # comp.@50 +0.4, +0.4 (+0.400 ± 0.000); suff.@1 −0.1, +0.1 (+0.000 ± 0.100)
     rows = [(0, lead, 0.5, 0.2, 0.1, 0.3), (1, lead, 0.3, 0.4, 0.2, 0.3),
             (0, other, 0.6, 0.2, 0.5, 0.2), (1, other, 0.6, 0.2, 0.6, 0.4)]
-    with (folder / "results.csv").open("w", newline="") as fh:
-        w = csv.writer(fh)
-        w.writerow(fields)
-        w.writerows(rows)
-    _, methods, title, name, ranked = default_search.ROUNDS[flag]
-    monkeypatch.setitem(default_search.ROUNDS, flag, (tmp_path / "twelfth", methods, title, name, ranked))
-    text = default_search._round_table(flag, tmp_path / "twelfth.md").read_text(encoding="utf-8")
+    text = _binned_round_table(default_search, flag, tmp_path, monkeypatch, {cell: rows})
     header = next(line for line in text.splitlines() if line.startswith("| construction |"))
     names = [c.strip() for c in header.strip("|").split("|")]
     assert names == ["construction", f"{cell} (n=2)", f"{cell} comp.@50%", f"{cell} suff.@1%"]
@@ -1729,29 +1734,17 @@ def test_twelfth_table_has_a_row_per_construction_with_the_bins_where_lig_leads(
 def test_fifteenth_table_pairs_each_architectures_own_default_and_construction(tmp_path, monkeypatch):
     """On a MiniLM half the fifteenth round's row of heads averaged signed is MiniLM's own construction against
     MiniLM's own default (ROUND_ALIASES), not the 12-layer names, which have no rows there."""
-    import csv
-
     default_search = _default_search()
     flag = "--fifteenth-table"
     lead = default_search.ROUND_LEADS[flag][0]
     mpnet_net, minilm_net = default_search.FIFTEENTH_NEW[-1], default_search.FIFTEENTH_MINILM[0]
     minilm_lead = default_search.ROUND_ALIASES[flag]["minilm"][lead]
     assert (lead, minilm_lead) == ("ds:pow0.25:pm0.25:gate0.5:rel-0.5:lp", "ds:pow0.5:pm0.25:rel-0.5:lp")
-    fields = ["example", "method", "comprehensiveness", "sufficiency", "comprehensiveness@50", "sufficiency@1"]
     halves = {"minilm--movie-sentences": [(0, minilm_lead, 0.5, 0.2, 0.1, 0.3), (1, minilm_lead, 0.3, 0.4, 0.2, 0.3),
                                           (0, minilm_net, 0.6, 0.1, 0.2, 0.3), (1, minilm_net, 0.6, 0.1, 0.2, 0.3)],
               "mpnet--tweets": [(0, lead, 0.5, 0.2, 0.1, 0.3), (1, lead, 0.5, 0.2, 0.1, 0.3),
                                 (0, mpnet_net, 0.4, 0.3, 0.1, 0.3), (1, mpnet_net, 0.4, 0.3, 0.1, 0.3)]}
-    for cell, rows in halves.items():
-        folder = tmp_path / "fifteenth" / "tune" / cell
-        folder.mkdir(parents=True)
-        with (folder / "results.csv").open("w", newline="") as fh:
-            w = csv.writer(fh)
-            w.writerow(fields)
-            w.writerows(rows)
-    _, methods, title, name, ranked = default_search.ROUNDS[flag]
-    monkeypatch.setitem(default_search.ROUNDS, flag, (tmp_path / "fifteenth", methods, title, name, ranked))
-    text = default_search._round_table(flag, tmp_path / "fifteenth.md").read_text(encoding="utf-8")
+    text = _binned_round_table(default_search, flag, tmp_path, monkeypatch, halves)
     header = next(line for line in text.splitlines() if line.startswith("| construction |"))
     assert [c.strip() for c in header.strip("|").split("|")][1:3] == ["minilm--movie-sentences (n=2)",
                                                                       "mpnet--tweets (n=2)"]
