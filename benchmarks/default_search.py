@@ -1398,12 +1398,18 @@ def _add_earlier_rows(cell: Cell, run: Path, values: Values) -> None:
     and examples), so that every construction measured on the half is a possible best other; then the gate's rows
     where it did not run (:func:`_add_gate_rows`)."""
     lead = _JOIN_LEADS.get(cell.architecture)
-    for folder in ELEVENTH_JOINS if run.parent.name == "tune" else ():
-        path = folder / "tune" / cell.name / "results.csv"
-        if lead is None or not path.is_file():
-            continue
-        _join_same_run(values, _read_csv(path), lead)
+    if lead is not None and run.parent.name == "tune":
+        _join_tune_runs(cell, run, values, ELEVENTH_JOINS, lead)
     _add_gate_rows(cell, run, values)
+
+
+def _join_tune_runs(cell: Cell, run: Path, values: Values, folders: Sequence[Path], lead: str) -> None:
+    """``values`` joined (:func:`_join_same_run`) with each of ``folders``' runs of ``cell``'s tune half other than
+    ``run`` itself, where ``lead`` agrees on every common example."""
+    for folder in folders:
+        path = folder / "tune" / cell.name / "results.csv"
+        if path.is_file() and path.parent.resolve() != run.resolve():
+            _join_same_run(values, _read_csv(path), lead)
 
 
 #: a round whose table pairs another architecture's halves with that architecture's own default and constructions:
@@ -1448,10 +1454,7 @@ def _add_decoder_rows(cell: Cell, run: Path, values: Values) -> None:
     possible best other; :data:`NOT_CANDIDATES` stay out. Held-out runs and encoder halves are left as they are."""
     if run.parent.name != "tune" or cell.architecture not in DECODERS:
         return
-    for folder in DECODER_JOINS:
-        path = folder / "tune" / cell.name / "results.csv"
-        if path.is_file() and path.parent.resolve() != run.resolve():
-            _join_same_run(values, _read_csv(path), THIRTEENTH_DECODERS[0])
+    _join_tune_runs(cell, run, values, DECODER_JOINS, THIRTEENTH_DECODERS[0])
     _drop_not_candidates(values)
 
 
