@@ -108,6 +108,40 @@ class NetPowerGradient(PowerGradient):
         return f"NetPowerGradient({self.gamma:g})"
 
 
+class PartNetPowerGradient(PowerGradient):
+    r"""``(mean_h (A_h^γ ⊙ dA_h)⁺ − ρ · mean_h (A_h^γ ⊙ dA_h)⁻)⁺``: each head's push against an edge cancels ``ρ``
+    of the other heads' push for it. ``ρ = 0`` is :class:`PowerGradient` with the mean over heads (the default's
+    edges), ``ρ = 1`` :class:`NetPowerGradient`. Returns the layer's ``(B, T, T)`` map; the negative walk gets the
+    same with ``dA`` negated."""
+
+    def __init__(self, gamma: float, rho: float) -> None:
+        super().__init__(gamma)
+        self.rho = float(rho)
+
+    def __call__(self, attention: Tensor, grad: Optional[Tensor]) -> Tensor:
+        assert grad is not None
+        edges = attention.clamp(min=0).pow(self.gamma) * grad
+        return (edges.clamp(min=0).mean(dim=1) - self.rho * (-edges).clamp(min=0).mean(dim=1)).clamp(min=0)
+
+    def __repr__(self) -> str:
+        return f"PartNetPowerGradient({self.gamma:g}, {self.rho:g})"
+
+
+class NetMaskedPowerGradient(PowerGradient):
+    r"""``mean_h (A_h^γ ⊙ dA_h)⁺`` on the edges whose heads push for them on the net (``mean_h A_h^γ ⊙ dA_h > 0``),
+    0 elsewhere: the default's edge weights, with :class:`NetPowerGradient`'s choice of edges (an edge the heads
+    push against on the net is left out, the others keep their whole positive mass). Returns the layer's
+    ``(B, T, T)`` map; the negative walk gets the same with ``dA`` negated."""
+
+    def __call__(self, attention: Tensor, grad: Optional[Tensor]) -> Tensor:
+        assert grad is not None
+        edges = attention.clamp(min=0).pow(self.gamma) * grad
+        return edges.clamp(min=0).mean(dim=1) * (edges.mean(dim=1) > 0)
+
+    def __repr__(self) -> str:
+        return f"NetMaskedPowerGradient({self.gamma:g})"
+
+
 def _gradient_norm_weighted(attr: Any) -> Any:
     r"""Layer weights from gradient norms: each layer's term scaled to unit mass, then by its map's Frobenius norm.
 
@@ -151,6 +185,37 @@ def _leaky_walk(adjacency: Tensor, teleport: Tensor, mask: Tensor, damping: floa
     return x / x.sum(-1, keepdim=True)
 
 
+def _path_scores(attr: Any, embeddings: Any, ids: Tensor, mask: Tensor, special: Tensor, target: Any, steps: int,
+                 pad_token_id: int) -> Tensor:
+    """Scores of :data:`PATH`: the attribution's token graphs averaged over ``steps`` passes with the word
+    embeddings moved to ``b + α (e − b)`` (``α`` at the midpoints, ``b`` the [PAD] reference's), then scored once by
+    the core's :func:`~captum_prxai.graph.spec.score_graph` (the teleport and mask are the input's)."""
+    from dataclasses import replace
+
+    from captum_prxai.graph.spec import score_graph
+    from captum_prxai.methods.builtin import _reference_ids
+
+    with torch.no_grad():
+        reference = embeddings(_reference_ids(ids, special, mask, pad_token_id))
+    alpha = [1.0]
+
+    def along_the_path(module: Any, args: Any, output: Tensor) -> Tensor:
+        return reference + alpha[0] * (output - reference)
+
+    handle = embeddings.register_forward_hook(along_the_path)
+    graphs: List[Optional[Tensor]] = [None, None]
+    try:
+        for k in range(steps):
+            alpha[0] = (k + 0.5) / steps
+            built = attr.attribute_graph(ids, target=target, additional_forward_args=(mask,)).built
+            graphs = [g if g is None else (g if total is None else total + g)
+                      for total, g in zip(graphs, (built.adjacency, built.negative))]
+    finally:
+        handle.remove()
+    averaged = [None if g is None else g / steps for g in graphs]
+    return score_graph(attr.spec, replace(built, adjacency=averaged[0], negative=averaged[1]))
+
+
 def _relative_scores(attr: Any, ids: Tensor, mask: Tensor, target: Any, beta: float) -> Tensor:
     """Scores of :data:`RELATIVE`: each walk's personalised PageRank ``x`` over ``g^β``, ``g`` the same graph's global
     PageRank (the core's :func:`~captum_prxai.graph.spec.token_walks` with hub power ``−β``, which
@@ -179,6 +244,11 @@ def _edge(name: str) -> Any:
         return PowerGradient(float(name[3:]))
     if name.startswith("netpow"):
         return NetPowerGradient(float(name[6:]))
+    if name.startswith("partnet"):  # partnet<ρ>pow<γ>
+        rho, gamma = name[7:].split("pow")
+        return PartNetPowerGradient(float(gamma), float(rho))
+    if name.startswith("netmask"):
+        return NetMaskedPowerGradient(float(name[7:]))
     return name  # a built-in edge weight
 
 
@@ -283,6 +353,16 @@ CANDIDATES: Dict[str, Dict[str, Any]] = {
     # the 6-layer default (γ = 0.5, λ = 0.25, hubs 0.5, log-prob.) so changed (every encoder tune half on the machine)
     "ds:netpow0.25:pm0.25:gate0.5:rel-0.5:lp": {"edge_weight": "netpow0.25"},
     "ds:netpow0.5:pm0.25:rel-0.5:lp": {"edge_weight": "netpow0.5"},
+    # sixteenth round: between the two, each default with half of the heads' push against an edge cancelling the push
+    # for it (PartNetPowerGradient, ρ = 0.5), and with the edges the heads push against on the net left out
+    # (NetMaskedPowerGradient); every encoder tune half on the machine
+    "ds:partnet0.5:pm0.25:gate0.5:rel-0.5:lp": {"edge_weight": "partnet0.5pow0.25"},
+    "ds:netmask0.25:pm0.25:gate0.5:rel-0.5:lp": {"edge_weight": "netmask0.25"},
+    "ds:partnet0.5:pm0.25:rel-0.5:lp": {"edge_weight": "partnet0.5pow0.5"},
+    "ds:netmask0.5:pm0.25:rel-0.5:lp": {"edge_weight": "netmask0.5"},
+    # ... and each default's edges averaged along the path of Integrated Gradients (see PATH; 8 passes)
+    "ds:pow0.25:pm0.25:gate0.5:rel-0.5:lp:path8": {"edge_weight": "pow0.25"},
+    "ds:pow0.5:pm0.25:rel-0.5:lp:path8": {"edge_weight": "pow0.5"},
 }
 #: the twelfth round's candidates: the 12-layer default's gated walks with one option changed
 TWELFTH_NEW = ["ds:pow0.25:pm0.25:gate0.5:" + change for change in (
@@ -294,6 +374,12 @@ FIFTEENTH_IXG = ["ds:pow0.25:pm0.25:gate0.5:rel-0.5:lp:+ixg" + kappa for kappa i
 FIFTEENTH_NEW = FIFTEENTH_IXG + ["ds:netpow0.25:pm0.25:gate0.5:rel-0.5:lp"]
 #: the 6-layer default with its heads averaged signed (MiniLM-L6's halves; no gate there)
 FIFTEENTH_MINILM = ["ds:netpow0.5:pm0.25:rel-0.5:lp"]
+#: the sixteenth round's candidates: the 12-layer default with its heads' pushes partly cancelled (ρ = 0.5) and with
+#: the edges its heads push against on the net left out; the same on the 6-layer default
+SIXTEENTH_NEW = ["ds:partnet0.5:pm0.25:gate0.5:rel-0.5:lp", "ds:netmask0.25:pm0.25:gate0.5:rel-0.5:lp",
+                 "ds:pow0.25:pm0.25:gate0.5:rel-0.5:lp:path8"]
+SIXTEENTH_MINILM = ["ds:partnet0.5:pm0.25:rel-0.5:lp", "ds:netmask0.5:pm0.25:rel-0.5:lp",
+                    "ds:pow0.5:pm0.25:rel-0.5:lp:path8"]
 #: a walk on part of the attention layers: name -> (which end, share of the layers), e.g. ("late", 0.5) the last half
 LAYER_SHARE: Dict[str, Tuple[str, float]] = {"ds:pow0.25:pm0.25:gate0.5:rel-0.5:late0.5": ("late", 0.5),
                                              "ds:pow0.25:pm0.25:gate0.5:rel-0.5:late0.25": ("late", 0.25),
@@ -306,7 +392,8 @@ SIGNED_WALKS = {"ds:pow0.5:pm", "ds:pow0.5:lp:pm", "ds:pow0.5:pm0.5", "ds:pow0.5
                 "ds:pow0.25:pm0.25:gate0.5:rel0.5", "ds:pow0.5:pm0.25:rel0.5", "ds:pow0.25:pm0.25:gate0.5:d0.85",
                 "ds:pow0.25:pm0.25:gate0.5:rel-0.5", "ds:pow0.25:pm0.25:gate0.5:rel-1", "ds:pow0.5:pm0.25:rel-0.5",
                 "ds:pow0.5:pm0.25:rel-1", "ds:pow0.5:pm:rel-0.5", "ds:pow0.5:pm:rel-1", *TWELFTH_NEW,
-                "ds:pow0.5:pm0.25:rel-0.5:lp", *FIFTEENTH_NEW, *FIFTEENTH_MINILM}
+                "ds:pow0.5:pm0.25:rel-0.5:lp", *FIFTEENTH_NEW, *FIFTEENTH_MINILM, *SIXTEENTH_NEW,
+                *SIXTEENTH_MINILM}
 #: two walks, demoting only: a token keeps its positive-walk score P⁺ when P⁺ ≥ P⁻ and gets P⁺ − P⁻ < 0
 #: otherwise, so PR-TAG's order is kept among the net-positive tokens and the net-negative ones rank last
 DEMOTE = {"ds:pow0.5:pmd"}
@@ -322,7 +409,8 @@ NEGATIVE_WEIGHT: Dict[str, Any] = {"ds:pow0.5:pm0.5": 0.5, "ds:pow0.5:pmw": "mas
                                    "ds:pow0.25:pm0.25:gate0.5:rel-0.5": 0.25, "ds:pow0.25:pm0.25:gate0.5:rel-1": 0.25,
                                    "ds:pow0.5:pm0.25:rel-0.5": 0.25, "ds:pow0.5:pm0.25:rel-1": 0.25,
                                    "ds:pow0.5:pm:rel-0.5": 1.0, "ds:pow0.5:pm:rel-1": 1.0,
-                                   **{k: 0.25 for k in TWELFTH_NEW + FIFTEENTH_NEW + FIFTEENTH_MINILM},
+                                   **{k: 0.25 for k in TWELFTH_NEW + FIFTEENTH_NEW + FIFTEENTH_MINILM + SIXTEENTH_NEW
+                                         + SIXTEENTH_MINILM},
                                    "ds:pow0.5:pm0.25:rel-0.5:lp": 0.25}
 #: gated walks, per example: the positive walk alone when the two walks' scores correlate above the threshold over
 #: the real tokens other than the explained one (:func:`walk_correlation`), else the two walks ``P⁺ − λ P⁻``; the
@@ -330,7 +418,7 @@ NEGATIVE_WEIGHT: Dict[str, Any] = {"ds:pow0.5:pm0.5": 0.5, "ds:pow0.5:pmw": "mas
 GATE: Dict[str, float] = {"ds:pow0.25:pm0.25:gate0.5": 0.5, "ds:pow0.5:pm0.25:gate0.5": 0.5,
                           "ds:pow0.25:pm0.25:gate0.5:rel0.5": 0.5, "ds:pow0.25:pm0.25:gate0.5:d0.85": 0.5,
                           "ds:pow0.25:pm0.25:gate0.5:rel-0.5": 0.5, "ds:pow0.25:pm0.25:gate0.5:rel-1": 0.5,
-                          **{k: 0.5 for k in TWELFTH_NEW + FIFTEENTH_NEW}}
+                          **{k: 0.5 for k in TWELFTH_NEW + FIFTEENTH_NEW + SIXTEENTH_NEW}}
 #: relative PageRank: each walk's personalised PageRank ``x`` divided by ``g^β``, ``g`` the global PageRank of the same
 #: graph (uniform teleport over the real tokens, same damping), so a token that every walk reaches (a hub of the
 #: graph) ranks by how much more the explained token's walk reaches it than a walk from anywhere. β = 1 is the ratio
@@ -344,7 +432,7 @@ RELATIVE: Dict[str, float] = {"ds:pow0.25:rel": 1.0, "ds:pow0.25:rel0.5": 0.5, "
                               "ds:pow0.5:pm:rel-0.5": -0.5, "ds:pow0.5:pm:rel-1": -1.0,
                               **{k: float(k.split(":rel", 1)[1].split(":")[0]) for k in TWELFTH_NEW if ":rel" in k},
                               "ds:pow0.5:pm0.25:rel-0.5:lp": -0.5,
-                              **{k: -0.5 for k in FIFTEENTH_NEW + FIFTEENTH_MINILM}}
+                              **{k: -0.5 for k in FIFTEENTH_NEW + FIFTEENTH_MINILM + SIXTEENTH_NEW + SIXTEENTH_MINILM}}
 NORM_WEIGHTED = {"ds:pow0.5:l2w"}
 #: leaky walks: the same built graphs (``attribute_graph``), each walked with row ``i`` divided by
 #: ``s_i = d_i^(1−β) · max_k d_k^β`` instead of its out-weight ``d_i`` (β = 1: one scale for the whole graph, so
@@ -360,13 +448,21 @@ FUSED = {"ds:g*absixg", "ds:ag*absixg", "ds:pow0.25:pm0.25*absixg"}
 #: for two classes ``∇ log p_t = (1 − p_t) ∇(z_t − z_other)``, the contrastive gradient, up to a
 #: positive factor that PageRank's normalisation removes. Same single pass.
 LOG_PROB = {"ds:pow0.5:lp", "ds:pow0.5:lp:pm", "ds:pow0.25:pm0.25:gate0.5:rel-0.5:lp", "ds:pow0.5:pm0.25:rel-0.5:lp",
-            *FIFTEENTH_NEW, *FIFTEENTH_MINILM}
+            *FIFTEENTH_NEW, *FIFTEENTH_MINILM, *SIXTEENTH_NEW, *SIXTEENTH_MINILM}
 #: additive fusion, one pass: the candidate's scores plus ``κ · s / Σ|s|``, ``s`` the same backward pass's gradient x
 #: input at the first attention layer's input (signed, summed over the hidden size; the capture's ``input_gradient``),
 #: scaled to unit L1 mass over the real tokens. The walk's scores sum to ``1 − λ`` and are nearly flat past their top
 #: tokens on long inputs (twelfth round), so a small κ orders that flat middle by each token's own first-order
 #: contribution and κ = 1 weighs the two alike; unlike the eighth round's product (``*absixg``) it keeps the sign
 ADDED_IXG: Dict[str, float] = {name: float(name.rsplit(":+ixg", 1)[1]) for name in FIFTEENTH_IXG}
+#: path-integrated edges, several passes: the candidate's token graphs (both walks') averaged over ``m`` passes at
+#: inputs on the path of Integrated Gradients, the word embeddings ``b + α (e − b)`` at the midpoints
+#: ``α = (k + ½) / m`` (``b``: the embeddings of the [PAD] reference the benchmark's LIG uses, special tokens kept),
+#: then walked once. A confident prediction's gradient at the input is saturated (``∇ log p ≈ 0`` along most
+#: directions); on the path it is not, which is LIG's advantage (Sundararajan et al. 2017). Here the attention and its
+#: gradient are taken along the same path; cf. the attention-scaling path of Hao et al. (AAAI 2021), which scales
+#: the attention maps instead. ``m`` passes, not one: a candidate for the goal's first part only.
+PATH: Dict[str, int] = {name: int(name.rsplit(":path", 1)[1]) for name in CANDIDATES if ":path" in name}
 CANDIDATES = {k: {**_BASE, **v} for k, v in CANDIDATES.items()}
 
 #: method lists: the tuning run (candidates + references) and the held-out confirmation
@@ -436,6 +532,10 @@ THIRTEENTH_DECODERS = ["ds:pow0.5:pm", "ds:pow0.5:lp:pm"]
 FIFTEENTH = [THIRTEENTH_MPNET[1]] + FIFTEENTH_NEW
 #: 'fifteenth-minilm': the 6-layer default against the same with its heads averaged signed, on MiniLM-L6's halves
 FIFTEENTH_MINILM_RUN = [THIRTEENTH_MINILM[1]] + FIFTEENTH_MINILM
+#: 'sixteenth': the 12-layer default against it with its heads' pushes partly cancelled and net-masked (SIXTEENTH_NEW),
+#: on MPNet's tune halves; 'sixteenth-minilm': the same on the 6-layer default, on MiniLM-L6's
+SIXTEENTH = [THIRTEENTH_MPNET[1]] + SIXTEENTH_NEW
+SIXTEENTH_MINILM_RUN = [THIRTEENTH_MINILM[1]] + SIXTEENTH_MINILM
 TUNE_METHODS = [m for m in CANDIDATES if m not in EXTRA and m not in LATER and m not in FOURTH and m not in FIFTH
                 and m not in SIXTH and m not in SEVENTH and m not in SEVENTH_DECODERS and m not in EIGHTH_NEW
                 and m not in GATE and m not in RELATIVE and m != ELEVENTH_D85] \
@@ -490,6 +590,9 @@ def register_candidates() -> None:
             weight = NEGATIVE_WEIGHT.get(name, 1.0)
 
             def explain(ids, mask, special, target):
+                if name in PATH:
+                    return _path_scores(attr, model.get_input_embeddings(), ids, mask, special, target, PATH[name],
+                                        ctx.pad_token_id)
                 if name in ADDED_IXG:
                     out = attr.attribute_graph(ids, target=target, additional_forward_args=(mask,))
                     own = out.built.input_gradient.to(out.scores.dtype) * mask.to(out.scores.dtype)
@@ -523,6 +626,7 @@ def register_candidates() -> None:
             " minus the PageRank of the negative walk" if name in SIGNED_WALKS else "") + (
             " with gradient-norm layer weights" if name in NORM_WEIGHTED else "") + (
             f" plus {ADDED_IXG.get(name)} x gradient x input (unit L1 mass)" if name in ADDED_IXG else "") + (
+            f" with its graphs averaged over {PATH.get(name)} inputs on the path of IG" if name in PATH else "") + (
             f" over the global PageRank to the {RELATIVE.get(name)}" if name in RELATIVE else "")
         register_method(name, name, "pr-xai", what, factory)
 
@@ -877,6 +981,9 @@ FOURTEENTH_DIR = RESULTS / "fourteenth"
 #: the fifteenth round: the 12-layer default against it plus gradient x input, and with its heads averaged signed
 #: (FIFTEENTH_NEW), on MPNet's tune halves; the 6-layer default with its heads averaged signed on MiniLM-L6's
 FIFTEENTH_DIR = RESULTS / "fifteenth"
+#: the sixteenth round: each encoder's default against it with its heads' pushes partly cancelled and net-masked
+#: (SIXTEENTH_NEW, SIXTEENTH_MINILM), on the encoder tune halves
+SIXTEENTH_DIR = RESULTS / "sixteenth"
 #: the decoder rounds' folders whose run of a decoder tune half a later decoder round joins (the third round's runs
 #: are in ``RESULTS/tune``)
 DECODER_JOINS = (RESULTS, FOURTH_DIR, SEVENTH_DECODERS_DIR, RESULTS / "eleventh-decoders", THIRTEENTH_DECODERS_DIR)
@@ -915,6 +1022,9 @@ ROUNDS = {
     "--fifteenth-table": (FIFTEENTH_DIR, FIFTEENTH + FIFTEENTH_MINILM,
                           "Fifteenth round: the 12-layer default plus gradient x input, and its heads averaged signed",
                           "fifteenth.md", ()),
+    "--sixteenth-table": (SIXTEENTH_DIR, SIXTEENTH + SIXTEENTH_MINILM,
+                          "Sixteenth round: the default with its heads' pushes partly cancelled, or net-masked",
+                          "sixteenth.md", ()),
 }
 #: a round whose worst case runs over other rounds' tune halves too: flag -> the rounds' folders (each half from the
 #: first folder that has it)
@@ -960,6 +1070,10 @@ NOT_CANDIDATES = ("ig",)
 #: the 12-layer encoders' default, the lead of the rounds on MPNet
 _MPNET_LEAD = ("ds:pow0.25:pm0.25", "pr-tag0.25-pm0.25",
                "the 12-layer encoders' default: A^0.25 ⊙ dA⁺ edges, two walks, λ = 0.25, damping 0.7")
+#: the 12-layer encoders' default since the thirteenth round (the class's log-probability)
+_LP_LEAD = (THIRTEENTH_MPNET[1], "pr-tag0.25-pm0.25-gate0.5-hubs0.5-lp",
+            "the 12-layer encoders' default: A^0.25 ⊙ dA⁺ edges, two walks, λ = 0.25, gate 0.5, hubs 0.5, damping 0.7, "
+            "the class's log-probability")
 #: a round's default, if not the encoders' (``FOURTH_LEAD``): flag -> (its candidate name, its matrix name, what it is)
 ROUND_LEADS: Dict[str, Tuple[str, str, str]] = {
     "--seventh-decoders-table": ("ds:pow0.5:pm", "pr-tag-pm",
@@ -977,9 +1091,8 @@ ROUND_LEADS: Dict[str, Tuple[str, str, str]] = {
                            "hubs 0.5, damping 0.7"),
     "--fourteenth-table": ("ds:pow0.5:pm", "pr-tag-pm",
                            "the decoders' default: PR-TAG's edges, two walks, λ = 1, damping 0.7, the logit"),
-    "--fifteenth-table": (THIRTEENTH_MPNET[1], "pr-tag0.25-pm0.25-gate0.5-hubs0.5-lp",
-                          "the 12-layer encoders' default: A^0.25 ⊙ dA⁺ edges, two walks, λ = 0.25, gate 0.5, "
-                          "hubs 0.5, damping 0.7, the class's log-probability")}
+    "--fifteenth-table": _LP_LEAD,
+    "--sixteenth-table": _LP_LEAD}
 #: the encoders' default, the lead of the other rounds
 _ENCODER_LEAD = (FOURTH_LEAD, "pr-tag-pm0.25", "PR-TAG's edges, two walks, λ = 0.25, damping 0.7")
 #: rules ranked beside the candidates: per architecture, the candidate whose rows the rule takes on its halves.
@@ -1422,7 +1535,10 @@ ROUND_ALIASES: Dict[str, Dict[str, Any]] = {
     "--thirteenth-table": {"minilm": dict(zip(THIRTEENTH_MPNET, THIRTEENTH_MINILM)), "values": tuple(THIRTEENTH_MINILM),
                            "matrix": {"minilm": "pr-tag-pm0.25-hubs0.5"}},
     "--fifteenth-table": {"minilm": {THIRTEENTH_MPNET[1]: THIRTEENTH_MINILM[1], FIFTEENTH_NEW[-1]: FIFTEENTH_MINILM[0]},
-                          "values": tuple(FIFTEENTH_MINILM), "matrix": {"minilm": "pr-tag-pm0.25-hubs0.5-lp"}}}
+                          "values": tuple(FIFTEENTH_MINILM), "matrix": {"minilm": "pr-tag-pm0.25-hubs0.5-lp"}},
+    "--sixteenth-table": {"minilm": {THIRTEENTH_MPNET[1]: THIRTEENTH_MINILM[1],
+                                     **dict(zip(SIXTEENTH_NEW, SIXTEENTH_MINILM))},
+                          "values": tuple(SIXTEENTH_MINILM), "matrix": {"minilm": "pr-tag-pm0.25-hubs0.5-lp"}}}
 
 
 #: each architecture's default with the hubs' weight (eleventh round): the rows that pair a later run of a half with
@@ -1519,7 +1635,8 @@ ROUND_SECTIONS: Dict[str, Callable[[Sequence[Path], Path], List[str]]] = {
 #: rounds whose table has a row per construction and, per half, the two metrics and the bins where LIG's lead sits
 #: (comprehensiveness at 50% removed, sufficiency at 1% kept): flag -> those bins
 ROUND_BINS: Dict[str, Tuple[str, ...]] = {"--twelfth-table": ("comprehensiveness@50", "sufficiency@1"),
-                                          "--fifteenth-table": ("comprehensiveness@50", "sufficiency@1")}
+                                          "--fifteenth-table": ("comprehensiveness@50", "sufficiency@1"),
+                                          "--sixteenth-table": ("comprehensiveness@50", "sufficiency@1")}
 
 
 def _by_construction_lines(flag: str, folder: Path, lead: str, others: Sequence[str],
@@ -1989,6 +2106,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                         help="write results/default-search/fifteenth.md: each encoder's default against it plus "
                              "gradient x input (MPNet) and with its heads averaged signed, on the encoder tune "
                              "halves, and held out")
+    parser.add_argument("--sixteenth-table", action="store_true",
+                        help="write results/default-search/sixteenth.md: each encoder's default against it with "
+                             "half of its heads' pushes against an edge cancelling the pushes for it, and with the "
+                             "edges its heads push against on the net left out, on the encoder tune halves")
     parser.add_argument("--walk-correlation", default=None, metavar="DIR",
                         help="write DIR/walk_correlation.csv from DIR/cache.jsonl: the two walks' correlation per "
                              "example (the gate's signal)")
@@ -2008,7 +2129,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                   "eleventh-minilm": [FOURTH_LEAD] + ELEVENTH_MINILM, "eleventh-decoders": ELEVENTH_DECODERS,
                   "twelfth": TWELFTH, "thirteenth-minilm": THIRTEENTH_MINILM, "thirteenth-mpnet": THIRTEENTH_MPNET,
                   "thirteenth-decoders": THIRTEENTH_DECODERS, "fifteenth": FIFTEENTH,
-                  "fifteenth-minilm": FIFTEENTH_MINILM_RUN}
+                  "fifteenth-minilm": FIFTEENTH_MINILM_RUN, "sixteenth": SIXTEENTH,
+                  "sixteenth-minilm": SIXTEENTH_MINILM_RUN}
         methods += groups[item] if item in groups else [item] if item else []
     if args.half == "holdout" and args.cell and not args.tables and "tune" in args.methods.split(","):
         parser.error("the held-out half only confirms: pass --methods with the chosen candidate and references")

@@ -1691,6 +1691,82 @@ def test_fifteenth_round_averages_each_layers_heads_signed_before_the_positive_p
     torch.testing.assert_close(per_head, torch.tensor([[[scale / 2, scale / 2]]]))
 
 
+def test_sixteenth_round_cancels_part_of_the_heads_push_or_masks_the_edges_they_push_against(tiny):
+    """``PartNetPowerGradient``: ρ = 0 is the default's edges (each head's positive part, mean over heads), ρ = 1
+    :class:`NetPowerGradient`, ρ = 0.5 between; ``NetMaskedPowerGradient`` keeps the default's weight on the edges
+    the heads push for on the net. On the tiny model, the ρ = 0 candidate scores as the default."""
+    from captum_prxai.methods.registry import METHODS, MethodContext
+
+    default_search = _default_search()
+    attention = torch.full((1, 2, 1, 3), 0.5)
+    grad = torch.tensor([[[[1.0, -1.0, 2.0]], [[-3.0, 1.0, -1.0]]]])  # (B, H, T, T): head 0 and head 1
+    scale = 0.5 ** 0.25
+    per_head = default_search.PowerGradient(0.25)(attention, grad).mean(dim=1)
+    torch.testing.assert_close(default_search.PartNetPowerGradient(0.25, 0.0)(attention, grad), per_head)
+    for sign in (1, -1):
+        torch.testing.assert_close(default_search.PartNetPowerGradient(0.25, 1.0)(attention, sign * grad),
+                                   default_search.NetPowerGradient(0.25)(attention, sign * grad))
+    # edge 0: for 0.5, against 1.5; edge 1: for 0.5, against 0.5; edge 2: for 1, against 0.5 (times scale)
+    half = default_search.PartNetPowerGradient(0.25, 0.5)(attention, grad)
+    torch.testing.assert_close(half, scale * torch.tensor([[[0.0, 0.25, 0.75]]]))
+    masked = default_search.NetMaskedPowerGradient(0.25)
+    torch.testing.assert_close(masked(attention, grad), scale * torch.tensor([[[0.0, 0.0, 1.0]]]))
+    torch.testing.assert_close(masked(attention, -grad), scale * torch.tensor([[[1.5, 0.0, 0.0]]]))
+
+    model, forward, ids, mask, layers = _candidates_on_one_sentence(tiny)
+    default_search.CANDIDATES["ds:partnet0:pm0.25:gate0.5:rel-0.5:lp"] = {
+        **default_search.CANDIDATES["ds:partnet0.5:pm0.25:gate0.5:rel-0.5:lp"], "edge_weight": "partnet0pow0.25"}
+    try:
+        for extra in (default_search.LOG_PROB, default_search.SIGNED_WALKS):
+            extra.add("ds:partnet0:pm0.25:gate0.5:rel-0.5:lp")
+        for table, value in ((default_search.NEGATIVE_WEIGHT, 0.25), (default_search.GATE, 0.5),
+                             (default_search.RELATIVE, -0.5)):
+            table["ds:partnet0:pm0.25:gate0.5:rel-0.5:lp"] = value
+        default_search.register_candidates()
+
+        def explain(name):
+            return METHODS[name].factory(model, forward, MethodContext())(ids, mask, torch.zeros_like(ids),
+                                                                          torch.tensor([1]))
+
+        torch.testing.assert_close(explain("ds:partnet0:pm0.25:gate0.5:rel-0.5:lp"),
+                                   explain("pr-tag0.25-pm0.25-gate0.5-hubs0.5-lp"), atol=1e-6, rtol=0)
+        assert not torch.allclose(explain("ds:partnet0.5:pm0.25:gate0.5:rel-0.5:lp"),
+                                  explain("pr-tag0.25-pm0.25-gate0.5-hubs0.5-lp"), atol=1e-6)
+    finally:
+        default_search.CANDIDATES.pop("ds:partnet0:pm0.25:gate0.5:rel-0.5:lp")
+        for extra in (default_search.LOG_PROB, default_search.SIGNED_WALKS):
+            extra.discard("ds:partnet0:pm0.25:gate0.5:rel-0.5:lp")
+        for table in (default_search.NEGATIVE_WEIGHT, default_search.GATE, default_search.RELATIVE):
+            table.pop("ds:partnet0:pm0.25:gate0.5:rel-0.5:lp")
+        METHODS.pop("ds:partnet0:pm0.25:gate0.5:rel-0.5:lp", None)
+
+
+def test_sixteenth_round_path_candidates_average_the_graphs_along_the_integrated_gradients_path(tiny):
+    """``:path<m>``: the default's token graphs averaged over m inputs between the [PAD] reference and the input
+    (word embeddings ``b + α (e − b)``). Where the reference is the input itself every pass sees the same input, so
+    the scores are the default's; on a sentence they are not, and the embeddings are left unhooked afterwards."""
+    from captum_prxai.methods.registry import METHODS, MethodContext
+
+    default_search = _default_search()
+    model, forward, ids, mask, layers = _candidates_on_one_sentence(tiny)
+    assert default_search.PATH == {"ds:pow0.25:pm0.25:gate0.5:rel-0.5:lp:path8": 8,
+                                   "ds:pow0.5:pm0.25:rel-0.5:lp:path8": 8}
+    special = torch.zeros_like(ids)
+
+    def explain(name, inputs, pad):
+        return METHODS[name].factory(model, forward, MethodContext(pad_token_id=pad))(
+            inputs, mask, special, torch.tensor([1]))
+
+    same = torch.full_like(ids, int(ids[0, 1]))
+    for path, lead in (("ds:pow0.25:pm0.25:gate0.5:rel-0.5:lp:path8", "pr-tag0.25-pm0.25-gate0.5-hubs0.5-lp"),
+                       ("ds:pow0.5:pm0.25:rel-0.5:lp:path8", "pr-tag-pm0.25-hubs0.5-lp")):
+        torch.testing.assert_close(explain(path, same, int(ids[0, 1])), explain(lead, same, 0), atol=1e-5, rtol=0)
+        on_path = explain(path, ids, 0)
+        assert not torch.allclose(on_path, explain(lead, ids, 0), atol=1e-4)
+        assert not model.get_input_embeddings()._forward_hooks
+        torch.testing.assert_close(explain(path, ids, 0), on_path)
+
+
 def _binned_round_table(default_search, flag, tmp_path, monkeypatch, halves):
     """A round's table (``_round_table``) written from ``halves``: cell -> rows ``(example, method, comp., suff.,
     comp.@50, suff.@1)``, each cell's tune half a ``results.csv`` in a folder standing in for the round's."""
