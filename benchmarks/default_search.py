@@ -374,8 +374,9 @@ FIFTEENTH_IXG = ["ds:pow0.25:pm0.25:gate0.5:rel-0.5:lp:+ixg" + kappa for kappa i
 FIFTEENTH_NEW = FIFTEENTH_IXG + ["ds:netpow0.25:pm0.25:gate0.5:rel-0.5:lp"]
 #: the 6-layer default with its heads averaged signed (MiniLM-L6's halves; no gate there)
 FIFTEENTH_MINILM = ["ds:netpow0.5:pm0.25:rel-0.5:lp"]
-#: the sixteenth round's candidates: the 12-layer default with its heads' pushes partly cancelled (ρ = 0.5) and with
-#: the edges its heads push against on the net left out; the same on the 6-layer default
+#: the sixteenth round's candidates: the 12-layer default with its heads' pushes partly cancelled (ρ = 0.5), with
+#: the edges its heads push against on the net left out, and with its graphs averaged along the IG path (PATH); the
+#: same on the 6-layer default
 SIXTEENTH_NEW = ["ds:partnet0.5:pm0.25:gate0.5:rel-0.5:lp", "ds:netmask0.25:pm0.25:gate0.5:rel-0.5:lp",
                  "ds:pow0.25:pm0.25:gate0.5:rel-0.5:lp:path8"]
 SIXTEENTH_MINILM = ["ds:partnet0.5:pm0.25:rel-0.5:lp", "ds:netmask0.5:pm0.25:rel-0.5:lp",
@@ -532,8 +533,9 @@ THIRTEENTH_DECODERS = ["ds:pow0.5:pm", "ds:pow0.5:lp:pm"]
 FIFTEENTH = [THIRTEENTH_MPNET[1]] + FIFTEENTH_NEW
 #: 'fifteenth-minilm': the 6-layer default against the same with its heads averaged signed, on MiniLM-L6's halves
 FIFTEENTH_MINILM_RUN = [THIRTEENTH_MINILM[1]] + FIFTEENTH_MINILM
-#: 'sixteenth': the 12-layer default against it with its heads' pushes partly cancelled and net-masked (SIXTEENTH_NEW),
-#: on MPNet's tune halves; 'sixteenth-minilm': the same on the 6-layer default, on MiniLM-L6's
+#: 'sixteenth': the 12-layer default against it with its heads' pushes partly cancelled and net-masked, and its graphs
+#: averaged along the IG path (SIXTEENTH_NEW), on MPNet's tune halves; 'sixteenth-minilm': the same on the 6-layer
+#: default, on MiniLM-L6's
 SIXTEENTH = [THIRTEENTH_MPNET[1]] + SIXTEENTH_NEW
 SIXTEENTH_MINILM_RUN = [THIRTEENTH_MINILM[1]] + SIXTEENTH_MINILM
 TUNE_METHODS = [m for m in CANDIDATES if m not in EXTRA and m not in LATER and m not in FOURTH and m not in FIFTH
@@ -981,8 +983,9 @@ FOURTEENTH_DIR = RESULTS / "fourteenth"
 #: the fifteenth round: the 12-layer default against it plus gradient x input, and with its heads averaged signed
 #: (FIFTEENTH_NEW), on MPNet's tune halves; the 6-layer default with its heads averaged signed on MiniLM-L6's
 FIFTEENTH_DIR = RESULTS / "fifteenth"
-#: the sixteenth round: each encoder's default against it with its heads' pushes partly cancelled and net-masked
-#: (SIXTEENTH_NEW, SIXTEENTH_MINILM), on the encoder tune halves
+#: the sixteenth round: each encoder's default against it with its heads' pushes partly cancelled and net-masked,
+#: and with its graphs averaged along the path of Integrated Gradients (SIXTEENTH_NEW, SIXTEENTH_MINILM), on the
+#: encoder tune halves
 SIXTEENTH_DIR = RESULTS / "sixteenth"
 #: the decoder rounds' folders whose run of a decoder tune half a later decoder round joins (the third round's runs
 #: are in ``RESULTS/tune``)
@@ -1022,8 +1025,9 @@ ROUNDS = {
     "--fifteenth-table": (FIFTEENTH_DIR, FIFTEENTH + FIFTEENTH_MINILM,
                           "Fifteenth round: the 12-layer default plus gradient x input, and its heads averaged signed",
                           "fifteenth.md", ()),
-    "--sixteenth-table": (SIXTEENTH_DIR, SIXTEENTH + SIXTEENTH_MINILM,
-                          "Sixteenth round: the default with its heads' pushes partly cancelled, or net-masked",
+    "--sixteenth-table": (SIXTEENTH_DIR, SIXTEENTH + SIXTEENTH_MINILM + [FIFTEENTH_NEW[-1]],
+                          "Sixteenth round: the default with its heads' pushes partly cancelled or net-masked, and "
+                          "its graphs averaged along the IG path",
                           "sixteenth.md", ()),
 }
 #: a round whose worst case runs over other rounds' tune halves too: flag -> the rounds' folders (each half from the
@@ -2108,8 +2112,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                              "halves, and held out")
     parser.add_argument("--sixteenth-table", action="store_true",
                         help="write results/default-search/sixteenth.md: each encoder's default against it with "
-                             "half of its heads' pushes against an edge cancelling the pushes for it, and with the "
-                             "edges its heads push against on the net left out, on the encoder tune halves")
+                             "half of its heads' pushes against an edge cancelling the pushes for it, with the "
+                             "edges its heads push against on the net left out, and with its graphs averaged along "
+                             "the path of Integrated Gradients, on the encoder tune halves")
     parser.add_argument("--walk-correlation", default=None, metavar="DIR",
                         help="write DIR/walk_correlation.csv from DIR/cache.jsonl: the two walks' correlation per "
                              "example (the gate's signal)")
