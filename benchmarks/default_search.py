@@ -353,12 +353,14 @@ CANDIDATES: Dict[str, Dict[str, Any]] = {
     # the 6-layer default (γ = 0.5, λ = 0.25, hubs 0.5, log-prob.) so changed (every encoder tune half on the machine)
     "ds:netpow0.25:pm0.25:gate0.5:rel-0.5:lp": {"edge_weight": "netpow0.25"},
     "ds:netpow0.5:pm0.25:rel-0.5:lp": {"edge_weight": "netpow0.5"},
-    # sixteenth round: between the two, each default with half of the heads' push against an edge cancelling the push
-    # for it (PartNetPowerGradient, ρ = 0.5), and with the edges the heads push against on the net left out
-    # (NetMaskedPowerGradient); every encoder tune half on the machine
+    # sixteenth round: between the two, each default with a share ρ of the heads' push against an edge cancelling the
+    # push for it (PartNetPowerGradient, ρ = 0.5 on every encoder tune half; ρ = 0.25 on the BBC News and MPNet
+    # reviews halves), and with the edges the heads push against on the net left out (NetMaskedPowerGradient)
     "ds:partnet0.5:pm0.25:gate0.5:rel-0.5:lp": {"edge_weight": "partnet0.5pow0.25"},
+    "ds:partnet0.25:pm0.25:gate0.5:rel-0.5:lp": {"edge_weight": "partnet0.25pow0.25"},
     "ds:netmask0.25:pm0.25:gate0.5:rel-0.5:lp": {"edge_weight": "netmask0.25"},
     "ds:partnet0.5:pm0.25:rel-0.5:lp": {"edge_weight": "partnet0.5pow0.5"},
+    "ds:partnet0.25:pm0.25:rel-0.5:lp": {"edge_weight": "partnet0.25pow0.5"},
     "ds:netmask0.5:pm0.25:rel-0.5:lp": {"edge_weight": "netmask0.5"},
     # ... and each default's edges averaged along the path of Integrated Gradients (see PATH; 8 passes)
     "ds:pow0.25:pm0.25:gate0.5:rel-0.5:lp:path8": {"edge_weight": "pow0.25"},
@@ -374,13 +376,13 @@ FIFTEENTH_IXG = ["ds:pow0.25:pm0.25:gate0.5:rel-0.5:lp:+ixg" + kappa for kappa i
 FIFTEENTH_NEW = FIFTEENTH_IXG + ["ds:netpow0.25:pm0.25:gate0.5:rel-0.5:lp"]
 #: the 6-layer default with its heads averaged signed (MiniLM-L6's halves; no gate there)
 FIFTEENTH_MINILM = ["ds:netpow0.5:pm0.25:rel-0.5:lp"]
-#: the sixteenth round's candidates: the 12-layer default with its heads' pushes partly cancelled (ρ = 0.5), with
+#: the sixteenth round's candidates: the 12-layer default with its heads' pushes partly cancelled (ρ = 0.5, 0.25), with
 #: the edges its heads push against on the net left out, and with its graphs averaged along the IG path (PATH); the
 #: same on the 6-layer default
 SIXTEENTH_NEW = ["ds:partnet0.5:pm0.25:gate0.5:rel-0.5:lp", "ds:netmask0.25:pm0.25:gate0.5:rel-0.5:lp",
-                 "ds:pow0.25:pm0.25:gate0.5:rel-0.5:lp:path8"]
+                 "ds:pow0.25:pm0.25:gate0.5:rel-0.5:lp:path8", "ds:partnet0.25:pm0.25:gate0.5:rel-0.5:lp"]
 SIXTEENTH_MINILM = ["ds:partnet0.5:pm0.25:rel-0.5:lp", "ds:netmask0.5:pm0.25:rel-0.5:lp",
-                    "ds:pow0.5:pm0.25:rel-0.5:lp:path8"]
+                    "ds:pow0.5:pm0.25:rel-0.5:lp:path8", "ds:partnet0.25:pm0.25:rel-0.5:lp"]
 #: a walk on part of the attention layers: name -> (which end, share of the layers), e.g. ("late", 0.5) the last half
 LAYER_SHARE: Dict[str, Tuple[str, float]] = {"ds:pow0.25:pm0.25:gate0.5:rel-0.5:late0.5": ("late", 0.5),
                                              "ds:pow0.25:pm0.25:gate0.5:rel-0.5:late0.25": ("late", 0.25),
@@ -1046,7 +1048,8 @@ ROUND_HOLDOUT: Dict[str, Tuple[str, ...]] = {"--eighth-table": ("ds:pow0.25:pm0.
                                              "--twelfth-table": (*ELEVENTH_HUBS, "ds:pow0.25:pm0.25:gate0.5:rel-2",
                                                                  "ds:pow0.25:pm0.25:gate0.5:rel-0.5:lp"),
                                              "--thirteenth-table": tuple(THIRTEENTH_MPNET),
-                                             "--fifteenth-table": (THIRTEENTH_MPNET[1], FIFTEENTH_NEW[-1])}
+                                             "--fifteenth-table": (THIRTEENTH_MPNET[1], FIFTEENTH_NEW[-1]),
+                                             "--sixteenth-table": (THIRTEENTH_MPNET[1], SIXTEENTH_NEW[0])}
 #: a line after a round's worst case: flag -> text
 ROUND_NOTES: Dict[str, str] = {
     "--eighth-table": "One walk (`ds:pow0.5`, PR-TAG, and `ds:pow0.25`) is not ranked: it has no rows on the "
