@@ -365,6 +365,8 @@ CANDIDATES: Dict[str, Dict[str, Any]] = {
     # ... and each default's edges averaged along the path of Integrated Gradients (see PATH; 8 passes)
     "ds:pow0.25:pm0.25:gate0.5:rel-0.5:lp:path8": {"edge_weight": "pow0.25"},
     "ds:pow0.5:pm0.25:rel-0.5:lp:path8": {"edge_weight": "pow0.5"},
+    # ... and the decoders' default (PR-TAG±, log-prob.) with the hubs' weight (hubs 0.5), on every decoder tune half
+    "ds:pow0.5:lp:pm:rel-0.5": {"edge_weight": "pow0.5"},
 }
 #: the twelfth round's candidates: the 12-layer default's gated walks with one option changed
 TWELFTH_NEW = ["ds:pow0.25:pm0.25:gate0.5:" + change for change in (
@@ -383,6 +385,9 @@ SIXTEENTH_NEW = ["ds:partnet0.5:pm0.25:gate0.5:rel-0.5:lp", "ds:netmask0.25:pm0.
                  "ds:pow0.25:pm0.25:gate0.5:rel-0.5:lp:path8", "ds:partnet0.25:pm0.25:gate0.5:rel-0.5:lp"]
 SIXTEENTH_MINILM = ["ds:partnet0.5:pm0.25:rel-0.5:lp", "ds:netmask0.5:pm0.25:rel-0.5:lp",
                     "ds:pow0.5:pm0.25:rel-0.5:lp:path8", "ds:partnet0.25:pm0.25:rel-0.5:lp"]
+#: the decoders' default on the class's log-probability (fourteenth round) with the hubs' weight, which the eleventh
+#: round measured on one decoder tune half, on the logit
+SIXTEENTH_DECODERS = ["ds:pow0.5:lp:pm", "ds:pow0.5:lp:pm:rel-0.5"]
 #: a walk on part of the attention layers: name -> (which end, share of the layers), e.g. ("late", 0.5) the last half
 LAYER_SHARE: Dict[str, Tuple[str, float]] = {"ds:pow0.25:pm0.25:gate0.5:rel-0.5:late0.5": ("late", 0.5),
                                              "ds:pow0.25:pm0.25:gate0.5:rel-0.5:late0.25": ("late", 0.25),
@@ -396,7 +401,7 @@ SIGNED_WALKS = {"ds:pow0.5:pm", "ds:pow0.5:lp:pm", "ds:pow0.5:pm0.5", "ds:pow0.5
                 "ds:pow0.25:pm0.25:gate0.5:rel-0.5", "ds:pow0.25:pm0.25:gate0.5:rel-1", "ds:pow0.5:pm0.25:rel-0.5",
                 "ds:pow0.5:pm0.25:rel-1", "ds:pow0.5:pm:rel-0.5", "ds:pow0.5:pm:rel-1", *TWELFTH_NEW,
                 "ds:pow0.5:pm0.25:rel-0.5:lp", *FIFTEENTH_NEW, *FIFTEENTH_MINILM, *SIXTEENTH_NEW,
-                *SIXTEENTH_MINILM}
+                *SIXTEENTH_MINILM, SIXTEENTH_DECODERS[1]}
 #: two walks, demoting only: a token keeps its positive-walk score P⁺ when P⁺ ≥ P⁻ and gets P⁺ − P⁻ < 0
 #: otherwise, so PR-TAG's order is kept among the net-positive tokens and the net-negative ones rank last
 DEMOTE = {"ds:pow0.5:pmd"}
@@ -411,7 +416,7 @@ NEGATIVE_WEIGHT: Dict[str, Any] = {"ds:pow0.5:pm0.5": 0.5, "ds:pow0.5:pmw": "mas
                                    "ds:pow0.5:pm0.25:rel0.5": 0.25, "ds:pow0.25:pm0.25:gate0.5:d0.85": 0.25,
                                    "ds:pow0.25:pm0.25:gate0.5:rel-0.5": 0.25, "ds:pow0.25:pm0.25:gate0.5:rel-1": 0.25,
                                    "ds:pow0.5:pm0.25:rel-0.5": 0.25, "ds:pow0.5:pm0.25:rel-1": 0.25,
-                                   "ds:pow0.5:pm:rel-0.5": 1.0, "ds:pow0.5:pm:rel-1": 1.0,
+                                   "ds:pow0.5:pm:rel-0.5": 1.0, "ds:pow0.5:pm:rel-1": 1.0, SIXTEENTH_DECODERS[1]: 1.0,
                                    **{k: 0.25 for k in TWELFTH_NEW + FIFTEENTH_NEW + FIFTEENTH_MINILM + SIXTEENTH_NEW
                                          + SIXTEENTH_MINILM},
                                    "ds:pow0.5:pm0.25:rel-0.5:lp": 0.25}
@@ -432,7 +437,7 @@ RELATIVE: Dict[str, float] = {"ds:pow0.25:rel": 1.0, "ds:pow0.25:rel0.5": 0.5, "
                               "ds:pow0.25:pm0.25:gate0.5:rel0.5": 0.5, "ds:pow0.5:pm0.25:rel0.5": 0.5,
                               "ds:pow0.25:pm0.25:gate0.5:rel-0.5": -0.5, "ds:pow0.25:pm0.25:gate0.5:rel-1": -1.0,
                               "ds:pow0.5:pm0.25:rel-0.5": -0.5, "ds:pow0.5:pm0.25:rel-1": -1.0,
-                              "ds:pow0.5:pm:rel-0.5": -0.5, "ds:pow0.5:pm:rel-1": -1.0,
+                              "ds:pow0.5:pm:rel-0.5": -0.5, "ds:pow0.5:pm:rel-1": -1.0, SIXTEENTH_DECODERS[1]: -0.5,
                               **{k: float(k.split(":rel", 1)[1].split(":")[0]) for k in TWELFTH_NEW if ":rel" in k},
                               "ds:pow0.5:pm0.25:rel-0.5:lp": -0.5,
                               **{k: -0.5 for k in FIFTEENTH_NEW + FIFTEENTH_MINILM + SIXTEENTH_NEW + SIXTEENTH_MINILM}}
@@ -451,7 +456,7 @@ FUSED = {"ds:g*absixg", "ds:ag*absixg", "ds:pow0.25:pm0.25*absixg"}
 #: for two classes ``∇ log p_t = (1 − p_t) ∇(z_t − z_other)``, the contrastive gradient, up to a
 #: positive factor that PageRank's normalisation removes. Same single pass.
 LOG_PROB = {"ds:pow0.5:lp", "ds:pow0.5:lp:pm", "ds:pow0.25:pm0.25:gate0.5:rel-0.5:lp", "ds:pow0.5:pm0.25:rel-0.5:lp",
-            *FIFTEENTH_NEW, *FIFTEENTH_MINILM, *SIXTEENTH_NEW, *SIXTEENTH_MINILM}
+            *FIFTEENTH_NEW, *FIFTEENTH_MINILM, *SIXTEENTH_NEW, *SIXTEENTH_MINILM, SIXTEENTH_DECODERS[1]}
 #: additive fusion, one pass: the candidate's scores plus ``κ · s / Σ|s|``, ``s`` the same backward pass's gradient x
 #: input at the first attention layer's input (signed, summed over the hidden size; the capture's ``input_gradient``),
 #: scaled to unit L1 mass over the real tokens. The walk's scores sum to ``1 − λ`` and are nearly flat past their top
@@ -989,6 +994,8 @@ FIFTEENTH_DIR = RESULTS / "fifteenth"
 #: and with its graphs averaged along the path of Integrated Gradients (SIXTEENTH_NEW, SIXTEENTH_MINILM), on the
 #: encoder tune halves
 SIXTEENTH_DIR = RESULTS / "sixteenth"
+#: ... and the decoders' default with the hubs' weight (SIXTEENTH_DECODERS), on the decoder tune halves
+SIXTEENTH_DECODERS_DIR = RESULTS / "sixteenth-decoders"
 #: the decoder rounds' folders whose run of a decoder tune half a later decoder round joins (the third round's runs
 #: are in ``RESULTS/tune``)
 DECODER_JOINS = (RESULTS, FOURTH_DIR, SEVENTH_DECODERS_DIR, RESULTS / "eleventh-decoders", THIRTEENTH_DECODERS_DIR)
@@ -1031,6 +1038,9 @@ ROUNDS = {
                           "Sixteenth round: the default with its heads' pushes partly cancelled or net-masked, and "
                           "its graphs averaged along the IG path",
                           "sixteenth.md", ()),
+    "--sixteenth-decoders-table": (SIXTEENTH_DECODERS_DIR, SIXTEENTH_DECODERS,
+                                   "Sixteenth round, decoders: the decoders' default with the hubs' weight",
+                                   "sixteenth-decoders.md", ()),
 }
 #: a round whose worst case runs over other rounds' tune halves too: flag -> the rounds' folders (each half from the
 #: first folder that has it)
@@ -1099,7 +1109,10 @@ ROUND_LEADS: Dict[str, Tuple[str, str, str]] = {
     "--fourteenth-table": ("ds:pow0.5:pm", "pr-tag-pm",
                            "the decoders' default: PR-TAG's edges, two walks, λ = 1, damping 0.7, the logit"),
     "--fifteenth-table": _LP_LEAD,
-    "--sixteenth-table": _LP_LEAD}
+    "--sixteenth-table": _LP_LEAD,
+    "--sixteenth-decoders-table": (SIXTEENTH_DECODERS[0], "pr-tag-pm-lp",
+                                   "the decoders' default: PR-TAG's edges, two walks, λ = 1, damping 0.7, the class's "
+                                   "log-probability")}
 #: the encoders' default, the lead of the other rounds
 _ENCODER_LEAD = (FOURTH_LEAD, "pr-tag-pm0.25", "PR-TAG's edges, two walks, λ = 0.25, damping 0.7")
 #: rules ranked beside the candidates: per architecture, the candidate whose rows the rule takes on its halves.
@@ -1643,7 +1656,8 @@ ROUND_SECTIONS: Dict[str, Callable[[Sequence[Path], Path], List[str]]] = {
 #: (comprehensiveness at 50% removed, sufficiency at 1% kept): flag -> those bins
 ROUND_BINS: Dict[str, Tuple[str, ...]] = {"--twelfth-table": ("comprehensiveness@50", "sufficiency@1"),
                                           "--fifteenth-table": ("comprehensiveness@50", "sufficiency@1"),
-                                          "--sixteenth-table": ("comprehensiveness@50", "sufficiency@1")}
+                                          "--sixteenth-table": ("comprehensiveness@50", "sufficiency@1"),
+                                          "--sixteenth-decoders-table": ("comprehensiveness@50", "sufficiency@1")}
 
 
 def _by_construction_lines(flag: str, folder: Path, lead: str, others: Sequence[str],
@@ -2118,6 +2132,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                              "half of its heads' pushes against an edge cancelling the pushes for it, with the "
                              "edges its heads push against on the net left out, and with its graphs averaged along "
                              "the path of Integrated Gradients, on the encoder tune halves")
+    parser.add_argument("--sixteenth-decoders-table", action="store_true",
+                        help="write results/default-search/sixteenth-decoders.md: the decoders' default against it "
+                             "with the hubs' weight, on the decoder tune halves")
     parser.add_argument("--walk-correlation", default=None, metavar="DIR",
                         help="write DIR/walk_correlation.csv from DIR/cache.jsonl: the two walks' correlation per "
                              "example (the gate's signal)")
@@ -2138,7 +2155,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                   "twelfth": TWELFTH, "thirteenth-minilm": THIRTEENTH_MINILM, "thirteenth-mpnet": THIRTEENTH_MPNET,
                   "thirteenth-decoders": THIRTEENTH_DECODERS, "fifteenth": FIFTEENTH,
                   "fifteenth-minilm": FIFTEENTH_MINILM_RUN, "sixteenth": SIXTEENTH,
-                  "sixteenth-minilm": SIXTEENTH_MINILM_RUN}
+                  "sixteenth-minilm": SIXTEENTH_MINILM_RUN, "sixteenth-decoders": SIXTEENTH_DECODERS}
         methods += groups[item] if item in groups else [item] if item else []
     if args.half == "holdout" and args.cell and not args.tables and "tune" in args.methods.split(","):
         parser.error("the held-out half only confirms: pass --methods with the chosen candidate and references")

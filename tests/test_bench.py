@@ -1767,6 +1767,26 @@ def test_sixteenth_round_path_candidates_average_the_graphs_along_the_integrated
         torch.testing.assert_close(explain(path, ids, 0), on_path)
 
 
+def test_sixteenth_round_decoder_hubs_candidate_is_the_decoders_default_with_the_hubs_weight(tiny):
+    """``ds:pow0.5:lp:pm:rel-0.5``: PR-TAG± (λ = 1) on the class's log-probability, each walk weighed by its graph's
+    hubs (hub power 0.5): the library's attribution with those settings."""
+    import captum_prxai
+    from captum_prxai.methods.registry import METHODS, MethodContext
+
+    model, forward, ids, mask, layers = _candidates_on_one_sentence(tiny)
+    got = METHODS["ds:pow0.5:lp:pm:rel-0.5"].factory(model, forward, MethodContext())(
+        ids, mask, torch.zeros_like(ids), torch.tensor([1]))
+    expected = captum_prxai.PageRankAttribution(
+        forward, layers, edge_weight="tempered_attention_gradient", attention_power=0.5, walks="both",
+        negative_weight=1.0, hub_power=0.5, objective="log_probability", damping=0.7, normalize_layers=False,
+        teleport="target", graph="token", signed=False, walk_gate=None).attribute(
+        ids, target=torch.tensor([1]), additional_forward_args=(mask,))
+    torch.testing.assert_close(got, expected, atol=1e-6, rtol=0)
+    without = METHODS["ds:pow0.5:lp:pm"].factory(model, forward, MethodContext())(
+        ids, mask, torch.zeros_like(ids), torch.tensor([1]))
+    assert not torch.allclose(got, without, atol=1e-5)
+
+
 def _binned_round_table(default_search, flag, tmp_path, monkeypatch, halves):
     """A round's table (``_round_table``) written from ``halves``: cell -> rows ``(example, method, comp., suff.,
     comp.@50, suff.@1)``, each cell's tune half a ``results.csv`` in a folder standing in for the round's."""

@@ -203,9 +203,9 @@ def auto_hub_power(causal: bool, depth: int, graph: str = "token") -> float:
     eleventh round): over eleven encoder tune halves of both depths, weighing
     each walk by its graph's hubs (``x ⊙ g^0.5``) lowers the worst case of the
     default from +0.029 to +0.018 comprehensiveness (MPNet BBC News), and
-    the held-out halves and the matrix keep it. On the one decoder tune half
-    measured (SmolLM2 tweets) it is level with the decoders' default, so
-    decoders keep 0. ``causal`` and ``depth`` as in
+    the held-out halves and the matrix keep it. On the four decoder tune
+    halves (sixteenth round) it trails the decoders' default, so decoders
+    keep 0. ``causal`` and ``depth`` as in
     :func:`auto_attention_power` (the rule does not depend on depth).
     """
     return 0.0 if causal or graph != "token" else ENCODER_HUB_POWER
