@@ -1827,13 +1827,17 @@ def test_twelfth_table_has_a_row_per_construction_with_the_bins_where_lig_leads(
     assert row.count("–") == 3  # not run in this folder
 
 
-def test_fifteenth_table_pairs_each_architectures_own_default_and_construction(tmp_path, monkeypatch):
-    """On a MiniLM half the fifteenth round's row of heads averaged signed is MiniLM's own construction against
-    MiniLM's own default (ROUND_ALIASES), not the 12-layer names, which have no rows there."""
+@pytest.mark.parametrize("flag, mpnet, minilm", [("--fifteenth-table", ("FIFTEENTH_NEW", -1), ("FIFTEENTH_MINILM", 0)),
+                                                  ("--sixteenth-table", ("SIXTEENTH_NEW", 0), ("SIXTEENTH_MINILM", 0))])
+def test_round_tables_pair_each_architectures_own_default_and_construction(tmp_path, monkeypatch, flag, mpnet,
+                                                                            minilm):
+    """On a MiniLM half the fifteenth round's row of heads averaged signed (the sixteenth's of the heads' pushes half
+    cancelled) is MiniLM's own construction against MiniLM's own default (ROUND_ALIASES), not the 12-layer names,
+    which have no rows there."""
     default_search = _default_search()
-    flag = "--fifteenth-table"
     lead = default_search.ROUND_LEADS[flag][0]
-    mpnet_net, minilm_net = default_search.FIFTEENTH_NEW[-1], default_search.FIFTEENTH_MINILM[0]
+    mpnet_net, minilm_net = getattr(default_search, mpnet[0])[mpnet[1]], getattr(default_search, minilm[0])[minilm[1]]
+    assert default_search.ROUND_ALIASES[flag]["minilm"][mpnet_net] == minilm_net
     minilm_lead = default_search.ROUND_ALIASES[flag]["minilm"][lead]
     assert (lead, minilm_lead) == ("ds:pow0.25:pm0.25:gate0.5:rel-0.5:lp", "ds:pow0.5:pm0.25:rel-0.5:lp")
     halves = {"minilm--movie-sentences": [(0, minilm_lead, 0.5, 0.2, 0.1, 0.3), (1, minilm_lead, 0.3, 0.4, 0.2, 0.3),
