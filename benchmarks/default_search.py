@@ -2129,7 +2129,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                              "halves, and held out")
     parser.add_argument("--sixteenth-table", action="store_true",
                         help="write results/default-search/sixteenth.md: each encoder's default against it with "
-                             "half of its heads' pushes against an edge cancelling the pushes for it, with the "
+                             "a share (ρ = 0.5, 0.25) of its heads' pushes against an edge cancelling the pushes for "
+                             "it, with the "
                              "edges its heads push against on the net left out, and with its graphs averaged along "
                              "the path of Integrated Gradients, on the encoder tune halves")
     parser.add_argument("--sixteenth-decoders-table", action="store_true",
