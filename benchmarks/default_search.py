@@ -142,6 +142,23 @@ class NetMaskedPowerGradient(PowerGradient):
         return f"NetMaskedPowerGradient({self.gamma:g})"
 
 
+class AgreementPowerGradient(PowerGradient):
+    r"""``mean_h (A_h^γ ⊙ dA_h)⁺ · (1 + c) / 2`` with ``c = mean_h e_h / mean_h |e_h|`` the heads' agreement on the
+    edge (``e_h = A_h^γ ⊙ dA_h``; 1 when every head pushes for it, −1 when every head pushes against): the default's
+    edge scaled down where heads disagree, dropped only where none pushes for it (unlike
+    :class:`NetPowerGradient` and :class:`NetMaskedPowerGradient`, which drop every edge pushed against on the net).
+    Returns the layer's ``(B, T, T)`` map; the negative walk gets the same with ``dA`` negated."""
+
+    def __call__(self, attention: Tensor, grad: Optional[Tensor]) -> Tensor:
+        assert grad is not None
+        edges = attention.clamp(min=0).pow(self.gamma) * grad
+        agreement = edges.mean(dim=1) / edges.abs().mean(dim=1).clamp_min(1e-30)
+        return edges.clamp(min=0).mean(dim=1) * (1 + agreement) / 2
+
+    def __repr__(self) -> str:
+        return f"AgreementPowerGradient({self.gamma:g})"
+
+
 def _gradient_norm_weighted(attr: Any) -> Any:
     r"""Layer weights from gradient norms: each layer's term scaled to unit mass, then by its map's Frobenius norm.
 
@@ -249,6 +266,8 @@ def _edge(name: str) -> Any:
         return PartNetPowerGradient(float(gamma), float(rho))
     if name.startswith("netmask"):
         return NetMaskedPowerGradient(float(name[7:]))
+    if name.startswith("agree"):
+        return AgreementPowerGradient(float(name[5:]))
     return name  # a built-in edge weight
 
 
@@ -362,6 +381,10 @@ CANDIDATES: Dict[str, Dict[str, Any]] = {
     "ds:partnet0.5:pm0.25:rel-0.5:lp": {"edge_weight": "partnet0.5pow0.5"},
     "ds:partnet0.25:pm0.25:rel-0.5:lp": {"edge_weight": "partnet0.25pow0.5"},
     "ds:netmask0.5:pm0.25:rel-0.5:lp": {"edge_weight": "netmask0.5"},
+    # ... and with each edge scaled by the heads' agreement on it (AgreementPowerGradient: shrunk, never dropped while
+    # a head pushes for it)
+    "ds:agree0.25:pm0.25:gate0.5:rel-0.5:lp": {"edge_weight": "agree0.25"},
+    "ds:agree0.5:pm0.25:rel-0.5:lp": {"edge_weight": "agree0.5"},
     # ... and each default's edges averaged along the path of Integrated Gradients (see PATH; 8 passes)
     "ds:pow0.25:pm0.25:gate0.5:rel-0.5:lp:path8": {"edge_weight": "pow0.25"},
     "ds:pow0.5:pm0.25:rel-0.5:lp:path8": {"edge_weight": "pow0.5"},
@@ -379,12 +402,14 @@ FIFTEENTH_NEW = FIFTEENTH_IXG + ["ds:netpow0.25:pm0.25:gate0.5:rel-0.5:lp"]
 #: the 6-layer default with its heads averaged signed (MiniLM-L6's halves; no gate there)
 FIFTEENTH_MINILM = ["ds:netpow0.5:pm0.25:rel-0.5:lp"]
 #: the sixteenth round's candidates: the 12-layer default with its heads' pushes partly cancelled (ρ = 0.5, 0.25), with
-#: the edges its heads push against on the net left out, and with its graphs averaged along the IG path (PATH); the
-#: same on the 6-layer default
+#: the edges its heads push against on the net left out, with its graphs averaged along the IG path (PATH), and with
+#: each edge scaled by its heads' agreement; the same on the 6-layer default
 SIXTEENTH_NEW = ["ds:partnet0.5:pm0.25:gate0.5:rel-0.5:lp", "ds:netmask0.25:pm0.25:gate0.5:rel-0.5:lp",
-                 "ds:pow0.25:pm0.25:gate0.5:rel-0.5:lp:path8", "ds:partnet0.25:pm0.25:gate0.5:rel-0.5:lp"]
+                 "ds:pow0.25:pm0.25:gate0.5:rel-0.5:lp:path8", "ds:partnet0.25:pm0.25:gate0.5:rel-0.5:lp",
+                 "ds:agree0.25:pm0.25:gate0.5:rel-0.5:lp"]
 SIXTEENTH_MINILM = ["ds:partnet0.5:pm0.25:rel-0.5:lp", "ds:netmask0.5:pm0.25:rel-0.5:lp",
-                    "ds:pow0.5:pm0.25:rel-0.5:lp:path8", "ds:partnet0.25:pm0.25:rel-0.5:lp"]
+                    "ds:pow0.5:pm0.25:rel-0.5:lp:path8", "ds:partnet0.25:pm0.25:rel-0.5:lp",
+                    "ds:agree0.5:pm0.25:rel-0.5:lp"]
 #: the decoders' default on the class's log-probability (fourteenth round) with the hubs' weight, which the eleventh
 #: round measured on one decoder tune half, on the logit
 SIXTEENTH_DECODERS = ["ds:pow0.5:lp:pm", "ds:pow0.5:lp:pm:rel-0.5"]
@@ -2131,8 +2156,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                         help="write results/default-search/sixteenth.md: each encoder's default against it with "
                              "a share (ρ = 0.5, 0.25) of its heads' pushes against an edge cancelling the pushes for "
                              "it, with the "
-                             "edges its heads push against on the net left out, and with its graphs averaged along "
-                             "the path of Integrated Gradients, on the encoder tune halves")
+                             "edges its heads push against on the net left out, with its graphs averaged along the "
+                             "path of Integrated Gradients, and with each edge scaled by its heads' agreement, on the "
+                             "encoder tune halves")
     parser.add_argument("--sixteenth-decoders-table", action="store_true",
                         help="write results/default-search/sixteenth-decoders.md: the decoders' default against it "
                              "with the hubs' weight, on the decoder tune halves")

@@ -1694,7 +1694,8 @@ def test_fifteenth_round_averages_each_layers_heads_signed_before_the_positive_p
 def test_sixteenth_round_cancels_part_of_the_heads_push_or_masks_the_edges_they_push_against(tiny):
     """``PartNetPowerGradient``: ρ = 0 is the default's edges (each head's positive part, mean over heads), ρ = 1
     :class:`NetPowerGradient`, ρ = 0.5 between; ``NetMaskedPowerGradient`` keeps the default's weight on the edges
-    the heads push for on the net. On the tiny model, the ρ = 0 candidate scores as the default."""
+    the heads push for on the net; ``AgreementPowerGradient`` scales it by the heads' agreement, the default's where
+    they all agree. On the tiny model, the ρ = 0 candidate scores as the default."""
     from captum_prxai.methods.registry import METHODS, MethodContext
 
     default_search = _default_search()
@@ -1712,6 +1713,13 @@ def test_sixteenth_round_cancels_part_of_the_heads_push_or_masks_the_edges_they_
     masked = default_search.NetMaskedPowerGradient(0.25)
     torch.testing.assert_close(masked(attention, grad), scale * torch.tensor([[[0.0, 0.0, 1.0]]]))
     torch.testing.assert_close(masked(attention, -grad), scale * torch.tensor([[[1.5, 0.0, 0.0]]]))
+    # agreement c = mean e / mean |e|: edge 0 −1/2, edge 1 0, edge 2 1/3; the default's edge times (1 + c) / 2
+    agree = default_search.AgreementPowerGradient(0.25)
+    torch.testing.assert_close(agree(attention, grad), scale * torch.tensor([[[0.5 / 4, 0.5 / 2, 2 / 3]]]))
+    torch.testing.assert_close(agree(attention, -grad), scale * torch.tensor([[[1.5 * 3 / 4, 0.5 / 2, 0.5 / 3]]]))
+    unanimous = torch.tensor([[[[1.0, 2.0, 0.5]], [[3.0, 1.0, 0.5]]]])
+    torch.testing.assert_close(agree(attention, unanimous), default_search.PowerGradient(0.25)(attention, unanimous)
+                               .mean(dim=1))
 
     model, forward, ids, mask, layers = _candidates_on_one_sentence(tiny)
     default_search.CANDIDATES["ds:partnet0:pm0.25:gate0.5:rel-0.5:lp"] = {
