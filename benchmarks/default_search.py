@@ -1060,8 +1060,8 @@ ROUNDS = {
                           "Fifteenth round: the 12-layer default plus gradient x input, and its heads averaged signed",
                           "fifteenth.md", ()),
     "--sixteenth-table": (SIXTEENTH_DIR, SIXTEENTH + SIXTEENTH_MINILM + [FIFTEENTH_NEW[-1]],
-                          "Sixteenth round: the default with its heads' pushes partly cancelled or net-masked, and "
-                          "its graphs averaged along the IG path",
+                          "Sixteenth round: the default with its heads' pushes partly cancelled, net-masked or "
+                          "scaled by their agreement, and its graphs averaged along the IG path",
                           "sixteenth.md", ()),
     "--sixteenth-decoders-table": (SIXTEENTH_DECODERS_DIR, SIXTEENTH_DECODERS,
                                    "Sixteenth round, decoders: the decoders' default with the hubs' weight",
