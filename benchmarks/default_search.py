@@ -79,6 +79,11 @@ class PowerGradient:
         assert grad is not None
         return attention.clamp(min=0).pow(self.gamma) * grad.clamp(min=0)
 
+    def _signed(self, attention: Tensor, grad: Optional[Tensor]) -> Tensor:
+        """``e_h = A_h^γ ⊙ dA_h`` per head, before any positive part (the head-combining subclasses' input)."""
+        assert grad is not None
+        return attention.clamp(min=0).pow(self.gamma) * grad
+
     def __repr__(self) -> str:
         return f"PowerGradient({self.gamma:g})"
 
@@ -101,8 +106,7 @@ class NetPowerGradient(PowerGradient):
     ``(mean_h A_h^γ ⊙ (−dA_h))⁺``, the net push against."""
 
     def __call__(self, attention: Tensor, grad: Optional[Tensor]) -> Tensor:
-        assert grad is not None
-        return (attention.clamp(min=0).pow(self.gamma) * grad).mean(dim=1).clamp(min=0)
+        return self._signed(attention, grad).mean(dim=1).clamp(min=0)
 
     def __repr__(self) -> str:
         return f"NetPowerGradient({self.gamma:g})"
@@ -119,8 +123,7 @@ class PartNetPowerGradient(PowerGradient):
         self.rho = float(rho)
 
     def __call__(self, attention: Tensor, grad: Optional[Tensor]) -> Tensor:
-        assert grad is not None
-        edges = attention.clamp(min=0).pow(self.gamma) * grad
+        edges = self._signed(attention, grad)
         return (edges.clamp(min=0).mean(dim=1) - self.rho * (-edges).clamp(min=0).mean(dim=1)).clamp(min=0)
 
     def __repr__(self) -> str:
@@ -134,8 +137,7 @@ class NetMaskedPowerGradient(PowerGradient):
     ``(B, T, T)`` map; the negative walk gets the same with ``dA`` negated."""
 
     def __call__(self, attention: Tensor, grad: Optional[Tensor]) -> Tensor:
-        assert grad is not None
-        edges = attention.clamp(min=0).pow(self.gamma) * grad
+        edges = self._signed(attention, grad)
         return edges.clamp(min=0).mean(dim=1) * (edges.mean(dim=1) > 0)
 
     def __repr__(self) -> str:
@@ -150,8 +152,7 @@ class AgreementPowerGradient(PowerGradient):
     Returns the layer's ``(B, T, T)`` map; the negative walk gets the same with ``dA`` negated."""
 
     def __call__(self, attention: Tensor, grad: Optional[Tensor]) -> Tensor:
-        assert grad is not None
-        edges = attention.clamp(min=0).pow(self.gamma) * grad
+        edges = self._signed(attention, grad)
         agreement = edges.mean(dim=1) / edges.abs().mean(dim=1).clamp_min(1e-30)
         return edges.clamp(min=0).mean(dim=1) * (1 + agreement) / 2
 
@@ -220,17 +221,16 @@ def _path_scores(attr: Any, embeddings: Any, ids: Tensor, mask: Tensor, special:
         return reference + alpha[0] * (output - reference)
 
     handle = embeddings.register_forward_hook(along_the_path)
-    graphs: List[Optional[Tensor]] = [None, None]
+    built = []
     try:
         for k in range(steps):
             alpha[0] = (k + 0.5) / steps
-            built = attr.attribute_graph(ids, target=target, additional_forward_args=(mask,)).built
-            graphs = [g if g is None else (g if total is None else total + g)
-                      for total, g in zip(graphs, (built.adjacency, built.negative))]
+            built.append(attr.attribute_graph(ids, target=target, additional_forward_args=(mask,)).built)
     finally:
         handle.remove()
-    averaged = [None if g is None else g / steps for g in graphs]
-    return score_graph(attr.spec, replace(built, adjacency=averaged[0], negative=averaged[1]))
+    positive = sum(b.adjacency for b in built) / steps
+    negative = None if built[0].negative is None else sum(b.negative for b in built) / steps
+    return score_graph(attr.spec, replace(built[-1], adjacency=positive, negative=negative))
 
 
 def _relative_scores(attr: Any, ids: Tensor, mask: Tensor, target: Any, beta: float) -> Tensor:
@@ -2155,10 +2155,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--sixteenth-table", action="store_true",
                         help="write results/default-search/sixteenth.md: each encoder's default against it with "
                              "a share (ρ = 0.5, 0.25) of its heads' pushes against an edge cancelling the pushes for "
-                             "it, with the "
-                             "edges its heads push against on the net left out, with its graphs averaged along the "
-                             "path of Integrated Gradients, and with each edge scaled by its heads' agreement, on the "
-                             "encoder tune halves")
+                             "it, with the edges its heads push against on the net left out, with its graphs averaged "
+                             "along the path of Integrated Gradients, and with each edge scaled by its heads' "
+                             "agreement, on the encoder tune halves")
     parser.add_argument("--sixteenth-decoders-table", action="store_true",
                         help="write results/default-search/sixteenth-decoders.md: the decoders' default against it "
                              "with the hubs' weight, on the decoder tune halves")
