@@ -43,6 +43,7 @@ import csv
 import json
 import math
 import sys
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
@@ -233,6 +234,48 @@ def _path_scores(attr: Any, embeddings: Any, ids: Tensor, mask: Tensor, special:
     return score_graph(attr.spec, replace(built[-1], adjacency=positive, negative=negative))
 
 
+#: the projections whose outputs :func:`_conservative` holds constant: the queries and keys of BERT-style (``query``,
+#: ``key``), MPNet (``q``, ``k``) and Llama-style (``q_proj``, ``k_proj``) attention modules
+_QUERY_KEY = ("query", "key", "q", "k", "q_proj", "k_proj")
+
+
+def _held_constant(module: Any, args: Any, output: Tensor) -> Tensor:
+    """Forward hook: the same value, no gradient to the module (``0 · output`` keeps the autograd graph's shape)."""
+    return output.detach() + 0 * output
+
+
+def _scale_held_constant(module: Any, args: Any, output: Tensor) -> Tensor:
+    """Forward hook on ``nn.LayerNorm``: ``(x − mean) / σ`` with ``σ`` held constant in the backward pass."""
+    x = args[0]
+    centred = x - x.mean(-1, keepdim=True)
+    sigma = (centred.pow(2).mean(-1, keepdim=True) + module.eps).sqrt().detach()
+    out = centred / sigma
+    if module.weight is not None:
+        out = out * module.weight
+    return out if module.bias is None else out + module.bias
+
+
+@contextmanager
+def _conservative(model: Any, layers: Sequence[Any]) -> Iterator[None]:
+    """Run the model under conservative propagation (see :data:`CONSERVATIVE`) inside the block."""
+    handles = []
+    try:
+        for layer in layers:
+            for child_name, child in layer.named_children():
+                if child_name in _QUERY_KEY:
+                    handles.append(child.register_forward_hook(_held_constant))
+        for module in model.modules():
+            if isinstance(module, torch.nn.LayerNorm):
+                handles.append(module.register_forward_hook(_scale_held_constant))
+        if len(handles) <= len(layers):
+            raise RuntimeError(f"conservative propagation found no query/key projections or LayerNorms in "
+                               f"{type(model).__name__}")
+        yield
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
 def _relative_scores(attr: Any, ids: Tensor, mask: Tensor, target: Any, beta: float) -> Tensor:
     """Scores of :data:`RELATIVE`: each walk's personalised PageRank ``x`` over ``g^β``, ``g`` the same graph's global
     PageRank (the core's :func:`~captum_prxai.graph.spec.token_walks` with hub power ``−β``, which
@@ -389,7 +432,12 @@ CANDIDATES: Dict[str, Dict[str, Any]] = {
     "ds:pow0.25:pm0.25:gate0.5:rel-0.5:lp:path8": {"edge_weight": "pow0.25"},
     "ds:pow0.5:pm0.25:rel-0.5:lp:path8": {"edge_weight": "pow0.5"},
     # ... and the decoders' default (PR-TAG±, log-prob.) with the hubs' weight (hubs 0.5), on every decoder tune half
-    "ds:pow0.5:lp:pm:rel-0.5": {"edge_weight": "pow0.5"},
+    "ds:pow0.5:lp:pm:rel-0.5": {"edge_weight": "pow0.5"},    # seventeenth round: each encoder default from a pass under conservative propagation (see CONSERVATIVE), and the
+    # same walk's scores times that pass's own gradient x input (CP-LRP's relevance) where it is positive
+    "ds:pow0.25:pm0.25:gate0.5:rel-0.5:lp:cp": {"edge_weight": "pow0.25"},
+    "ds:pow0.5:pm0.25:rel-0.5:lp:cp": {"edge_weight": "pow0.5"},
+    "ds:pow0.25:pm0.25:gate0.5:rel-0.5:lp:cp*cpixg": {"edge_weight": "pow0.25"},
+    "ds:pow0.5:pm0.25:rel-0.5:lp:cp*cpixg": {"edge_weight": "pow0.5"},
 }
 #: the twelfth round's candidates: the 12-layer default's gated walks with one option changed
 TWELFTH_NEW = ["ds:pow0.25:pm0.25:gate0.5:" + change for change in (
@@ -410,6 +458,10 @@ SIXTEENTH_NEW = ["ds:partnet0.5:pm0.25:gate0.5:rel-0.5:lp", "ds:netmask0.25:pm0.
 SIXTEENTH_MINILM = ["ds:partnet0.5:pm0.25:rel-0.5:lp", "ds:netmask0.5:pm0.25:rel-0.5:lp",
                     "ds:pow0.5:pm0.25:rel-0.5:lp:path8", "ds:partnet0.25:pm0.25:rel-0.5:lp",
                     "ds:agree0.5:pm0.25:rel-0.5:lp"]
+#: the seventeenth round's candidates: each encoder default from one pass under conservative propagation
+#: (CONSERVATIVE), alone and times the same pass's gradient x input
+SEVENTEENTH_NEW = ["ds:pow0.25:pm0.25:gate0.5:rel-0.5:lp:cp", "ds:pow0.25:pm0.25:gate0.5:rel-0.5:lp:cp*cpixg"]
+SEVENTEENTH_MINILM = ["ds:pow0.5:pm0.25:rel-0.5:lp:cp", "ds:pow0.5:pm0.25:rel-0.5:lp:cp*cpixg"]
 #: the decoders' default on the class's log-probability (fourteenth round) with the hubs' weight, which the eleventh
 #: round measured on one decoder tune half, on the logit
 SIXTEENTH_DECODERS = ["ds:pow0.5:lp:pm", "ds:pow0.5:lp:pm:rel-0.5"]
@@ -426,7 +478,7 @@ SIGNED_WALKS = {"ds:pow0.5:pm", "ds:pow0.5:lp:pm", "ds:pow0.5:pm0.5", "ds:pow0.5
                 "ds:pow0.25:pm0.25:gate0.5:rel-0.5", "ds:pow0.25:pm0.25:gate0.5:rel-1", "ds:pow0.5:pm0.25:rel-0.5",
                 "ds:pow0.5:pm0.25:rel-1", "ds:pow0.5:pm:rel-0.5", "ds:pow0.5:pm:rel-1", *TWELFTH_NEW,
                 "ds:pow0.5:pm0.25:rel-0.5:lp", *FIFTEENTH_NEW, *FIFTEENTH_MINILM, *SIXTEENTH_NEW,
-                *SIXTEENTH_MINILM, SIXTEENTH_DECODERS[1]}
+                *SIXTEENTH_MINILM, SIXTEENTH_DECODERS[1], *SEVENTEENTH_NEW, *SEVENTEENTH_MINILM}
 #: two walks, demoting only: a token keeps its positive-walk score P⁺ when P⁺ ≥ P⁻ and gets P⁺ − P⁻ < 0
 #: otherwise, so PR-TAG's order is kept among the net-positive tokens and the net-negative ones rank last
 DEMOTE = {"ds:pow0.5:pmd"}
@@ -443,7 +495,7 @@ NEGATIVE_WEIGHT: Dict[str, Any] = {"ds:pow0.5:pm0.5": 0.5, "ds:pow0.5:pmw": "mas
                                    "ds:pow0.5:pm0.25:rel-0.5": 0.25, "ds:pow0.5:pm0.25:rel-1": 0.25,
                                    "ds:pow0.5:pm:rel-0.5": 1.0, "ds:pow0.5:pm:rel-1": 1.0, SIXTEENTH_DECODERS[1]: 1.0,
                                    **{k: 0.25 for k in TWELFTH_NEW + FIFTEENTH_NEW + FIFTEENTH_MINILM + SIXTEENTH_NEW
-                                         + SIXTEENTH_MINILM},
+                                         + SIXTEENTH_MINILM + SEVENTEENTH_NEW + SEVENTEENTH_MINILM},
                                    "ds:pow0.5:pm0.25:rel-0.5:lp": 0.25}
 #: gated walks, per example: the positive walk alone when the two walks' scores correlate above the threshold over
 #: the real tokens other than the explained one (:func:`walk_correlation`), else the two walks ``P⁺ − λ P⁻``; the
@@ -451,7 +503,7 @@ NEGATIVE_WEIGHT: Dict[str, Any] = {"ds:pow0.5:pm0.5": 0.5, "ds:pow0.5:pmw": "mas
 GATE: Dict[str, float] = {"ds:pow0.25:pm0.25:gate0.5": 0.5, "ds:pow0.5:pm0.25:gate0.5": 0.5,
                           "ds:pow0.25:pm0.25:gate0.5:rel0.5": 0.5, "ds:pow0.25:pm0.25:gate0.5:d0.85": 0.5,
                           "ds:pow0.25:pm0.25:gate0.5:rel-0.5": 0.5, "ds:pow0.25:pm0.25:gate0.5:rel-1": 0.5,
-                          **{k: 0.5 for k in TWELFTH_NEW + FIFTEENTH_NEW + SIXTEENTH_NEW}}
+                          **{k: 0.5 for k in TWELFTH_NEW + FIFTEENTH_NEW + SIXTEENTH_NEW + SEVENTEENTH_NEW}}
 #: relative PageRank: each walk's personalised PageRank ``x`` divided by ``g^β``, ``g`` the global PageRank of the same
 #: graph (uniform teleport over the real tokens, same damping), so a token that every walk reaches (a hub of the
 #: graph) ranks by how much more the explained token's walk reaches it than a walk from anywhere. β = 1 is the ratio
@@ -465,7 +517,8 @@ RELATIVE: Dict[str, float] = {"ds:pow0.25:rel": 1.0, "ds:pow0.25:rel0.5": 0.5, "
                               "ds:pow0.5:pm:rel-0.5": -0.5, "ds:pow0.5:pm:rel-1": -1.0, SIXTEENTH_DECODERS[1]: -0.5,
                               **{k: float(k.split(":rel", 1)[1].split(":")[0]) for k in TWELFTH_NEW if ":rel" in k},
                               "ds:pow0.5:pm0.25:rel-0.5:lp": -0.5,
-                              **{k: -0.5 for k in FIFTEENTH_NEW + FIFTEENTH_MINILM + SIXTEENTH_NEW + SIXTEENTH_MINILM}}
+                              **{k: -0.5 for k in FIFTEENTH_NEW + FIFTEENTH_MINILM + SIXTEENTH_NEW + SIXTEENTH_MINILM
+                                 + SEVENTEENTH_NEW + SEVENTEENTH_MINILM}}
 NORM_WEIGHTED = {"ds:pow0.5:l2w"}
 #: leaky walks: the same built graphs (``attribute_graph``), each walked with row ``i`` divided by
 #: ``s_i = d_i^(1−β) · max_k d_k^β`` instead of its out-weight ``d_i`` (β = 1: one scale for the whole graph, so
@@ -481,7 +534,8 @@ FUSED = {"ds:g*absixg", "ds:ag*absixg", "ds:pow0.25:pm0.25*absixg"}
 #: for two classes ``∇ log p_t = (1 − p_t) ∇(z_t − z_other)``, the contrastive gradient, up to a
 #: positive factor that PageRank's normalisation removes. Same single pass.
 LOG_PROB = {"ds:pow0.5:lp", "ds:pow0.5:lp:pm", "ds:pow0.25:pm0.25:gate0.5:rel-0.5:lp", "ds:pow0.5:pm0.25:rel-0.5:lp",
-            *FIFTEENTH_NEW, *FIFTEENTH_MINILM, *SIXTEENTH_NEW, *SIXTEENTH_MINILM, SIXTEENTH_DECODERS[1]}
+            *FIFTEENTH_NEW, *FIFTEENTH_MINILM, *SIXTEENTH_NEW, *SIXTEENTH_MINILM, SIXTEENTH_DECODERS[1],
+            *SEVENTEENTH_NEW, *SEVENTEENTH_MINILM}
 #: additive fusion, one pass: the candidate's scores plus ``κ · s / Σ|s|``, ``s`` the same backward pass's gradient x
 #: input at the first attention layer's input (signed, summed over the hidden size; the capture's ``input_gradient``),
 #: scaled to unit L1 mass over the real tokens. The walk's scores sum to ``1 − λ`` and are nearly flat past their top
@@ -496,6 +550,20 @@ ADDED_IXG: Dict[str, float] = {name: float(name.rsplit(":+ixg", 1)[1]) for name 
 #: gradient are taken along the same path; cf. the attention-scaling path of Hao et al. (AAAI 2021), which scales
 #: the attention maps instead. ``m`` passes, not one: a candidate for the goal's first part only.
 PATH: Dict[str, int] = {name: int(name.rsplit(":path", 1)[1]) for name in CANDIDATES if ":path" in name}
+#: conservative propagation, one pass: the candidate's pass with every attention layer's query and key projections and
+#: every LayerNorm's scale held constant in the backward pass (their values unchanged in the forward pass), so no
+#: gradient flows through a softmax's logits or a normaliser: the backward pass of CP-LRP (Ali et al., "XAI for
+#: Transformers: Better Explanations through Conservative Propagation", ICML 2022), the rules AttnLRP (Achtibat et al.,
+#: ICML 2024) refines for the softmax. The attention gradient ``dA`` (the graph's edges) and the gradient x input at the
+#: first attention layer (the capture's ``input_gradient``) are then those of the network with its attention weights
+#: and normalisers fixed, in which gradient x input is conserved layer by layer. Encoders with ``nn.LayerNorm`` only.
+CONSERVATIVE = {name for name in CANDIDATES if ":cp" in name}
+#: ... times ``1 + R / max|R|``, ``R`` that pass's gradient x input at the first attention layer (CP-LRP's relevance,
+#: summed over the hidden size): a token the conservative pass credits is raised up to twice its walk score, one it
+#: debits lowered towards 0; the walk's order stays where ``R`` is small
+CP_FUSED = {name for name in CONSERVATIVE if name.endswith("*cpixg")}
+#: the conservative pass's gradient x input at the word embeddings alone, on the logit: CP-LRP's relevance, one pass
+CP_LRP = "cp-lrp"
 CANDIDATES = {k: {**_BASE, **v} for k, v in CANDIDATES.items()}
 
 #: method lists: the tuning run (candidates + references) and the held-out confirmation
@@ -570,6 +638,11 @@ FIFTEENTH_MINILM_RUN = [THIRTEENTH_MINILM[1]] + FIFTEENTH_MINILM
 #: default, on MiniLM-L6's
 SIXTEENTH = [THIRTEENTH_MPNET[1]] + SIXTEENTH_NEW
 SIXTEENTH_MINILM_RUN = [THIRTEENTH_MINILM[1]] + SIXTEENTH_MINILM
+#: 'seventeenth': the 12-layer default against the same from a pass under conservative propagation, alone and times
+#: that pass's gradient x input (SEVENTEENTH_NEW), with CP-LRP's relevance alone as a reference, on MPNet's tune halves;
+#: 'seventeenth-minilm': the same on the 6-layer default, on MiniLM-L6's
+SEVENTEENTH = [THIRTEENTH_MPNET[1]] + SEVENTEENTH_NEW + [CP_LRP]
+SEVENTEENTH_MINILM_RUN = [THIRTEENTH_MINILM[1]] + SEVENTEENTH_MINILM + [CP_LRP]
 TUNE_METHODS = [m for m in CANDIDATES if m not in EXTRA and m not in LATER and m not in FOURTH and m not in FIFTH
                 and m not in SIXTH and m not in SEVENTH and m not in SEVENTH_DECODERS and m not in EIGHTH_NEW
                 and m not in GATE and m not in RELATIVE and m != ELEVENTH_D85] \
@@ -609,7 +682,7 @@ def register_candidates() -> None:
             if name in GATE:  # the library's gate: both walks (W(A, -dA) of the same edges) in one pass, gated
                 kwargs.update(walks="both", negative_weight=NEGATIVE_WEIGHT[name], walk_gate=GATE[name])
             attr = captum_prxai.PageRankAttribution(forward_func, layers, **kwargs)
-            if name in ADDED_IXG:  # the capture's gradient x input at the first layer, from the same backward pass
+            if name in ADDED_IXG or name in CP_FUSED:  # the capture's gradient x input at the first layer, from the same backward pass
                 attr._needs_input_gradient = lambda: True
             if name in NORM_WEIGHTED:
                 attr = _gradient_norm_weighted(attr)
@@ -627,6 +700,13 @@ def register_candidates() -> None:
                 if name in PATH:
                     return _path_scores(attr, model.get_input_embeddings(), ids, mask, special, target, PATH[name],
                                         ctx.pad_token_id)
+                if name in CONSERVATIVE:
+                    with _conservative(model, layers):
+                        out = attr.attribute_graph(ids, target=target, additional_forward_args=(mask,))
+                    if name not in CP_FUSED:
+                        return out.scores
+                    own = out.built.input_gradient.to(out.scores.dtype) * mask.to(out.scores.dtype)
+                    return out.scores * (1 + own / own.abs().amax(-1, keepdim=True).clamp_min(1e-30))
                 if name in ADDED_IXG:
                     out = attr.attribute_graph(ids, target=target, additional_forward_args=(mask,))
                     own = out.built.input_gradient.to(out.scores.dtype) * mask.to(out.scores.dtype)
@@ -661,8 +741,29 @@ def register_candidates() -> None:
             " with gradient-norm layer weights" if name in NORM_WEIGHTED else "") + (
             f" plus {ADDED_IXG.get(name)} x gradient x input (unit L1 mass)" if name in ADDED_IXG else "") + (
             f" with its graphs averaged over {PATH.get(name)} inputs on the path of IG" if name in PATH else "") + (
+            " under conservative propagation" if name in CONSERVATIVE else "") + (
+            " times 1 + its gradient x input over the largest |gradient x input|" if name in CP_FUSED else "") + (
             f" over the global PageRank to the {RELATIVE.get(name)}" if name in RELATIVE else "")
         register_method(name, name, "pr-xai", what, factory)
+    if CP_LRP not in METHODS:
+        register_method(CP_LRP, "CP-LRP (one pass)", "gradient",
+                        "gradient x input at the word embeddings under conservative propagation (CP-LRP, Ali et al. "
+                        "2022): the seventeenth round's reference", _cp_lrp_factory)
+
+
+def _cp_lrp_factory(model, forward_func, ctx):
+    """Input x Gradient (Captum's ``LayerGradientXActivation`` on the embeddings) under :func:`_conservative`."""
+    import captum_prxai
+    from captum_prxai.bench.methods import Explainer, build_method
+
+    ixg = build_method("ixg", model, forward_func, ctx)
+    layers = captum_prxai.attention_layers(model)
+
+    def explain(ids, mask, special, target):
+        with _conservative(model, layers):
+            return ixg(ids, mask, special, target)
+
+    return Explainer(CP_LRP, "CP-LRP (one pass)", explain, ixg.attribution)
 
 
 # ----------------------------------------------------------------------------- cells
@@ -1108,7 +1209,7 @@ ROUND_NOTES: Dict[str, str] = {
                           "construction measured on a half is a possible best other."}
 #: methods a round ran beside its candidates that are not candidates for the default, so never a half's 'best other'
 #: in the worst case (LIG-50 costs 50 passes; the goal's comparison with it is on the held-out halves)
-NOT_CANDIDATES = ("ig",)
+NOT_CANDIDATES = ("ig", CP_LRP)
 #: the 12-layer encoders' default, the lead of the rounds on MPNet
 _MPNET_LEAD = ("ds:pow0.25:pm0.25", "pr-tag0.25-pm0.25",
                "the 12-layer encoders' default: A^0.25 ⊙ dA⁺ edges, two walks, λ = 0.25, damping 0.7")
@@ -2181,7 +2282,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                   "twelfth": TWELFTH, "thirteenth-minilm": THIRTEENTH_MINILM, "thirteenth-mpnet": THIRTEENTH_MPNET,
                   "thirteenth-decoders": THIRTEENTH_DECODERS, "fifteenth": FIFTEENTH,
                   "fifteenth-minilm": FIFTEENTH_MINILM_RUN, "sixteenth": SIXTEENTH,
-                  "sixteenth-minilm": SIXTEENTH_MINILM_RUN, "sixteenth-decoders": SIXTEENTH_DECODERS}
+                  "sixteenth-minilm": SIXTEENTH_MINILM_RUN, "sixteenth-decoders": SIXTEENTH_DECODERS,
+                  "seventeenth": SEVENTEENTH, "seventeenth-minilm": SEVENTEENTH_MINILM_RUN}
         methods += groups[item] if item in groups else [item] if item else []
     if args.half == "holdout" and args.cell and not args.tables and "tune" in args.methods.split(","):
         parser.error("the held-out half only confirms: pass --methods with the chosen candidate and references")
