@@ -432,8 +432,9 @@ CANDIDATES: Dict[str, Dict[str, Any]] = {
     "ds:pow0.25:pm0.25:gate0.5:rel-0.5:lp:path8": {"edge_weight": "pow0.25"},
     "ds:pow0.5:pm0.25:rel-0.5:lp:path8": {"edge_weight": "pow0.5"},
     # ... and the decoders' default (PR-TAG±, log-prob.) with the hubs' weight (hubs 0.5), on every decoder tune half
-    "ds:pow0.5:lp:pm:rel-0.5": {"edge_weight": "pow0.5"},    # seventeenth round: each encoder default from a pass under conservative propagation (see CONSERVATIVE), and the
-    # same walk's scores times that pass's own gradient x input (CP-LRP's relevance) where it is positive
+    "ds:pow0.5:lp:pm:rel-0.5": {"edge_weight": "pow0.5"},
+    # seventeenth round: each encoder default from a pass under conservative propagation (see CONSERVATIVE), and the
+    # same walk's scores times 1 + R / max|R|, R that pass's own gradient x input (CP-LRP's relevance; CP_FUSED)
     "ds:pow0.25:pm0.25:gate0.5:rel-0.5:lp:cp": {"edge_weight": "pow0.25"},
     "ds:pow0.5:pm0.25:rel-0.5:lp:cp": {"edge_weight": "pow0.5"},
     "ds:pow0.25:pm0.25:gate0.5:rel-0.5:lp:cp*cpixg": {"edge_weight": "pow0.25"},
@@ -679,10 +680,13 @@ def register_candidates() -> None:
                 kwargs["hub_power"] = -RELATIVE[name]
             kwargs.setdefault("hub_power", 0.0)  # every other candidate walks without the hubs' weight
             kwargs.setdefault("objective", "output")  # and explains the logit
+            # with the model's own gradient, its walk's scores not weighted by gradient x input (the seventeenth
+            # round's candidates hold the softmax and normalisers with the benchmark's own hooks, _conservative)
+            kwargs.update(propagation="gradient", relevance_weight=0.0)
             if name in GATE:  # the library's gate: both walks (W(A, -dA) of the same edges) in one pass, gated
                 kwargs.update(walks="both", negative_weight=NEGATIVE_WEIGHT[name], walk_gate=GATE[name])
             attr = captum_prxai.PageRankAttribution(forward_func, layers, **kwargs)
-            if name in ADDED_IXG or name in CP_FUSED:  # the capture's gradient x input at the first layer, from the same backward pass
+            if name in ADDED_IXG or name in CP_FUSED:  # the capture's gradient x input at the first layer (same pass)
                 attr._needs_input_gradient = lambda: True
             if name in NORM_WEIGHTED:
                 attr = _gradient_norm_weighted(attr)
@@ -1122,6 +1126,9 @@ FIFTEENTH_DIR = RESULTS / "fifteenth"
 SIXTEENTH_DIR = RESULTS / "sixteenth"
 #: ... and the decoders' default with the hubs' weight (SIXTEENTH_DECODERS), on the decoder tune halves
 SIXTEENTH_DECODERS_DIR = RESULTS / "sixteenth-decoders"
+#: the seventeenth round: each encoder's default against the same from a pass under conservative propagation, alone
+#: and times that pass's gradient x input (SEVENTEENTH_NEW, SEVENTEENTH_MINILM), and CP-LRP, on the encoder tune halves
+SEVENTEENTH_DIR = RESULTS / "seventeenth"
 #: the decoder rounds' folders whose run of a decoder tune half a later decoder round joins (the third round's runs
 #: are in ``RESULTS/tune``)
 DECODER_JOINS = (RESULTS, FOURTH_DIR, SEVENTH_DECODERS_DIR, RESULTS / "eleventh-decoders", THIRTEENTH_DECODERS_DIR)
@@ -1167,6 +1174,11 @@ ROUNDS = {
     "--sixteenth-decoders-table": (SIXTEENTH_DECODERS_DIR, SIXTEENTH_DECODERS,
                                    "Sixteenth round, decoders: the decoders' default with the hubs' weight",
                                    "sixteenth-decoders.md", ()),
+    "--seventeenth-table": (SEVENTEENTH_DIR, SEVENTEENTH + SEVENTEENTH_MINILM,
+                            "Seventeenth round: the default from a pass under conservative propagation, alone and "
+                            "times that pass's gradient x input, and CP-LRP", "seventeenth.md",
+                            ("rule:depth-gate-hubs0.5-lp", "rule:depth-gate-hubs0.5-lp-cp",
+                             "rule:depth-gate-hubs0.5-lp-cp-rel")),
 }
 #: a round whose worst case runs over other rounds' tune halves too: flag -> the rounds' folders (each half from the
 #: first folder that has it)
@@ -1175,7 +1187,8 @@ ROUND_WORST_FOLDERS: Dict[str, Tuple[Path, ...]] = {"--eighth-table": (EIGHTH_DI
                                                     "--tenth-table": (TENTH_DIR, NINTH_DIR, EIGHTH_DIR),
                                                     "--eleventh-table": (ELEVENTH_DIR,),
                                                     "--thirteenth-table": (THIRTEENTH_DIR,),
-                                                    "--fourteenth-table": (FOURTEENTH_DIR, THIRTEENTH_DECODERS_DIR)}
+                                                    "--fourteenth-table": (FOURTEENTH_DIR, THIRTEENTH_DECODERS_DIR),
+                                                    "--seventeenth-table": (SEVENTEENTH_DIR,)}
 #: a round's held-out runs when they are not its ranked candidates: flag -> (the default, the candidates)
 ROUND_HOLDOUT: Dict[str, Tuple[str, ...]] = {"--eighth-table": ("ds:pow0.25:pm0.25", "ds:pow0.25"),
                                              "--ninth-table": ("ds:pow0.25:pm0.25", "ds:pow0.25") + tuple(GATED),
@@ -1188,6 +1201,13 @@ ROUND_HOLDOUT: Dict[str, Tuple[str, ...]] = {"--eighth-table": ("ds:pow0.25:pm0.
                                              "--sixteenth-table": (THIRTEENTH_MPNET[1], SIXTEENTH_NEW[0])}
 #: a line after a round's worst case: flag -> text
 ROUND_NOTES: Dict[str, str] = {
+    "--seventeenth-table": "Each half is also joined with the thirteenth, fifteenth and sixteenth rounds' runs of it "
+                           "(and, through the thirteenth's, the earlier rounds') where the architecture's default "
+                           "agrees to the same tolerance (`_add_log_probability_rows`), so every construction measured "
+                           "on a half is a possible best other. The rules take each architecture's rows: "
+                           "`rule:depth-gate-hubs0.5-lp` the default, `-cp` the same from the conservative pass, "
+                           "`-cp-rel` that times 1 + R / max|R|. `cp-lrp` (CP-LRP's relevance alone, not a walk) is a "
+                           "reference, never a best other.\n",
     "--eighth-table": "One walk (`ds:pow0.5`, PR-TAG, and `ds:pow0.25`) is not ranked: it has no rows on the "
                       "seventh round's movie-review tune halves, so its worst case would leave out the halves where "
                       "two walks were chosen. On this half it is every candidate's best other; the held-out table "
@@ -1236,6 +1256,7 @@ ROUND_LEADS: Dict[str, Tuple[str, str, str]] = {
                            "the decoders' default: PR-TAG's edges, two walks, λ = 1, damping 0.7, the logit"),
     "--fifteenth-table": _LP_LEAD,
     "--sixteenth-table": _LP_LEAD,
+    "--seventeenth-table": _LP_LEAD,
     "--sixteenth-decoders-table": (SIXTEENTH_DECODERS[0], "pr-tag-pm-lp",
                                    "the decoders' default: PR-TAG's edges, two walks, λ = 1, damping 0.7, the class's "
                                    "log-probability")}
@@ -1257,7 +1278,11 @@ RULES: Dict[str, Dict[str, str]] = {"rule:depth": {"minilm": "ds:pow0.5:pm0.25",
                                     "rule:depth-gate-hubs0.5": {"minilm": ELEVENTH_MINILM[0],
                                                                 "mpnet": ELEVENTH_HUBS[0]},
                                     "rule:depth-gate-hubs0.5-lp": {"minilm": THIRTEENTH_MINILM[1],
-                                                                   "mpnet": THIRTEENTH_MPNET[1]}}
+                                                                   "mpnet": THIRTEENTH_MPNET[1]},
+                                    "rule:depth-gate-hubs0.5-lp-cp": {"minilm": SEVENTEENTH_MINILM[0],
+                                                                      "mpnet": SEVENTEENTH_NEW[0]},
+                                    "rule:depth-gate-hubs0.5-lp-cp-rel": {"minilm": SEVENTEENTH_MINILM[1],
+                                                                          "mpnet": SEVENTEENTH_NEW[1]}}
 #: a fourth-round tune run joins a later round's run of the same cell in the worst case only when the default's
 #: comprehensiveness agrees on every common example to this (the same model and examples)
 SAME_RUN_TOLERANCE = 1e-2
@@ -1684,7 +1709,10 @@ ROUND_ALIASES: Dict[str, Dict[str, Any]] = {
                           "values": tuple(FIFTEENTH_MINILM), "matrix": {"minilm": "pr-tag-pm0.25-hubs0.5-lp"}},
     "--sixteenth-table": {"minilm": {THIRTEENTH_MPNET[1]: THIRTEENTH_MINILM[1],
                                      **dict(zip(SIXTEENTH_NEW, SIXTEENTH_MINILM))},
-                          "values": tuple(SIXTEENTH_MINILM), "matrix": {"minilm": "pr-tag-pm0.25-hubs0.5-lp"}}}
+                          "values": tuple(SIXTEENTH_MINILM), "matrix": {"minilm": "pr-tag-pm0.25-hubs0.5-lp"}},
+    "--seventeenth-table": {"minilm": {THIRTEENTH_MPNET[1]: THIRTEENTH_MINILM[1],
+                                       **dict(zip(SEVENTEENTH_NEW, SEVENTEENTH_MINILM))},
+                            "values": tuple(SEVENTEENTH_MINILM), "matrix": {"minilm": "pr-tag-pm0.25-hubs0.5-lp"}}}
 
 
 #: each architecture's default with the hubs' weight (eleventh round): the rows that pair a later run of a half with
@@ -1709,6 +1737,29 @@ def _add_eleventh_rows(cell: Cell, run: Path, values: Values) -> None:
     _drop_not_candidates(values)
 
 
+#: each encoder architecture's default on the class's log-probability (thirteenth round): the rows that pair a later
+#: run of a half with the thirteenth, fifteenth and sixteenth rounds' runs of it
+_LP_LEADS = {"minilm": THIRTEENTH_MINILM[1], "mpnet": THIRTEENTH_MPNET[1]}
+
+
+def _add_log_probability_rows(cell: Cell, run: Path, values: Values) -> None:
+    """A later encoder tune half's values joined with the thirteenth round's values of the same half (built as that
+    round's worst case builds them, :func:`_add_eleventh_rows`, so with the earlier rounds' too) and the fifteenth's
+    and sixteenth's, each where the architecture's default on the log-probability (:data:`_LP_LEADS`) agrees on every
+    common example to :data:`SAME_RUN_TOLERANCE`, so every construction measured on the half is a possible best
+    other; :data:`NOT_CANDIDATES` stay out. Held-out runs are left as they are."""
+    if run.parent.name != "tune" or cell.architecture not in _LP_LEADS:
+        return
+    for folder in (THIRTEENTH_DIR, FIFTEENTH_DIR, SIXTEENTH_DIR):
+        path = folder / "tune" / cell.name / "results.csv"
+        if path.is_file():
+            theirs = _read_csv(path)
+            if folder == THIRTEENTH_DIR:
+                _add_eleventh_rows(cell, path.parent, theirs)
+            _join_same_run(values, theirs, _LP_LEADS[cell.architecture])
+    _drop_not_candidates(values)
+
+
 def _add_decoder_rows(cell: Cell, run: Path, values: Values) -> None:
     """A decoder tune half's values joined with every earlier decoder round's run of the same half
     (:data:`DECODER_JOINS`) where the decoders' default (PR-TAG±, ``ds:pow0.5:pm``) agrees on every common example to
@@ -1725,7 +1776,8 @@ ROUND_AUGMENT: Dict[str, Callable[[Cell, Path, Values], None]] = {"--ninth-table
                                                                   "--tenth-table": _add_gate_rows,
                                                                   "--eleventh-table": _add_earlier_rows,
                                                                   "--thirteenth-table": _add_eleventh_rows,
-                                                                  "--fourteenth-table": _add_decoder_rows}
+                                                                  "--fourteenth-table": _add_decoder_rows,
+                                                                  "--seventeenth-table": _add_log_probability_rows}
 
 
 def _thirteenth_decoder_lines(folders: Sequence[Path], folder: Path) -> List[str]:
@@ -1783,7 +1835,8 @@ ROUND_SECTIONS: Dict[str, Callable[[Sequence[Path], Path], List[str]]] = {
 ROUND_BINS: Dict[str, Tuple[str, ...]] = {"--twelfth-table": ("comprehensiveness@50", "sufficiency@1"),
                                           "--fifteenth-table": ("comprehensiveness@50", "sufficiency@1"),
                                           "--sixteenth-table": ("comprehensiveness@50", "sufficiency@1"),
-                                          "--sixteenth-decoders-table": ("comprehensiveness@50", "sufficiency@1")}
+                                          "--sixteenth-decoders-table": ("comprehensiveness@50", "sufficiency@1"),
+                                          "--seventeenth-table": ("comprehensiveness@50", "sufficiency@1")}
 
 
 def _by_construction_lines(flag: str, folder: Path, lead: str, others: Sequence[str],
@@ -1835,8 +1888,10 @@ def _round_table(flag: str, path: Optional[Path] = None) -> Path:
         path = path or RESULTS / name
         held_out = (_held_out_lines(folder, ROUND_HOLDOUT[flag], matrix_lead, aliases=aliases)
                     if flag in ROUND_HOLDOUT else [])
+        worst = (_worst_cases(ROUND_WORST_FOLDERS[flag], ranked, FOURTH_LEAD, augment) + [ROUND_NOTES.get(flag, "")]
+                 if ranked and flag in ROUND_WORST_FOLDERS else [])
         path.write_text("\n".join(lines + _by_construction_lines(flag, folder, lead, others, aliases) + [""]
-                                  + held_out),
+                                  + worst + held_out),
                         encoding="utf-8")
         return path
     rows = []
@@ -2262,6 +2317,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--sixteenth-decoders-table", action="store_true",
                         help="write results/default-search/sixteenth-decoders.md: the decoders' default against it "
                              "with the hubs' weight, on the decoder tune halves")
+    parser.add_argument("--seventeenth-table", action="store_true",
+                        help="write results/default-search/seventeenth.md: each encoder's default against the same "
+                             "from a pass under conservative propagation (CP-LRP's backward pass), alone and times "
+                             "that pass's gradient x input, with CP-LRP's relevance as a reference, on the encoder "
+                             "tune halves, and held out")
     parser.add_argument("--walk-correlation", default=None, metavar="DIR",
                         help="write DIR/walk_correlation.csv from DIR/cache.jsonl: the two walks' correlation per "
                              "example (the gate's signal)")

@@ -48,13 +48,15 @@ LONG_METHODS = "pr-tag,pr-tag-pm,pr-tag-pm0.25,pr-g,pr-ag,gae,rollout,ig,random"
 #: Methods of the MPNet and SmolLM2 long cells (fewer, for CPU time).
 FEW_LONG_METHODS = "pr-tag,pr-tag-pm,pr-tag-pm0.25,pr-g,pr-ag,gae,ig,random"
 #: Added to the MPNet cells: the defaults of encoders of 12 or more layers, the seventh round's two walks at γ = 0.25,
-#: the ninth round's gate on them, the eleventh round's hubs' weight and the thirteenth round's log-probability (the
-#: current default)
+#: the ninth round's gate on them, the eleventh round's hubs' weight, the thirteenth round's log-probability and the
+#: seventeenth round's conservative pass, alone and with the relevance weight (the current default)
 DEEP = (",pr-tag0.25-pm0.25,pr-tag0.25-pm0.25-gate0.5,pr-tag0.25-pm0.25-gate0.5-hubs0.5"
-        ",pr-tag0.25-pm0.25-gate0.5-hubs0.5-lp")
+        ",pr-tag0.25-pm0.25-gate0.5-hubs0.5-lp,pr-tag0.25-pm0.25-gate0.5-hubs0.5-lp-cp"
+        ",pr-tag0.25-pm0.25-gate0.5-hubs0.5-lp-cp-rel")
 #: Added to the MiniLM cells: the defaults of encoders under 12 layers since the eleventh round (each walk weighed by
-#: its graph's hubs) and the thirteenth (on the class's log-probability); the 12-layer one is the last of DEEP
-SHALLOW = ",pr-tag-pm0.25-hubs0.5,pr-tag-pm0.25-hubs0.5-lp"
+#: its graph's hubs), the thirteenth (on the class's log-probability) and the seventeenth (the conservative pass,
+#: alone and with the relevance weight); the 12-layer ones are the last of DEEP
+SHALLOW = ",pr-tag-pm0.25-hubs0.5,pr-tag-pm0.25-hubs0.5-lp,pr-tag-pm0.25-hubs0.5-lp-cp,pr-tag-pm0.25-hubs0.5-lp-cp-rel"
 #: Added to the decoder cells: the decoders' default since the fourteenth round, PR-TAG± on the class's
 #: log-probability
 CAUSAL = ",pr-tag-pm-lp"
@@ -104,10 +106,10 @@ class Cell:
 DECODERS = ("smollm2",)
 #: attention layers of each architecture (the default's γ depends on an encoder's depth)
 DEPTHS = {"minilm": 6, "mpnet": 12, "smollm2": 30}
-#: the default of each architecture before it explained the class's log-probability (the thirteenth round of the
-#: default search on encoders, the fourteenth on decoders; before, the logit): shown, and said to be, where a cell
-#: has no rows of the current default
-FORMER_DEFAULT = {"mpnet": "pr-tag0.25-pm0.25-gate0.5-hubs0.5", "minilm": "pr-tag-pm0.25-hubs0.5",
+#: the default of each architecture before its last change (on encoders, the thirteenth round's, before the
+#: seventeenth round's conservative pass; on decoders, before the fourteenth round's log-probability): shown, and said
+#: to be, where a cell has no rows of the current default
+FORMER_DEFAULT = {"mpnet": "pr-tag0.25-pm0.25-gate0.5-hubs0.5-lp", "minilm": "pr-tag-pm0.25-hubs0.5-lp",
                   "smollm2": "pr-tag-pm"}
 
 

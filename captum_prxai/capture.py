@@ -14,6 +14,7 @@ there.
 from __future__ import annotations
 
 import warnings
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any, Callable, Optional, Sequence, Union
 
@@ -22,6 +23,7 @@ from torch import Tensor, nn
 
 from captum_prxai._attention_math import tile_bytes as _tile_bytes
 from captum_prxai._checks import all_finite
+from captum_prxai.conservative import check_propagation, conservative_propagation
 from captum_prxai.exceptions import PRXAIError, PRXAIWarning
 from captum_prxai.hooks import AttentionExtractor, AttentionRecorder, current_tile_bytes, resolve_capture_mode
 
@@ -346,6 +348,7 @@ def capture_graph(
     tile_bytes: Optional[int] = None,
     layer_term: Optional[LayerTerm] = None,
     objective: str = "output",
+    propagation: str = "gradient",
 ) -> CapturedGraph:
     """Run one forward (and backward) pass and return the per-layer edge maps.
 
@@ -385,6 +388,13 @@ def capture_graph(
             ``"log_probability"`` the target class's log-probability
             (:func:`log_probabilities`; :data:`OBJECTIVES`). The returned
             logits are the output as returned either way.
+        propagation (str): How the backward pass propagates: ``"gradient"``
+            (default) the model's own gradient, ``"conservative"`` with every
+            attention softmax and normaliser scale held constant in the
+            backward pass, the forward values unchanged (CP-LRP's backward
+            pass, Ali et al. 2022; :mod:`captum_prxai.conservative`), so the
+            edges' ``dA`` and the gradient x input are those of the network
+            with its attention weights and normalisers fixed.
 
     Returns:
         CapturedGraph: maps in at least fp32, zero on padding rows and columns.
@@ -441,7 +451,8 @@ def capture_graph(
         )
     with torch.enable_grad() if with_gradients else torch.no_grad():
         with recorder:
-            output = forward_func(inputs, *additional_forward_args)
+            with conservative_propagation() if check_propagation(propagation) == "conservative" else nullcontext():
+                output = forward_func(inputs, *additional_forward_args)
             objective_values, logits, chosen = _select_target(output, targets, inputs.shape[0],
                                                               check_objective(objective))
             if with_gradients:

@@ -44,6 +44,7 @@ from captum_prxai._attention_math import (
     tile_rows,
     tiled_attention,
 )
+from captum_prxai.conservative import held_constant, is_conservative
 from captum_prxai.exceptions import PRXAIError
 
 __all__ = [
@@ -375,6 +376,8 @@ def _capture_attention(
     eager attention with materialised weights instead.
     """
     recorder, index = _recorder_for(module)
+    if is_conservative():  # conservative propagation: no gradient through the softmax's logits
+        query, key = held_constant(query), held_constant(key)
     scale = default_scale(query, scaling)
     groups = query.shape[1] // key.shape[1]
     causal = bool(query.shape[2] > 1 and attention_mask is None and (is_causal if is_causal is not None

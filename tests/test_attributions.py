@@ -374,11 +374,12 @@ def test_new_edge_weights_and_layer_normalisation(tiny_model_factory, tiny_batch
     model = tiny_model_factory("bert")
     ids, mask = tiny_batch
     layers = cp.attention_layers(model)
-    outs = [cp.PageRankAttribution(forward_for(model), layers, **kw).attribute(ids, target=1, additional_forward_args=(mask,))
+    outs = [cp.PageRankAttribution(forward_for(model), layers, relevance_weight=0, **kw).attribute(
+        ids, target=1, additional_forward_args=(mask,))
             for kw in ({"edge_weight": "gradient_abs"}, {"edge_weight": "attention_gradient_abs"},
                        {"normalize_layers": True}, {})]
     # the absolute-value edges have no negative walk (one walk, summing to one); the default edges walk both
-    # ways with the encoders' λ = 0.25, so P⁺ − 0.25 P⁻ sums to 0.75
+    # ways with the encoders' λ = 0.25, so P⁺ − 0.25 P⁻ sums to 0.75 (before any relevance weight)
     for out, total in zip(outs, (1.0, 1.0, 0.75, 0.75)):
         assert torch.allclose(out.sum(-1), torch.full((2,), total), atol=1e-5)
     assert not torch.allclose(outs[2], outs[3])
@@ -482,7 +483,8 @@ def test_the_explained_token_holds_the_teleport_floor_and_what_edges_bring_back(
     layers = cp.attention_layers(model)
     shares = {}
     for sink in ("keep", "drop"):
-        pr = cp.PageRankAttribution(forward_for(model), layers, walks="positive", sink=sink, hub_power=0)
+        pr = cp.PageRankAttribution(forward_for(model), layers, walks="positive", sink=sink, hub_power=0,
+                                    relevance_weight=0)
         built = pr.attribute_graph(ids, target=1, additional_forward_args=(mask,), attention_mask=mask).built
         assert torch.all(built.teleport[:, 0] == 1)  # the teleport is the explained token, [CLS]
         scores = pr.attribute(ids, target=1, additional_forward_args=(mask,), attention_mask=mask)

@@ -1053,19 +1053,20 @@ def test_matrix_cells_name_the_default_by_depth_and_show_the_former_one_only_whe
     finally:
         sys.path.pop(0)
     cells = matrix.CELLS
-    assert cells["minilm--tweets"].default == "pr-tag-pm0.25-hubs0.5-lp"  # 6 layers
-    assert cells["mpnet--tweets"].default == "pr-tag0.25-pm0.25-gate0.5-hubs0.5-lp"  # 12 layers
+    assert cells["minilm--tweets"].default == "pr-tag-pm0.25-hubs0.5-lp-cp-rel"  # 6 layers
+    assert cells["mpnet--tweets"].default == "pr-tag0.25-pm0.25-gate0.5-hubs0.5-lp-cp-rel"  # 12 layers
     assert cells["smollm2--tweets"].default == "pr-tag-pm-lp"  # a decoder: λ = 1, γ = 0.5, no hubs
     assert all(c.default in c.methods.split(",") for c in cells.values())
     monkeypatch.setattr(matrix, "MATRIX_DIR", tmp_path)
     cell = cells["mpnet--tweets"]
-    _write_results(tmp_path / cell.name, [(0, "pr-tag0.25-pm0.25-gate0.5-hubs0.5", 0.5, 0.1), (0, "gae", 0.4, 0.2)])
-    assert cell.shown_default() == ("pr-tag0.25-pm0.25-gate0.5-hubs0.5", "former default")
+    _write_results(tmp_path / cell.name, [(0, "pr-tag0.25-pm0.25-gate0.5-hubs0.5-lp", 0.5, 0.1),
+                                          (0, "gae", 0.4, 0.2)])
+    assert cell.shown_default() == ("pr-tag0.25-pm0.25-gate0.5-hubs0.5-lp", "former default")
     (tmp_path / cell.name / "results.csv").unlink()
     (tmp_path / cell.name).rmdir()
-    _write_results(tmp_path / cell.name, [(0, "pr-tag0.25-pm0.25-gate0.5-hubs0.5", 0.5, 0.1),
-                                          (0, "pr-tag0.25-pm0.25-gate0.5-hubs0.5-lp", 0.6, 0.1)])
-    assert cell.shown_default() == ("pr-tag0.25-pm0.25-gate0.5-hubs0.5-lp", "")
+    _write_results(tmp_path / cell.name, [(0, "pr-tag0.25-pm0.25-gate0.5-hubs0.5-lp", 0.5, 0.1),
+                                          (0, "pr-tag0.25-pm0.25-gate0.5-hubs0.5-lp-cp-rel", 0.6, 0.1)])
+    assert cell.shown_default() == ("pr-tag0.25-pm0.25-gate0.5-hubs0.5-lp-cp-rel", "")
     # a decoder cell without rows of PR-TAG± (log-prob.) shows PR-TAG±, said to be the former default
     cell = cells["smollm2--tweets"]
     _write_results(tmp_path / cell.name, [(0, "pr-tag-pm", 0.5, 0.1), (0, "gae", 0.4, 0.2)])
@@ -1147,7 +1148,7 @@ def test_relative_scores_raising_the_hubs_equal_the_librarys_hub_power(tiny):
         return model(input_ids, attention_mask=attention_mask).logits
 
     settings = dict(edge_weight="tempered_attention_gradient", attention_power=0.25, walks="both",
-                    negative_weight=0.25, walk_gate=0.5)
+                    negative_weight=0.25, walk_gate=0.5, propagation="gradient", relevance_weight=0)
     plain = captum_prxai.PageRankAttribution(forward, layers, hub_power=0, **settings)
     for beta in (-0.5, -1.0):
         hubs = captum_prxai.PageRankAttribution(forward, layers, hub_power=-beta, **settings)
@@ -1619,7 +1620,8 @@ def test_twelfth_round_layer_shares_walk_on_that_part_of_the_layers_with_the_def
     model, forward, ids, mask, layers = _candidates_on_one_sentence(tiny)
 
     settings = dict(edge_weight="tempered_attention_gradient", attention_power=0.25, walks="both",
-                    negative_weight=0.25, walk_gate=0.5, hub_power=0.5, objective="output")
+                    negative_weight=0.25, walk_gate=0.5, hub_power=0.5, objective="output", propagation="gradient",
+                    relevance_weight=0)
     for name, part in (("ds:pow0.25:pm0.25:gate0.5:rel-0.5:late0.5", layers[1:]),
                        ("ds:pow0.25:pm0.25:gate0.5:rel-0.5:early0.5", layers[:1])):
         explainer = METHODS[name].factory(model, forward, MethodContext())
@@ -1787,7 +1789,8 @@ def test_sixteenth_round_decoder_hubs_candidate_is_the_decoders_default_with_the
     expected = captum_prxai.PageRankAttribution(
         forward, layers, edge_weight="tempered_attention_gradient", attention_power=0.5, walks="both",
         negative_weight=1.0, hub_power=0.5, objective="log_probability", damping=0.7, normalize_layers=False,
-        teleport="target", graph="token", signed=False, walk_gate=None).attribute(
+        teleport="target", graph="token", signed=False, walk_gate=None, propagation="gradient",
+        relevance_weight=0).attribute(
         ids, target=torch.tensor([1]), additional_forward_args=(mask,))
     torch.testing.assert_close(got, expected, atol=1e-6, rtol=0)
     without = METHODS["ds:pow0.5:lp:pm"].factory(model, forward, MethodContext())(
@@ -1804,6 +1807,7 @@ def test_seventeenth_round_conservative_pass_keeps_the_outputs_and_stops_the_gra
     attention = layers[0]
     named = dict(attention.named_children())
     query, key, value = (named[n] for n in ("query", "key", "value"))
+    model.zero_grad(set_to_none=True)  # the module's model is shared: no gradient left by an earlier test
     plain = forward(ids, mask)
     with default_search._conservative(model, layers):
         held = forward(ids, mask)

@@ -369,8 +369,8 @@ def test_the_default_follows_the_architecture_in_every_entry_point(tiny_model_di
                                       num_key_value_heads=1, intermediate_size=32, max_position_embeddings=32,
                                       num_labels=2, pad_token_id=0)
     decoder = transformers.LlamaForSequenceClassification(config).eval()
-    expected = {id(encoder): (0.25, 0.5, "log_probability", "pr-tag-pm0.25-hubs0.5-lp",
-                              "PR-TAG± (λ=0.25, hubs 0.5, log-prob.)"),
+    expected = {id(encoder): (0.25, 0.5, "log_probability", "pr-tag-pm0.25-hubs0.5-lp-cp-rel",
+                              "PR-TAG± (λ=0.25, hubs 0.5, log-prob., CP x relevance)"),
                 id(decoder): (1.0, 0.0, "log_probability", "pr-tag-pm-lp", "PR-TAG± (log-prob.)")}
     for model in (encoder, decoder):
         weight, hubs, objective, name, label = expected[id(model)]
@@ -397,4 +397,4 @@ def test_the_default_follows_the_architecture_in_every_entry_point(tiny_model_di
         assert result.scores[label] == pytest.approx(scores[0].tolist(), abs=1e-6)
         assert Engine(model, tok, DatasetStore({})).default_pr_method() == name
         assert Worker((model, tok), None, threads=1).methods == [name]
-    assert default_method() == "pr-tag-pm0.25-hubs0.5-lp"  # no model: the encoder default
+    assert default_method() == "pr-tag-pm0.25-hubs0.5-lp-cp-rel"  # no model: the encoder default

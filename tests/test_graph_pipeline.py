@@ -147,7 +147,8 @@ def test_both_walks_are_the_positive_minus_the_negative_walk_from_one_pass(kind,
     both = cp.PRTemperedAttentionGradient(forward_for(model), layers, walks="both", negative_weight=1.0)
     positive = cp.PRTemperedAttentionGradient(forward_for(model), layers)
     negative = cp.PageRankAttribution(forward_for(model), layers, edge_weight=_negative_tempered, walks="positive",
-                                      hub_power=0, objective="output")
+                                      hub_power=0, objective="output", propagation="gradient",
+                                      relevance_weight=0)
     passes = []
     handle = model.register_forward_hook(lambda *a: passes.append(1))
     try:
@@ -177,7 +178,8 @@ def test_negative_weight_scales_the_negative_walk(weight, tiny_model_factory, ti
     weighted = cp.PRTemperedAttentionGradient(forward_for(model), layers, walks="both", negative_weight=weight)
     positive = cp.PRTemperedAttentionGradient(forward_for(model), layers)
     negative = cp.PageRankAttribution(forward_for(model), layers, edge_weight=_negative_tempered, walks="positive",
-                                      hub_power=0, objective="output")
+                                      hub_power=0, objective="output", propagation="gradient",
+                                      relevance_weight=0)
     scores = weighted.attribute(ids, **kw)
     expected = positive.attribute(ids, **kw) - weight * negative.attribute(ids, **kw)
     torch.testing.assert_close(scores, expected, atol=1e-6, rtol=0)
@@ -205,7 +207,8 @@ def test_the_walk_gate_keeps_the_positive_walk_where_the_walks_correlate(kind, t
     model, ids, mask, layers, kw = _walk_setup(tiny_model_factory(kind), tiny_batch)
     positive = cp.PRTemperedAttentionGradient(forward_for(model), layers).attribute(ids, **kw)
     negative = cp.PageRankAttribution(forward_for(model), layers, edge_weight=_negative_tempered,
-                                      walks="positive", hub_power=0, objective="output").attribute(ids, **kw)
+                                      walks="positive", hub_power=0, objective="output", propagation="gradient",
+                                      relevance_weight=0).attribute(ids, **kw)
     # each example's correlation, by hand: real tokens only, the explained one (teleport target) left out
     explained = [0, 0] if kind == "bert" else [int(mask[b].sum()) - 1 for b in range(2)]
     corr = []
@@ -301,7 +304,7 @@ def test_auto_walks_is_the_one_rule_the_class_and_the_apps_read(tiny_model_facto
         assert cp.PRTemperedAttentionGradient(forward_for(model), cp.attention_layers(model)).walks == "positive"
         # the apps' registry name runs the same walks, with the same weight, as the class's default
         name = default_method(model)
-        assert name == ("pr-tag-pm-lp" if weight == 1.0 else "pr-tag-pm0.25-hubs0.5-lp")
+        assert name == ("pr-tag-pm-lp" if weight == 1.0 else "pr-tag-pm0.25-hubs0.5-lp-cp-rel")
         assert METHODS[name].defaults()["walks"] == "both"
         assert METHODS[name].defaults()["negative_weight"] == weight
         assert METHODS[name].defaults()["hub_power"] == pr.hub_power == (0.0 if weight == 1.0 else 0.5)
@@ -338,11 +341,12 @@ def test_auto_attention_power_tempers_deep_encoders_less_and_the_apps_name_the_s
     assert cp.PageRankAttribution(forward, layers, attention_power=0.5).attention_power == 0.5
     # the registry name the apps read runs exactly the class's default
     name = default_method(deep)
-    assert name == "pr-tag0.25-pm0.25-gate0.5-hubs0.5-lp" and default_method(depth=12) == name
-    assert default_method(deep, depth=6) == "pr-tag-pm0.25-hubs0.5-lp"  # depth= takes precedence
+    assert name == "pr-tag0.25-pm0.25-gate0.5-hubs0.5-lp-cp-rel" and default_method(depth=12) == name
+    assert default_method(deep, depth=6) == "pr-tag-pm0.25-hubs0.5-lp-cp-rel"  # depth= takes precedence
     settings = METHODS[name].defaults()
     assert (settings["attention_power"], settings["walks"], settings["negative_weight"], settings["walk_gate"],
-            settings["hub_power"], settings["objective"]) == (0.25, "both", 0.25, 0.5, 0.5, default.objective)
+            settings["hub_power"], settings["objective"], settings["propagation"], settings["relevance_weight"]) == (
+        0.25, "both", 0.25, 0.5, 0.5, default.objective, default.propagation, default.relevance_weight)
     assert METHODS["pr-tag0.25-pm0.25"].defaults()["walk_gate"] is None
     # the hubs' weight: 0.5 on every encoder, none on decoders or on the layered graph (which has no global walk)
     from captum_prxai.graph.spec import auto_hub_power
@@ -353,7 +357,8 @@ def test_auto_attention_power_tempers_deep_encoders_less_and_the_apps_name_the_s
     ids, mask = torch.randint(2, 50, (2, 7)), torch.ones(2, 7, dtype=torch.long)
     preset = cp.PRTemperedAttentionGradient(forward, layers, walks="both", negative_weight=0.25,
                                             attention_power=0.25, walk_gate=0.5, hub_power=0.5,
-                                            objective="log_probability")
+                                            objective="log_probability", propagation="conservative",
+                                            relevance_weight=1.0)
     ours = default.attribute(ids, target=1, additional_forward_args=(mask,), attention_mask=mask)
     assert torch.allclose(ours, preset.attribute(ids, target=1, additional_forward_args=(mask,),
                                                  attention_mask=mask), atol=1e-7)
@@ -617,7 +622,8 @@ def test_the_hub_presets_are_the_defaults_with_hub_power():
         assert {k: v for k, v in settings.items() if k != "hub_power"} == {
             k: v for k, v in plain.items() if k != "hub_power"}
         key = [k for k, v in BOTH_WALKS_PRESETS.items() if v == name][0]
-        assert key[-2:] == (0.5, "output") and BOTH_WALKS_PRESETS[key[:-2] + (0.0, "output")] == base
+        assert key[-4:] == (0.5, "output", "gradient", 0.0)
+        assert BOTH_WALKS_PRESETS[key[:-4] + (0.0, "output", "gradient", 0.0)] == base
 
 
 def test_the_log_probability_presets_are_the_hub_presets_on_the_log_probability():
@@ -633,7 +639,30 @@ def test_the_log_probability_presets_are_the_hub_presets_on_the_log_probability(
         assert {k: v for k, v in settings.items() if k != "objective"} == {
             k: v for k, v in plain.items() if k != "objective"}
         key = [k for k, v in BOTH_WALKS_PRESETS.items() if v == base + "-lp"][0]
-        assert key[-1] == "log_probability" and BOTH_WALKS_PRESETS[key[:-1] + ("output",)] == base
+        assert key[-3:] == ("log_probability", "gradient", 0.0)
+        assert BOTH_WALKS_PRESETS[key[:-3] + ("output", "gradient", 0.0)] == base
         # the logit is key-neutral: a cached record of the former default keeps its key
         assert "objective" not in method_settings(base)["options"]
         assert method_settings(base + "-lp")["options"]["objective"] == "log_probability"
+
+
+def test_the_conservative_presets_are_the_log_probability_presets_from_the_conservative_pass():
+    """The encoders' defaults since the seventeenth round differ from the thirteenth round's in their propagation
+    (and, ``-rel``, their relevance weight) alone; the former ones keep the model's own gradient and key-neutral
+    options, so the matrix's cached rows of them stay valid."""
+    from captum_prxai.methods import METHODS
+    from captum_prxai.methods.builtin import BOTH_WALKS_PRESETS
+    from captum_prxai.methods.registry import method_settings
+
+    for base in ("pr-tag-pm0.25-hubs0.5-lp", "pr-tag0.25-pm0.25-gate0.5-hubs0.5-lp"):
+        plain = METHODS[base].defaults()
+        assert (plain["propagation"], plain["relevance_weight"]) == ("gradient", 0.0)
+        for suffix, weight in (("-cp", 0.0), ("-cp-rel", 1.0)):
+            settings = METHODS[base + suffix].defaults()
+            assert (settings["propagation"], settings["relevance_weight"]) == ("conservative", weight)
+            assert {k: v for k, v in settings.items() if k not in ("propagation", "relevance_weight")} == {
+                k: v for k, v in plain.items() if k not in ("propagation", "relevance_weight")}
+            key = [k for k, v in BOTH_WALKS_PRESETS.items() if v == base + suffix][0]
+            assert key[-2:] == ("conservative", weight) and BOTH_WALKS_PRESETS[key[:-2] + ("gradient", 0.0)] == base
+        assert "propagation" not in method_settings(base)["options"]
+        assert "relevance_weight" not in method_settings(base)["options"]

@@ -52,9 +52,17 @@ def test_readme_usage_snippet_runs_and_returns_token_scores():
     exec(compile(blocks[0], "README.md", "exec"), namespace)
     scores, ids = namespace["scores"], namespace["input_ids"]
     assert scores.shape == ids.shape and scores.dtype == torch.float32
-    # the encoder default walks both ways with λ = 0.25: P⁺ − 0.25 P⁻ sums to 0.75
-    assert namespace["pr"].walks == "both" and namespace["pr"].negative_weight == 0.25
-    assert torch.allclose(scores.sum(-1), torch.full((ids.shape[0],), 0.75), atol=1e-5)
+    # the encoder default walks both ways with λ = 0.25 (P⁺ − 0.25 P⁻ sums to 0.75) on CP-LRP's backward
+    # pass, and weighs each token's walk score by 1 + R / max|R|, R that pass's gradient x input
+    pr = namespace["pr"]
+    assert pr.walks == "both" and pr.negative_weight == 0.25
+    assert (pr.propagation, pr.relevance_weight) == ("conservative", 1.0)
+    mask = namespace["attention_mask"]
+    graph = pr.attribute_graph(ids, target=1, additional_forward_args=(mask,), attention_mask=mask)
+    pr.relevance_weight = 0.0
+    walk = pr.attribute(ids, target=1, additional_forward_args=(mask,), attention_mask=mask)
+    assert torch.allclose(walk.sum(-1), torch.full((ids.shape[0],), 0.75), atol=1e-5)
+    torch.testing.assert_close(scores, walk * graph.relevance_factor.float(), atol=1e-6, rtol=0)
 
 
 def test_readme_graph_snippet_returns_the_graph_the_scores_came_from():

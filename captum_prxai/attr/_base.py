@@ -74,6 +74,9 @@ class AttentionGraphAttribution(GradientAttribution):
     #: what the backward pass differentiates (:data:`captum_prxai.capture.OBJECTIVES`): the target's output as
     #: returned; :class:`~captum_prxai.PageRankAttribution` takes it as an option
     objective: str = "output"
+    #: how the backward pass propagates (:data:`captum_prxai.conservative.PROPAGATIONS`): the model's own gradient;
+    #: :class:`~captum_prxai.PageRankAttribution` takes it as an option
+    propagation: str = "gradient"
 
     def __init__(
         self,
@@ -248,6 +251,7 @@ class AttentionGraphAttribution(GradientAttribution):
             target_position=self.target_position,
             layer_term=self._layer_term(),
             objective=self.objective,
+            propagation=self.propagation,
         )
 
     def _layer_term(self) -> Optional[LayerTerm]:

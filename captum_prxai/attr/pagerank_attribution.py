@@ -36,6 +36,7 @@ from captum_prxai.capture import (
     layers_are_causal,
     target_positions,
 )
+from captum_prxai.conservative import PROPAGATIONS, check_propagation
 from captum_prxai.exceptions import PRXAIError
 from captum_prxai.graph.edges import EdgeWeight
 from captum_prxai.graph.pagerank import pagerank
@@ -50,10 +51,13 @@ from captum_prxai.graph.spec import (
     auto_hub_power,
     auto_negative_weight,
     auto_objective,
+    auto_propagation,
+    auto_relevance_weight,
     auto_walk_gate,
     auto_walks,
     build_graph,
     hub_weighted,
+    relevance_weighted,
     score_graph,
     teleport_for,
     token_adjacency,
@@ -83,8 +87,9 @@ class GraphExplanation:
     renormalised; with ``signed``, up to the sign; with ``walks="both"``, minus
     :attr:`walk_weights` times the PageRank of :attr:`negative_adjacency`; with
     ``hub_power``, each walk's PageRank times its graph's global PageRank to that
-    power, :meth:`walk_scores`), so a drawing of ``adjacency`` always shows the
-    graph the scores came from.
+    power, :meth:`walk_scores`; with ``relevance_weight``, each token's score
+    times :attr:`relevance_factor`), so a drawing of ``adjacency`` always shows
+    the graph the scores came from.
     """
 
     scores: Tensor  #: ``(B, T)`` token scores, as :meth:`~PageRankAttribution.attribute` returns them
@@ -178,6 +183,8 @@ class GraphExplanation:
         weights = torch.full((self.mask.shape[0],), weight, dtype=torch.float64, device=self.mask.device)
         if self.spec.walk_gate is None:  # no gate: every example's λ is the option's
             return weights
+        if self.spec.relevance_weight:  # the scores are weighted per token: decide again as scoring did
+            return walk_weights(self.spec, self.built, self.node_ranks(), self.node_ranks("negative")).double()
         # both walks' PageRank sum to one, so an example's scores sum to 1 − λ: read λ from the scores themselves
         one_walk = (1.0 - self.scores.double().sum(-1)).abs() < weight / 2
         return torch.where(one_walk, torch.zeros_like(weights), weights)
@@ -201,8 +208,20 @@ class GraphExplanation:
         ranks = ranks / ranks.sum(-1, keepdim=True)
         if self.built.negative is not None:  # the gate decides on the walks' own PageRank, as scoring did
             weights = walk_weights(self.spec, self.built, self.node_ranks(), self.node_ranks("negative"))
-            return (ranks - weights[:, None] * self.walk_scores("negative")).to(self.scores.dtype)
-        return apply_sign(self.spec, ranks.to(self.scores.dtype), self.built.input_gradient)
+            scores = (ranks - weights[:, None] * self.walk_scores("negative")).to(self.scores.dtype)
+        else:
+            scores = apply_sign(self.spec, ranks.to(self.scores.dtype), self.built.input_gradient)
+        return scores * self.relevance_factor.to(scores.dtype)
+
+    @property
+    def relevance_factor(self) -> Tensor:
+        """``(B, T)`` what each token's walk score was multiplied by: ``1 + w · R / max|R|`` with ``R`` the same
+        pass's gradient x input (``relevance_weight`` ``w``; :func:`~captum_prxai.graph.spec.relevance_weighted`),
+        all ones without it."""
+        ones = torch.ones(self.mask.shape, dtype=torch.float64, device=self.mask.device)
+        if not self.spec.relevance_weight:
+            return ones
+        return relevance_weighted(self.spec, ones, self.built.input_gradient.double(), self.mask)
 
 
 class PageRankAttribution(AttentionGraphAttribution):
@@ -226,7 +245,12 @@ class PageRankAttribution(AttentionGraphAttribution):
     two walks' scores agree (``walk_gate="auto"``). On encoders each walk's
     PageRank is weighed by the square root of its graph's global PageRank,
     raising the tokens the whole graph routes its traffic to
-    (``hub_power="auto"``). Padding gets exactly zero and is never part of
+    (``hub_power="auto"``). On encoders the backward pass holds every
+    attention softmax and LayerNorm scale constant, as CP-LRP's does
+    (``propagation="auto"``), and each token's score is weighed by that
+    pass's gradient x input at the first attention layer,
+    ``1 + R / max|R|`` (``relevance_weight="auto"``): still one forward and
+    one backward pass. Padding gets exactly zero and is never part of
     the graph.
 
     The paper describes the method at the level of its abstract: attention
@@ -356,6 +380,28 @@ class PageRankAttribution(AttentionGraphAttribution):
             on decoders; :func:`~captum_prxai.graph.spec.auto_objective`).
             :attr:`objective` holds the resolved value. The presets fix
             ``"output"`` unless given it. The same pass either way.
+        propagation (str): How the backward pass propagates: ``"gradient"``
+            the model's own gradient, or ``"conservative"`` with every
+            attention softmax and LayerNorm scale held constant in the
+            backward pass, their forward values unchanged: CP-LRP's backward
+            pass (Ali et al., ICML 2022; :mod:`captum_prxai.conservative`), so
+            ``dA`` and the gradient x input are those of the network with its
+            attention weights and normalisers fixed. ``"auto"`` (default):
+            the rule by architecture chosen on the tune halves
+            (docs/default_search.md, seventeenth round;
+            :func:`~captum_prxai.graph.spec.auto_propagation`):
+            ``"conservative"`` on encoders, ``"gradient"`` on decoders.
+            :attr:`propagation` holds the resolved value. The presets fix
+            ``"gradient"`` unless given it. The same single pass either way.
+        relevance_weight (float or str): Each token's score times
+            ``1 + w · R / max|R|``, ``R`` its gradient x input at the first
+            attention layer from the same pass (CP-LRP's relevance under
+            ``propagation="conservative"``), ``w`` in ``[0, 1]``
+            (:func:`~captum_prxai.graph.spec.relevance_weighted`). ``"auto"``
+            (default): 1 on encoders, 0 on decoders (seventeenth round;
+            :func:`~captum_prxai.graph.spec.auto_relevance_weight`).
+            :attr:`relevance_weight` holds the resolved value. The presets
+            fix 0 unless given it.
 
     All graph options live in :attr:`spec`, a
     :class:`~captum_prxai.graph.spec.GraphSpec`, checked when the attribution
@@ -393,9 +439,12 @@ class PageRankAttribution(AttentionGraphAttribution):
         walk_gate: Union[float, str, None] = "auto",
         hub_power: Union[float, str] = "auto",
         objective: str = "auto",
+        propagation: str = "auto",
+        relevance_weight: Union[float, str] = "auto",
     ) -> None:
         super().__init__(forward_func, layers, attention_fn, head_reduction, target_position, capture, pad_token_id)
         self.objective = objective
+        self.propagation = propagation
         if isinstance(walks, str) and walks == "auto":
             walks = auto_walks(edge_weight, graph, signed)
         if isinstance(negative_weight, str) and negative_weight == "auto":
@@ -406,12 +455,15 @@ class PageRankAttribution(AttentionGraphAttribution):
             walk_gate = auto_walk_gate(layers_are_causal(self.layers), len(self.layers))
         if isinstance(hub_power, str) and hub_power == "auto":
             hub_power = auto_hub_power(layers_are_causal(self.layers), len(self.layers), graph)
+        if isinstance(relevance_weight, str) and relevance_weight == "auto":
+            relevance_weight = auto_relevance_weight(layers_are_causal(self.layers), len(self.layers))
         #: every graph option, checked once; the attributes below mirror it
         self.spec = GraphSpec(
             edge_weight=edge_weight, head_reduction=head_reduction, graph=graph, residual=residual,
             normalize_layers=normalize_layers, sink=sink, self_loops=self_loops, teleport=teleport, damping=damping,
             tol=tol, max_iter=max_iter, signed=signed, attention_power=attention_power, walks=walks,
             negative_weight=negative_weight, walk_gate=walk_gate, hub_power=hub_power,
+            relevance_weight=relevance_weight,
         )
 
     # The options, read from the spec (one source of truth); setting one rebuilds the spec, checked again.
@@ -440,6 +492,7 @@ class PageRankAttribution(AttentionGraphAttribution):
     negative_weight = _option("negative_weight")
     walk_gate = _option("walk_gate")
     hub_power = _option("hub_power")
+    relevance_weight = _option("relevance_weight")
     del _option
 
     @property
@@ -454,6 +507,19 @@ class PageRankAttribution(AttentionGraphAttribution):
         if check_objective(value, ("auto",) + OBJECTIVES) == "auto":
             value = auto_objective(layers_are_causal(self.layers), len(self.layers))
         self.__dict__["_objective"] = value
+
+    @property
+    def propagation(self) -> str:  # type: ignore[override]
+        """How the backward pass propagates, resolved: ``"gradient"`` or ``"conservative"``
+        (:data:`captum_prxai.conservative.PROPAGATIONS`); setting ``"auto"`` resolves it again by the layers
+        (:func:`~captum_prxai.graph.spec.auto_propagation`), any other value is checked."""
+        return self.__dict__["_propagation"]
+
+    @propagation.setter
+    def propagation(self, value: str) -> None:
+        if check_propagation(value, ("auto",) + PROPAGATIONS) == "auto":
+            value = auto_propagation(layers_are_causal(self.layers), len(self.layers))
+        self.__dict__["_propagation"] = value
 
     @property
     def head_reduction(self) -> str:  # type: ignore[override]
@@ -691,15 +757,17 @@ class PRAttention(PageRankAttribution):
     r"""PR-A: :class:`PageRankAttribution` with edges from the attention weights alone.
 
     Needs a single forward pass and no gradients; no hub weighting unless
-    given ``hub_power``; ``objective`` (``"output"``) matters only where a
-    backward pass runs (``teleport="input_gradient"``, ``signed=True``).
+    given ``hub_power``; ``objective`` (``"output"``) and ``propagation``
+    (``"gradient"``) matter only where a backward pass runs
+    (``teleport="input_gradient"``, ``signed=True``).
     Other keyword arguments as in :class:`PageRankAttribution`.
     """
 
     def __init__(self, forward_func: Callable, layers: Union[nn.Module, Sequence[nn.Module]],
-                 hub_power: float = 0.0, objective: str = "output", **kwargs: Any) -> None:
+                 hub_power: float = 0.0, objective: str = "output", propagation: str = "gradient",
+                 relevance_weight: float = 0.0, **kwargs: Any) -> None:
         super().__init__(forward_func, layers, edge_weight="attention", hub_power=hub_power, objective=objective,
-                         **kwargs)
+                         propagation=propagation, relevance_weight=relevance_weight, **kwargs)
 
 
 class PRGradient(PageRankAttribution):
@@ -707,14 +775,17 @@ class PRGradient(PageRankAttribution):
 
     One walk, on the positive edges (``walks="positive"``), unless given ``walks``; no gate on the walks
     unless given ``walk_gate``, no hub weighting unless given ``hub_power``, the output as returned (the
-    logit) unless given ``objective``.
+    logit) unless given ``objective``, the model's own gradient and no relevance weight unless given
+    ``propagation`` and ``relevance_weight``.
     """
 
     def __init__(self, forward_func: Callable, layers: Union[nn.Module, Sequence[nn.Module]],
                  walks: str = "positive", walk_gate: Optional[float] = None, hub_power: float = 0.0,
-                 objective: str = "output", **kwargs: Any) -> None:
+                 objective: str = "output", propagation: str = "gradient",
+                 relevance_weight: float = 0.0, **kwargs: Any) -> None:
         super().__init__(forward_func, layers, edge_weight="gradient", walks=walks, walk_gate=walk_gate,
-                         hub_power=hub_power, objective=objective, **kwargs)
+                         hub_power=hub_power, objective=objective, propagation=propagation,
+                         relevance_weight=relevance_weight, **kwargs)
 
 
 class PRAttentionGradient(PageRankAttribution):
@@ -723,15 +794,18 @@ class PRAttentionGradient(PageRankAttribution):
     The variant the PR-XAI paper reports as most faithful. One walk, on the
     positive edges, unless given ``walks``; no gate on the walks unless given
     ``walk_gate``, no hub weighting unless given ``hub_power``, the logit
-    unless given ``objective``. Other keyword arguments as in
-    :class:`PageRankAttribution`.
+    unless given ``objective``, the model's own gradient and no relevance
+    weight unless given ``propagation`` and ``relevance_weight``. Other
+    keyword arguments as in :class:`PageRankAttribution`.
     """
 
     def __init__(self, forward_func: Callable, layers: Union[nn.Module, Sequence[nn.Module]],
                  walks: str = "positive", walk_gate: Optional[float] = None, hub_power: float = 0.0,
-                 objective: str = "output", **kwargs: Any) -> None:
+                 objective: str = "output", propagation: str = "gradient",
+                 relevance_weight: float = 0.0, **kwargs: Any) -> None:
         super().__init__(forward_func, layers, edge_weight="attention_gradient", walks=walks, walk_gate=walk_gate,
-                         hub_power=hub_power, objective=objective, **kwargs)
+                         hub_power=hub_power, objective=objective, propagation=propagation,
+                         relevance_weight=relevance_weight, **kwargs)
 
 
 class PRTemperedAttentionGradient(PageRankAttribution):
@@ -744,21 +818,24 @@ class PRTemperedAttentionGradient(PageRankAttribution):
     unless given ``walks``: ``walks="both"`` is PR-TAG± (its
     ``negative_weight="auto"``: λ = 0.25 on encoders, 1 on decoders),
     :class:`PageRankAttribution`'s default on decoders. No gate on the walks
-    unless given ``walk_gate``, no hub weighting unless given ``hub_power``
-    and the logit unless given ``objective``: ``walks="both", hub_power=0.5,
-    objective="log_probability"`` is the default on encoders of fewer than 12
-    layers, and ``walks="both", attention_power=0.25, walk_gate=0.5,
-    hub_power=0.5, objective="log_probability"`` on encoders of 12 or more.
+    unless given ``walk_gate``, no hub weighting unless given ``hub_power``,
+    the logit unless given ``objective``, and the model's own gradient with no
+    relevance weight unless given ``propagation`` and ``relevance_weight``:
+    ``walks="both", hub_power=0.5, objective="log_probability",
+    propagation="conservative", relevance_weight=1`` is the default on
+    encoders of fewer than 12 layers, and the same with
+    ``attention_power=0.25, walk_gate=0.5`` on encoders of 12 or more.
     Other keyword arguments as in :class:`PageRankAttribution`.
     """
 
     def __init__(self, forward_func: Callable, layers: Union[nn.Module, Sequence[nn.Module]],
                  walks: str = "positive", attention_power: float = DEFAULT_ATTENTION_POWER,
                  walk_gate: Optional[float] = None, hub_power: float = 0.0, objective: str = "output",
-                 **kwargs: Any) -> None:
+                 propagation: str = "gradient", relevance_weight: float = 0.0, **kwargs: Any) -> None:
         super().__init__(forward_func, layers, edge_weight="tempered_attention_gradient", walks=walks,
                          attention_power=attention_power, walk_gate=walk_gate, hub_power=hub_power,
-                         objective=objective, **kwargs)
+                         objective=objective, propagation=propagation,
+                         relevance_weight=relevance_weight, **kwargs)
 
 
 # -- helpers of attribute_graph / attribute_long ------------------------------------------------------

@@ -103,24 +103,32 @@ def pr_factory(name: str, label: str, class_name: str = "PageRankAttribution", *
 #: Registry name of the PR-XAI preset for each built-in edge weight (PRAttention, PRGradient, PRAttentionGradient).
 PR_PRESETS: Dict[str, str] = {"attention": "pr-a", "gradient": "pr-g", "attention_gradient": "pr-ag",
                               "tempered_attention_gradient": "pr-tag"}
+_TAG = "tempered_attention_gradient"
 #: Registry name of the preset that walks both signs of an edge weight, by ``γ`` (``attention_power``) and the
 #: weight ``λ`` of its negative walk, the gate on the walks' correlation (``walk_gate``; None: no gate) and the
 #: weight of the graph's hubs (``hub_power``): PR-TAG± (λ = 1, the decoders' former default), PR-TAG± (λ=0.25), PR-TAG±
 #: (γ=0.25, λ=0.25) and, with the gate, PR-TAG± (γ=0.25, λ=0.25, gate 0.5) (the former encoder defaults), and the
 #: two that weigh each walk by its graph's hubs, ``x ⊙ g^0.5``: PR-TAG± (λ=0.25, hubs 0.5) and PR-TAG± (γ=0.25,
 #: λ=0.25, gate 0.5, hubs 0.5) (the former defaults of encoders under 12 layers and of 12 or more), the same two
-#: on the class's log-probability (``objective``, the last entry of the key; thirteenth round): the encoders' defaults,
-#: and PR-TAG± on the class's log-probability (fourteenth round): the decoders' default.
-BOTH_WALKS_PRESETS: Dict[Tuple[str, float, float, Optional[float], float, str], str] = {
-    ("tempered_attention_gradient", 0.5, 1.0, None, 0.0, "output"): "pr-tag-pm",
-    ("tempered_attention_gradient", 0.5, 0.25, None, 0.0, "output"): "pr-tag-pm0.25",
-    ("tempered_attention_gradient", 0.25, 0.25, None, 0.0, "output"): "pr-tag0.25-pm0.25",
-    ("tempered_attention_gradient", 0.25, 0.25, 0.5, 0.0, "output"): "pr-tag0.25-pm0.25-gate0.5",
-    ("tempered_attention_gradient", 0.5, 0.25, None, 0.5, "output"): "pr-tag-pm0.25-hubs0.5",
-    ("tempered_attention_gradient", 0.25, 0.25, 0.5, 0.5, "output"): "pr-tag0.25-pm0.25-gate0.5-hubs0.5",
-    ("tempered_attention_gradient", 0.5, 0.25, None, 0.5, "log_probability"): "pr-tag-pm0.25-hubs0.5-lp",
-    ("tempered_attention_gradient", 0.25, 0.25, 0.5, 0.5, "log_probability"): "pr-tag0.25-pm0.25-gate0.5-hubs0.5-lp",
-    ("tempered_attention_gradient", 0.5, 1.0, None, 0.0, "log_probability"): "pr-tag-pm-lp",
+#: on the class's log-probability (``objective``; thirteenth round): the encoders' former defaults, and PR-TAG± on the
+#: class's log-probability (fourteenth round): the decoders' default; the encoders' two from CP-LRP's backward pass
+#: (``propagation="conservative"``), alone and with each score weighted by that pass's gradient x input
+#: (``relevance_weight=1``; seventeenth round): the encoders' defaults. The key's last three entries are ``objective``,
+#: ``propagation`` and ``relevance_weight``.
+BOTH_WALKS_PRESETS: Dict[Tuple[str, float, float, Optional[float], float, str, str, float], str] = {
+    (_TAG, 0.5, 1.0, None, 0.0, "output", "gradient", 0.0): "pr-tag-pm",
+    (_TAG, 0.5, 0.25, None, 0.0, "output", "gradient", 0.0): "pr-tag-pm0.25",
+    (_TAG, 0.25, 0.25, None, 0.0, "output", "gradient", 0.0): "pr-tag0.25-pm0.25",
+    (_TAG, 0.25, 0.25, 0.5, 0.0, "output", "gradient", 0.0): "pr-tag0.25-pm0.25-gate0.5",
+    (_TAG, 0.5, 0.25, None, 0.5, "output", "gradient", 0.0): "pr-tag-pm0.25-hubs0.5",
+    (_TAG, 0.25, 0.25, 0.5, 0.5, "output", "gradient", 0.0): "pr-tag0.25-pm0.25-gate0.5-hubs0.5",
+    (_TAG, 0.5, 0.25, None, 0.5, "log_probability", "gradient", 0.0): "pr-tag-pm0.25-hubs0.5-lp",
+    (_TAG, 0.25, 0.25, 0.5, 0.5, "log_probability", "gradient", 0.0): "pr-tag0.25-pm0.25-gate0.5-hubs0.5-lp",
+    (_TAG, 0.5, 1.0, None, 0.0, "log_probability", "gradient", 0.0): "pr-tag-pm-lp",
+    (_TAG, 0.5, 0.25, None, 0.5, "log_probability", "conservative", 0.0): "pr-tag-pm0.25-hubs0.5-lp-cp",
+    (_TAG, 0.25, 0.25, 0.5, 0.5, "log_probability", "conservative", 0.0): "pr-tag0.25-pm0.25-gate0.5-hubs0.5-lp-cp",
+    (_TAG, 0.5, 0.25, None, 0.5, "log_probability", "conservative", 1.0): "pr-tag-pm0.25-hubs0.5-lp-cp-rel",
+    (_TAG, 0.25, 0.25, 0.5, 0.5, "log_probability", "conservative", 1.0): "pr-tag0.25-pm0.25-gate0.5-hubs0.5-lp-cp-rel",
 }
 
 
@@ -133,11 +141,15 @@ def default_method(model: Optional[nn.Module] = None, *, causal: Optional[bool] 
     :data:`captum_prxai.graph.spec.DEFAULT_EDGE_WEIGHT`, walked as the class's
     ``walks="auto"``, ``negative_weight="auto"`` and ``attention_power="auto"``
     walk them (``walk_gate="auto"`` gates them, ``hub_power="auto"`` weighs
-    them and ``objective="auto"`` says what their gradient explains): PR-TAG±
-    (λ=0.25, hubs 0.5, log-prob.) (``"pr-tag-pm0.25-hubs0.5-lp"``) for
-    encoders of fewer than 12 attention layers and without a model, PR-TAG±
-    (γ=0.25, λ=0.25, gate 0.5, hubs 0.5, log-prob.)
-    (``"pr-tag0.25-pm0.25-gate0.5-hubs0.5-lp"``) for encoders of 12 or more,
+    them, ``objective="auto"`` says what their gradient explains,
+    ``propagation="auto"`` how it propagates and ``relevance_weight="auto"``
+    how much the same pass's gradient x input weighs each score): PR-TAG±
+    (λ=0.25, hubs 0.5, log-prob., CP x relevance)
+    (``"pr-tag-pm0.25-hubs0.5-lp-cp-rel"``) for encoders of fewer than 12
+    attention layers and without a model, PR-TAG± (γ=0.25, λ=0.25, gate 0.5,
+    hubs 0.5, log-prob., CP x relevance)
+    (``"pr-tag0.25-pm0.25-gate0.5-hubs0.5-lp-cp-rel"``) for encoders of 12 or
+    more,
     PR-TAG± (log-prob.) (``"pr-tag-pm-lp"``, λ = 1) for decoders
     (:func:`captum_prxai.capture.model_is_causal`). ``causal`` and ``depth``
     (the number of attention layers) say which without a model; each takes
@@ -150,6 +162,8 @@ def default_method(model: Optional[nn.Module] = None, *, causal: Optional[bool] 
         auto_hub_power,
         auto_negative_weight,
         auto_objective,
+        auto_propagation,
+        auto_relevance_weight,
         auto_walk_gate,
         auto_walks,
     )
@@ -162,7 +176,8 @@ def default_method(model: Optional[nn.Module] = None, *, causal: Optional[bool] 
         return PR_PRESETS[DEFAULT_EDGE_WEIGHT]
     return BOTH_WALKS_PRESETS[(DEFAULT_EDGE_WEIGHT, auto_attention_power(causal, depth), auto_negative_weight(causal),
                                auto_walk_gate(causal, depth), auto_hub_power(causal, depth),
-                               auto_objective(causal, depth))]
+                               auto_objective(causal, depth), auto_propagation(causal, depth),
+                               auto_relevance_weight(causal, depth))]
 
 
 def register_pr_method(name: str, settings: Dict[str, Any], label: Optional[str] = None,
@@ -425,12 +440,27 @@ def register_defaults() -> None:
         lp_name, lp_label = f"{name}-lp", label[:-1] + ", log-prob.)"
         register_method(lp_name, lp_label, "pr-xai",
                         f"{label} explaining the class's log-probability instead of its logit "
-                        f"(objective='log_probability'): the default of encoders {depth}, chosen in the thirteenth "
-                        "round of docs/default_search.md; one pass (PR-XAI)",
+                        f"(objective='log_probability'): a former default of encoders {depth}, chosen in the "
+                        "thirteenth round of docs/default_search.md; one pass (PR-XAI)",
                         pr_factory(lp_name, lp_label, "PRTemperedAttentionGradient", hub_power=0.5,
                                    objective="log_probability", **settings),
                         defaults=pr_defaults("PRTemperedAttentionGradient", hub_power=0.5,
                                              objective="log_probability", **settings))
+        for suffix, weight, what in (
+                ("-cp", 0.0, f": measured for encoders {depth}"),
+                ("-cp-rel", 1.0, f", each score times 1 + R / max|R|, R that pass's gradient x input "
+                                 f"(relevance_weight=1): the default of encoders {depth}, chosen")):
+            cp_name, cp_label = lp_name + suffix, lp_label[:-1] + (", CP)" if not weight else ", CP x relevance)")
+            register_method(cp_name, cp_label, "pr-xai",
+                            f"{lp_label} from a backward pass with each attention softmax and LayerNorm scale held "
+                            f"constant (propagation='conservative', CP-LRP's backward pass, Ali et al. 2022){what} "
+                            "in the seventeenth round of docs/default_search.md; one pass (PR-XAI)",
+                            pr_factory(cp_name, cp_label, "PRTemperedAttentionGradient", hub_power=0.5,
+                                       objective="log_probability", propagation="conservative",
+                                       relevance_weight=weight, **settings),
+                            defaults=pr_defaults("PRTemperedAttentionGradient", hub_power=0.5,
+                                                 objective="log_probability", propagation="conservative",
+                                                 relevance_weight=weight, **settings))
     att = [
         ("raw-attention", "Raw attention", "RawAttention", "last-layer attention of the explained token",
          ("attention",)),

@@ -354,7 +354,7 @@ def parse_options(items: Sequence[str]) -> MethodOptions:
 #: Options added after benchmark records were cached, with the value that gives the scores of before the
 #: option existed: at that value they stay out of :func:`method_settings`, so those records remain valid.
 KEY_NEUTRAL_OPTIONS: Dict[str, Any] = {"walks": "positive", "walk_gate": None, "hub_power": 0.0,
-                                       "objective": "output"}
+                                       "objective": "output", "propagation": "gradient", "relevance_weight": 0.0}
 
 
 def method_settings(name: str, options: Optional[Mapping[str, Mapping[str, Any]]] = None) -> Dict[str, Any]:
