@@ -287,6 +287,26 @@ def test_the_graph_title_says_when_the_walks_are_weighed_by_the_hubs(tiny_model_
     assert "hubs" not in graph_title("PR-TAG", plain)
 
 
+def test_the_graph_title_says_when_the_token_scores_carry_the_relevance_weight(tiny_model_factory, tiny_batch):
+    """The encoder default multiplies each token's walk score by 1 + R/max|R|: the drawn graph is the walk's, so the
+    title says the token scores are weighed on top of it; without the weight it says nothing of it."""
+    import captum_prxai
+    from captum_prxai.viz.explanation import graph_title
+    from conftest import forward_for
+
+    model = tiny_model_factory("bert")
+    ids, mask = tiny_batch
+    layers = captum_prxai.attention_layers(model)
+    kw = dict(target=1, additional_forward_args=(mask,), attention_mask=mask)
+    weighed = captum_prxai.PageRankAttribution(forward_for(model), layers).attribute_graph(ids, **kw)
+    assert graph_title("default", weighed).endswith(
+        "\neach token's score times 1 + R/max|R| (R: its gradient x input, the same pass)")
+    half = captum_prxai.PageRankAttribution(forward_for(model), layers, relevance_weight=0.5).attribute_graph(ids, **kw)
+    assert "times 1 + 0.5 R/max|R|" in graph_title("default", half)
+    plain = captum_prxai.PageRankAttribution(forward_for(model), layers, relevance_weight=0).attribute_graph(ids, **kw)
+    assert "R/max|R|" not in graph_title("default", plain)
+
+
 def test_explain_leads_with_the_class_default(tiny_model_dir, tmp_path, capsys):
     """Without --methods, the first method is what PageRankAttribution() computes with its defaults."""
     import captum_prxai

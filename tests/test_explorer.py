@@ -439,6 +439,18 @@ def test_graph_view_says_when_the_gate_kept_the_positive_walk_alone(client, gate
     assert unsigned["walk_weight"] == 1.0  # no gate: λ of PR-TAG±
 
 
+def test_graph_view_says_when_the_token_scores_carry_the_relevance_weight(client):
+    """The encoder default weighs each token's score by 1 + R/max|R| on top of the drawn walk: the title says so;
+    a method without the weight does not."""
+    from captum_prxai.methods import default_method
+
+    name = default_method(causal=False, depth=2)
+    out = client.post("/api/graph", json={"text": "the story was not good", "method": name}).json
+    assert out["method"] == name and "token scores times 1 + R/max|R| (R: gradient x input)" in out["title"]
+    plain = client.post("/api/graph", json={"text": "the story was not good", "method": "pr-tag-pm"}).json
+    assert "R/max|R|" not in plain["title"]
+
+
 def test_graph_view_of_both_walks_draws_each_walk_and_says_which(client, tiny):
     """PR-TAG± has two graphs: each is drawn on request, sized by its own PageRank, and the difference is the score."""
     from captum_prxai.graph.pagerank import pagerank

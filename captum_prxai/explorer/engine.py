@@ -881,6 +881,8 @@ class Engine:
         if two_walks:
             weight = float(graph.walk_weights[0])
             what += f", {walk} walk ({walks_phrase(graph)}; nodes sized by this walk's)"
+        if graph.spec.relevance_weight:  # the token scores, not the walk, carry the same pass's gradient x input
+            what += ", token scores times 1 + R/max|R| (R: gradient x input)"
         shown = (f"top {len(chosen)} of {len(real)} nodes" if len(chosen) < len(real) else f"{len(real)} nodes")
         title = f"{what}; {shown}, {len(edges)} strongest edges"
         explained = self.explained_position(enc)

@@ -100,6 +100,10 @@ def graph_title(label: str, graph: Any) -> str:
         title += f"\npositive walk drawn; {walks_phrase(graph)}"
     elif _walk_rank(graph) != "PageRank":
         title += f"\nscores: the walk's {_walk_rank(graph)}"
+    weight = float(getattr(spec, "relevance_weight", 0.0) or 0.0)
+    if weight:
+        times = "" if weight == 1.0 else f"{weight:g} "
+        title += f"\neach token's score times 1 + {times}R/max|R| (R: its gradient x input, the same pass)"
     return title
 
 
