@@ -176,7 +176,8 @@ class GraphExplanation:
     def walk_weights(self) -> Optional[Tensor]:
         """``(B,)`` the weight ``λ`` of each example's negative walk (``walks="both"``; 0 where ``walk_gate`` kept
         the positive walk alone, as :func:`~captum_prxai.graph.spec.walk_weights` decided when scoring), else
-        ``None``. Read from :attr:`scores`, which sum to ``1 − λ``, so no PageRank is solved again."""
+        ``None``. Read from :attr:`scores`, which sum to ``1 − λ``, so no PageRank is solved again (with a gate and
+        a ``relevance_weight`` the scores are weighed per token, so the walks are solved again instead)."""
         if self.built.negative is None:
             return None
         weight = self.spec.negative_weight
@@ -495,31 +496,30 @@ class PageRankAttribution(AttentionGraphAttribution):
     relevance_weight = _option("relevance_weight")
     del _option
 
-    @property
-    def objective(self) -> str:  # type: ignore[override]
+    # What the capture's pass does, resolved from "auto" by the layers; set to "auto" again, it is resolved again.
+    def _pass_option(name: str, check: Callable[..., str], choices: tuple, rule: Callable[[bool, int], str],
+                     doc: str) -> property:  # type: ignore[misc]
+        def get(self: "PageRankAttribution") -> str:
+            return self.__dict__["_" + name]
+
+        def set_(self: "PageRankAttribution", value: str) -> None:
+            if check(value, ("auto",) + choices) == "auto":
+                value = rule(layers_are_causal(self.layers), len(self.layers))
+            self.__dict__["_" + name] = value
+
+        return property(get, set_, doc=doc)
+
+    objective = _pass_option(  # type: ignore[assignment]
+        "objective", check_objective, OBJECTIVES, auto_objective,
         """What the backward pass differentiates, resolved: ``"output"`` or ``"log_probability"``
         (:data:`captum_prxai.capture.OBJECTIVES`); setting ``"auto"`` resolves it again by the layers
-        (:func:`~captum_prxai.graph.spec.auto_objective`), any other value is checked."""
-        return self.__dict__["_objective"]
-
-    @objective.setter
-    def objective(self, value: str) -> None:
-        if check_objective(value, ("auto",) + OBJECTIVES) == "auto":
-            value = auto_objective(layers_are_causal(self.layers), len(self.layers))
-        self.__dict__["_objective"] = value
-
-    @property
-    def propagation(self) -> str:  # type: ignore[override]
+        (:func:`~captum_prxai.graph.spec.auto_objective`), any other value is checked.""")
+    propagation = _pass_option(  # type: ignore[assignment]
+        "propagation", check_propagation, PROPAGATIONS, auto_propagation,
         """How the backward pass propagates, resolved: ``"gradient"`` or ``"conservative"``
         (:data:`captum_prxai.conservative.PROPAGATIONS`); setting ``"auto"`` resolves it again by the layers
-        (:func:`~captum_prxai.graph.spec.auto_propagation`), any other value is checked."""
-        return self.__dict__["_propagation"]
-
-    @propagation.setter
-    def propagation(self, value: str) -> None:
-        if check_propagation(value, ("auto",) + PROPAGATIONS) == "auto":
-            value = auto_propagation(layers_are_causal(self.layers), len(self.layers))
-        self.__dict__["_propagation"] = value
+        (:func:`~captum_prxai.graph.spec.auto_propagation`), any other value is checked.""")
+    del _pass_option
 
     @property
     def head_reduction(self) -> str:  # type: ignore[override]

@@ -697,7 +697,8 @@ def score_graph(spec: GraphSpec, built: BuiltGraph) -> Tensor:
 
     With ``spec.signed`` each score takes the sign of the token's gradient x input. With a negative
     walk (``walks="both"``) the scores are the positive walk's PageRank minus ``λ`` times the negative
-    walk's (both solved in one batched call): signed, summing to ``1 − λ``, with ``λ`` per example from
+    walk's (both solved in one batched call): signed, summing to ``1 − λ`` (before any ``relevance_weight``,
+    :func:`relevance_weighted`, which multiplies each token's score last), with ``λ`` per example from
     :func:`walk_weights` (``spec.negative_weight``, or 0 where ``spec.walk_gate`` keeps one walk).
     """
     if built.kind == "token":
