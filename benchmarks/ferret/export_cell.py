@@ -38,7 +38,8 @@ from captum_prxai.methods import default_method
 from captum_prxai.models import load_default, load_model
 
 #: ``default``: the model's own default, by architecture (:func:`captum_prxai.methods.default_method`; the committed
-#: cross-check ran with the defaults of today on all three cells, each on the class's log-probability)
+#: cross-check ran with the defaults of 2026-12-06 on all three cells, each on the class's log-probability, before the
+#: seventeenth round's encoder default, which it has not been rerun with)
 METHODS = "default,pr-tag,pr-tag-pm,pr-g,pr-ag,gae,ig,random"
 
 

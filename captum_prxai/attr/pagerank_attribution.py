@@ -651,7 +651,8 @@ class PageRankAttribution(AttentionGraphAttribution):
             return_logits (bool): Also return the ``(B, C)`` predictions. Default: False.
 
         Returns:
-            Tensor: ``(B, N)`` scores summing to one per text, zero on padding
+            Tensor: ``(B, N)`` scores as :meth:`attribute` gives them (one walk: summing to one per text; two
+            walks: ``P⁺ − λ P⁻``, summing to ``1 − λ``, before any relevance weight), zero on padding
             (and ``(B, C)`` logits with ``return_logits``).
         """
         spec = self.spec

@@ -173,8 +173,9 @@ def attribute_dataset(
         model: ``"default"``, a checkpoint folder, a trained model's name, or a
             ``(model, tokenizer)`` pair.
         methods: Registry names, comma-separated or a list (e.g. ``"pr-g,pr-a"``); default: the
-            model's default method (:func:`captum_prxai.methods.default_method`: PR-TAG± (λ=0.25, hubs 0.5, log-prob.)
-            for encoders under 12 layers, PR-TAG± (γ=0.25, λ=0.25, gate 0.5, hubs 0.5, log-prob.) for deeper ones,
+            model's default method (:func:`captum_prxai.methods.default_method`: PR-TAG± (λ=0.25, hubs 0.5, log-prob.,
+            CP x relevance) for encoders under 12 layers, PR-TAG± (γ=0.25, λ=0.25, gate 0.5, hubs 0.5, log-prob.,
+            CP x relevance) for deeper ones,
             PR-TAG± (log-prob.) for decoders).
         method_options: Per-method overrides, e.g. ``{"pr-g": {"damping": 0.5}}``.
         target: ``"predicted"``, ``"label"`` or a class index.

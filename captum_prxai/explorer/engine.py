@@ -398,9 +398,10 @@ class Engine:
         """The registered PR-XAI method :class:`~captum_prxai.PageRankAttribution` runs with its defaults.
 
         Read from :func:`captum_prxai.methods.default_method` for this model
-        (PR-TAG± (λ=0.25, hubs 0.5, log-prob.) for encoders under 12 layers, PR-TAG±
-        (γ=0.25, λ=0.25, gate 0.5, hubs 0.5, log-prob.) for deeper ones, PR-TAG±
-        (log-prob.) for decoders), so the page and the library cannot disagree on the default.
+        (PR-TAG± (λ=0.25, hubs 0.5, log-prob., CP x relevance) for encoders under 12
+        layers, PR-TAG± (γ=0.25, λ=0.25, gate 0.5, hubs 0.5, log-prob., CP x relevance)
+        for deeper ones, PR-TAG± (log-prob.) for decoders), so the page and the library
+        cannot disagree on the default.
         """
         from captum_prxai.methods import default_method
 
