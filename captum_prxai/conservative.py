@@ -58,21 +58,32 @@ def held_constant(tensor: Tensor) -> Tensor:
     return tensor.detach() + 0 * tensor if tensor.requires_grad else tensor
 
 
-def _layer_norm(x: Tensor, normalized_shape: Sequence[int], weight: Optional[Tensor] = None,
+def _dims(normalized_shape: Any) -> tuple[int, ...]:
+    """The trailing dimensions a norm reduces over (``normalized_shape`` may be an int, as torch accepts)."""
+    count = 1 if isinstance(normalized_shape, int) else len(normalized_shape)
+    return tuple(range(-count, 0))
+
+
+def _wide(x: Tensor) -> Tensor:
+    """``x`` in at least fp32, as torch's own norm kernels take their statistics."""
+    return x.float() if x.dtype in (torch.float16, torch.bfloat16) else x
+
+
+def _layer_norm(x: Tensor, normalized_shape: Any, weight: Optional[Tensor] = None,
                 bias: Optional[Tensor] = None, eps: float = 1e-5) -> Tensor:
-    dims = tuple(range(-len(normalized_shape), 0))
-    centred = x - x.mean(dims, keepdim=True)
-    out = centred / (centred.pow(2).mean(dims, keepdim=True) + eps).sqrt().detach()
+    dims, wide = _dims(normalized_shape), _wide(x)
+    centred = wide - wide.mean(dims, keepdim=True)
+    out = (centred / (centred.pow(2).mean(dims, keepdim=True) + eps).sqrt().detach()).to(x.dtype)
     if weight is not None:
         out = out * weight
     return out if bias is None else out + bias
 
 
-def _rms_norm(x: Tensor, normalized_shape: Sequence[int], weight: Optional[Tensor] = None,
+def _rms_norm(x: Tensor, normalized_shape: Any, weight: Optional[Tensor] = None,
               eps: Optional[float] = None) -> Tensor:
-    dims = tuple(range(-len(normalized_shape), 0))
+    dims, wide = _dims(normalized_shape), _wide(x)
     eps = torch.finfo(x.dtype).eps if eps is None else eps
-    out = x / (x.pow(2).mean(dims, keepdim=True) + eps).sqrt().detach()
+    out = (wide / (wide.pow(2).mean(dims, keepdim=True) + eps).sqrt().detach()).to(x.dtype)
     return out if weight is None else out * weight
 
 

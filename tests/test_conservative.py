@@ -80,6 +80,28 @@ def test_layer_norm_scale_is_held_constant():
     torch.testing.assert_close(x.grad[0], 0.5 * (torch.eye(4)[2] - 0.25) / sigma)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_held_norms_keep_torchs_values_in_every_dtype_and_shape_form(dtype):
+    """The held layer_norm and rms_norm give torch's own values (statistics in fp32 for half precision, as torch's
+    kernels take them), with ``normalized_shape`` as a tuple or an int, with and without an affine part."""
+    import torch.nn.functional as F
+
+    torch.manual_seed(0)
+    x = torch.randn(2, 3, 8).to(dtype).requires_grad_()
+    weight, bias = torch.randn(8).to(dtype), torch.randn(8).to(dtype)
+    tolerance = dict(atol=1e-6, rtol=1e-5) if dtype == torch.float32 else dict(atol=2e-2, rtol=2e-2)
+    with conservative_propagation():
+        held = [F.layer_norm(x, (8,), weight, bias), F.layer_norm(x, (8,)), F.rms_norm(x, (8,), weight, 1e-6),
+                F.rms_norm(x, (8,))]
+    plain = [F.layer_norm(x, (8,), weight, bias), F.layer_norm(x, (8,)), F.rms_norm(x, (8,), weight, 1e-6),
+             F.rms_norm(x, (8,))]
+    for got, expected in zip(held, plain):
+        assert got.dtype == dtype
+        torch.testing.assert_close(got, expected, **tolerance)
+    with conservative_propagation():
+        torch.testing.assert_close(F.layer_norm(x, 8), F.layer_norm(x, (8,)))
+
+
 @pytest.mark.parametrize("kind", ["bert", "mpnet"])
 @pytest.mark.parametrize("capture", ["recompute", "weights"])
 def test_the_attribution_equals_a_pass_with_the_projections_and_norms_hooked_by_hand(tiny_model_factory, tiny_batch,
