@@ -149,6 +149,9 @@ def test_auto_rules_by_architecture_and_presets(tiny_model_factory):
     assert (dec.propagation, dec.relevance_weight) == ("gradient", 0.0)
     preset = cp.PRTemperedAttentionGradient(forward_for(encoder), cp.attention_layers(encoder))
     assert (preset.propagation, preset.relevance_weight) == ("gradient", 0.0)
+    # attention-only edges need no backward pass, and "auto" adds none
+    attention_only = cp.PageRankAttribution(forward_for(encoder), cp.attention_layers(encoder), edge_weight="attention")
+    assert attention_only.relevance_weight == 0.0 and not attention_only.spec.needs_gradients
     enc.propagation = "gradient"
     assert enc.propagation == "gradient"
     enc.propagation = "auto"

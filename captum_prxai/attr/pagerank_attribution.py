@@ -457,7 +457,7 @@ class PageRankAttribution(AttentionGraphAttribution):
         if isinstance(hub_power, str) and hub_power == "auto":
             hub_power = auto_hub_power(layers_are_causal(self.layers), len(self.layers), graph)
         if isinstance(relevance_weight, str) and relevance_weight == "auto":
-            relevance_weight = auto_relevance_weight(layers_are_causal(self.layers), len(self.layers))
+            relevance_weight = auto_relevance_weight(layers_are_causal(self.layers), len(self.layers), edge_weight)
         #: every graph option, checked once; the attributes below mirror it
         self.spec = GraphSpec(
             edge_weight=edge_weight, head_reduction=head_reduction, graph=graph, residual=residual,

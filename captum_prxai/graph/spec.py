@@ -267,8 +267,10 @@ def auto_propagation(causal: bool, depth: int) -> str:
     return "gradient" if causal else ENCODER_PROPAGATION
 
 
-def auto_relevance_weight(causal: bool, depth: int) -> float:
-    """The ``w`` of ``relevance_weight="auto"``: 1 on encoders, 0 on decoders (see :func:`relevance_weighted`).
+def auto_relevance_weight(causal: bool, depth: int,
+                          edge_weight: Union[str, EdgeWeight] = DEFAULT_EDGE_WEIGHT) -> float:
+    """The ``w`` of ``relevance_weight="auto"``: 1 on encoders, 0 on decoders and on attention-only edges (PR-A,
+    which needs no backward pass; see :func:`relevance_weighted`).
 
     Chosen with :func:`auto_propagation` (docs/default_search.md, seventeenth
     round): over the ten encoder tune halves, the conservative pass's walk
@@ -277,7 +279,7 @@ def auto_relevance_weight(causal: bool, depth: int) -> float:
     the walk alone. Not measured on decoders, which keep 0.
     ``causal`` and ``depth`` as in :func:`auto_attention_power`.
     """
-    return 0.0 if causal else ENCODER_RELEVANCE_WEIGHT
+    return 0.0 if causal or (isinstance(edge_weight, str) and edge_weight == "attention") else ENCODER_RELEVANCE_WEIGHT
 
 
 def walk_correlation(positive: Tensor, negative: Tensor, ordinary: Tensor) -> Tensor:
