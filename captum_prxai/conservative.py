@@ -99,8 +99,8 @@ class _Conservative(TorchFunctionMode):
         if func in _NORMS and torch.is_grad_enabled():
             return _NORMS[func](*args, **kwargs)
         if func is F.scaled_dot_product_attention:  # its softmax is inside: hold its logits' inputs instead
-            query, key, *rest = args
-            return func(held_constant(query), held_constant(key), *rest, **kwargs)
+            args = tuple(held_constant(a) if i < 2 else a for i, a in enumerate(args))
+            kwargs = {k: held_constant(v) if k in ("query", "key") else v for k, v in kwargs.items()}
         out = func(*args, **kwargs)
         if func in _SOFTMAX and isinstance(out, Tensor) and out.dim() >= 3:
             return held_constant(out)

@@ -66,6 +66,28 @@ def test_a_classifier_softmax_and_other_threads_are_left_alone():
     assert float(rows.grad.abs().max()) == 0.0
 
 
+def test_scaled_dot_product_attention_holds_its_queries_and_keys_however_they_are_passed():
+    """SDPA never materialises its softmax's input: its queries and keys are held, given by position or by name,
+    and its values still get gradient; the output is SDPA's own."""
+    import torch.nn.functional as F
+
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(1, 2, 4, 8, requires_grad=True) for _ in range(3))
+    plain = F.scaled_dot_product_attention(q, k, v)
+    calls = [lambda: F.scaled_dot_product_attention(q, k, v),
+             lambda: F.scaled_dot_product_attention(q, key=k, value=v),
+             lambda: F.scaled_dot_product_attention(query=q, key=k, value=v)]
+    for call in calls:
+        for t in (q, k, v):
+            t.grad = None
+        with conservative_propagation():
+            out = call()
+        torch.testing.assert_close(out, plain)
+        out.sum().backward()
+        assert float(q.grad.abs().max()) == 0.0 and float(k.grad.abs().max()) == 0.0
+        assert float(v.grad.abs().max()) > 0
+
+
 def test_layer_norm_scale_is_held_constant():
     """``F.layer_norm`` inside the block: the same value, and the gradient of ``w (x − mean) / σ`` with σ fixed."""
     norm = torch.nn.LayerNorm(4)
