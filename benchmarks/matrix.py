@@ -245,17 +245,21 @@ def write_summary(path: Path = RESULTS / "matrix.md") -> Path:
              "rank = place among the cell's methods on comprehensiveness (1 = best, the random control unranked). "
              "Each cell's folder under [`matrix/`](matrix/) has its full table, deletion curves, per-example CSV "
              "and the exact command (`COMMAND`).")
-    # the encoders' defaults, PR-TAG± (γ=0.25, λ=0.25, gate 0.5, hubs 0.5, log-prob.) and PR-TAG± (λ=0.25, hubs 0.5,
-    # log-prob.), and the decoders', PR-TAG± (log-prob.), against each strong rival and the former default; then the
-    # former defaults (the same on the logit, then without the hubs' weight: PR-TAG± (γ=0.25, λ=0.25, gate 0.5), PR-TAG±
-    # (γ=0.25, λ=0.25), PR-TAG± (λ=0.25), PR-TAG), PR-G and PR-AG
-    chain = [("pr-tag-pm-lp", "pr-tag-pm"),
+    # the encoders' defaults, PR-TAG± (γ=0.25, λ=0.25, gate 0.5, hubs 0.5, log-prob., CP x relevance) and PR-TAG±
+    # (λ=0.25, hubs 0.5, log-prob., CP x relevance), and the decoders', PR-TAG± (log-prob.), against each strong rival
+    # and the former default (the encoders': also the conservative pass alone, where it ran); then the former defaults
+    # (the same from the model's own gradient, then on the logit, then without the hubs' weight: PR-TAG± (γ=0.25,
+    # λ=0.25, gate 0.5), PR-TAG± (γ=0.25, λ=0.25), PR-TAG± (λ=0.25), PR-TAG), PR-G and PR-AG
+    chain = [("pr-tag0.25-pm0.25-gate0.5-hubs0.5-lp-cp-rel", "pr-tag0.25-pm0.25-gate0.5-hubs0.5-lp"),
+             ("pr-tag-pm0.25-hubs0.5-lp-cp-rel", "pr-tag-pm0.25-hubs0.5-lp"),
+             ("pr-tag-pm0.25-hubs0.5-lp-cp-rel", "pr-tag-pm0.25-hubs0.5-lp-cp"),
+             ("pr-tag-pm-lp", "pr-tag-pm"),
              ("pr-tag0.25-pm0.25-gate0.5-hubs0.5-lp", "pr-tag0.25-pm0.25-gate0.5-hubs0.5"),
              ("pr-tag-pm0.25-hubs0.5-lp", "pr-tag-pm0.25-hubs0.5"),
              ("pr-tag0.25-pm0.25-gate0.5-hubs0.5", "pr-tag0.25-pm0.25-gate0.5"),
              ("pr-tag-pm0.25-hubs0.5", "pr-tag-pm0.25")]
-    hubs = [(default, rival) for default, former in chain
-            for rival in ("gae", "ig", "attnlrp", "lime", "kernel-shap", former)]
+    hubs = list(dict.fromkeys((default, rival) for default, former in chain
+                              for rival in ("gae", "ig", "attnlrp", "lime", "kernel-shap", former)))
     pairs = hubs + [("pr-tag0.25-pm0.25-gate0.5", "gae"), ("pr-tag0.25-pm0.25-gate0.5", "ig"),
              ("pr-tag0.25-pm0.25-gate0.5", "attnlrp"), ("pr-tag0.25-pm0.25-gate0.5", "lime"),
              ("pr-tag0.25-pm0.25-gate0.5", "kernel-shap"), ("pr-tag0.25-pm0.25-gate0.5", "pr-tag0.25-pm0.25"),
@@ -275,9 +279,10 @@ def write_summary(path: Path = RESULTS / "matrix.md") -> Path:
     write_default_check(_shown_cells(lambda c: f"{c.architecture} × {c.dataset}"),
                         RESULTS / "matrix_default.md",
                         intro="The default of each cell's architecture (`captum_prxai.methods.default_method`: "
-                              "PR-TAG± (λ=0.25, hubs 0.5, log-prob.) on encoders under 12 layers, PR-TAG± (γ=0.25, "
-                              "λ=0.25, gate 0.5, hubs 0.5, log-prob.) on encoders of 12 or more, PR-TAG± (log-prob.) "
-                              "on decoders) against every other method of the cell, from each "
+                              "PR-TAG± (λ=0.25, hubs 0.5, log-prob., CP x relevance) on encoders under 12 layers, "
+                              "PR-TAG± (γ=0.25, λ=0.25, gate 0.5, hubs 0.5, log-prob., CP x relevance) on encoders of "
+                              "12 or more, PR-TAG± (log-prob.) on decoders) against every other method of the cell, "
+                              "from each "
                               "cell's `results.csv` (`python benchmarks/matrix.py --summary`). A cell marked 'former "
                               "default' has no rows of its current default yet and shows the one before. The goal: "
                               "first or level within one paired standard error against GAE and LIG, on both metrics.")
