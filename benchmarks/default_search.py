@@ -43,7 +43,6 @@ import csv
 import json
 import math
 import sys
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
@@ -232,48 +231,6 @@ def _path_scores(attr: Any, embeddings: Any, ids: Tensor, mask: Tensor, special:
     positive = sum(b.adjacency for b in built) / steps
     negative = None if built[0].negative is None else sum(b.negative for b in built) / steps
     return score_graph(attr.spec, replace(built[-1], adjacency=positive, negative=negative))
-
-
-#: the projections whose outputs :func:`_conservative` holds constant: the queries and keys of BERT-style (``query``,
-#: ``key``), MPNet (``q``, ``k``) and Llama-style (``q_proj``, ``k_proj``) attention modules
-_QUERY_KEY = ("query", "key", "q", "k", "q_proj", "k_proj")
-
-
-def _held_constant(module: Any, args: Any, output: Tensor) -> Tensor:
-    """Forward hook: the same value, no gradient to the module (``0 · output`` keeps the autograd graph's shape)."""
-    return output.detach() + 0 * output
-
-
-def _scale_held_constant(module: Any, args: Any, output: Tensor) -> Tensor:
-    """Forward hook on ``nn.LayerNorm``: ``(x − mean) / σ`` with ``σ`` held constant in the backward pass."""
-    x = args[0]
-    centred = x - x.mean(-1, keepdim=True)
-    sigma = (centred.pow(2).mean(-1, keepdim=True) + module.eps).sqrt().detach()
-    out = centred / sigma
-    if module.weight is not None:
-        out = out * module.weight
-    return out if module.bias is None else out + module.bias
-
-
-@contextmanager
-def _conservative(model: Any, layers: Sequence[Any]) -> Iterator[None]:
-    """Run the model under conservative propagation (see :data:`CONSERVATIVE`) inside the block."""
-    handles = []
-    try:
-        for layer in layers:
-            for child_name, child in layer.named_children():
-                if child_name in _QUERY_KEY:
-                    handles.append(child.register_forward_hook(_held_constant))
-        for module in model.modules():
-            if isinstance(module, torch.nn.LayerNorm):
-                handles.append(module.register_forward_hook(_scale_held_constant))
-        if len(handles) <= len(layers):
-            raise RuntimeError(f"conservative propagation found no query/key projections or LayerNorms in "
-                               f"{type(model).__name__}")
-        yield
-    finally:
-        for handle in handles:
-            handle.remove()
 
 
 def _relative_scores(attr: Any, ids: Tensor, mask: Tensor, target: Any, beta: float) -> Tensor:
@@ -551,17 +508,19 @@ ADDED_IXG: Dict[str, float] = {name: float(name.rsplit(":+ixg", 1)[1]) for name 
 #: gradient are taken along the same path; cf. the attention-scaling path of Hao et al. (AAAI 2021), which scales
 #: the attention maps instead. ``m`` passes, not one: a candidate for the goal's first part only.
 PATH: Dict[str, int] = {name: int(name.rsplit(":path", 1)[1]) for name in CANDIDATES if ":path" in name}
-#: conservative propagation, one pass: the candidate's pass with every attention layer's query and key projections and
-#: every LayerNorm's scale held constant in the backward pass (their values unchanged in the forward pass), so no
+#: conservative propagation, one pass: the candidate's pass with every attention softmax (its logits' queries and keys)
+#: and every LayerNorm's scale held constant in the backward pass (their values unchanged in the forward pass), so no
 #: gradient flows through a softmax's logits or a normaliser: the backward pass of CP-LRP (Ali et al., "XAI for
 #: Transformers: Better Explanations through Conservative Propagation", ICML 2022), the rules AttnLRP (Achtibat et al.,
 #: ICML 2024) refines for the softmax. The attention gradient ``dA`` (the graph's edges) and the gradient x input at the
 #: first attention layer (the capture's ``input_gradient``) are then those of the network with its attention weights
-#: and normalisers fixed, in which gradient x input is conserved layer by layer. Encoders with ``nn.LayerNorm`` only.
+#: and normalisers fixed. Run by the library's ``propagation="conservative"`` (:mod:`captum_prxai.conservative`); the
+#: round's runs held the query/key projections and LayerNorms with forward hooks instead, which give the same scores
+#: (0.0 on the MiniLM and MPNet examples checked; tests/test_conservative.py compares the two on both capture paths).
 CONSERVATIVE = {name for name in CANDIDATES if ":cp" in name}
 #: ... times ``1 + R / max|R|``, ``R`` that pass's gradient x input at the first attention layer (CP-LRP's relevance,
 #: summed over the hidden size): a token the conservative pass credits is raised up to twice its walk score, one it
-#: debits lowered towards 0; the walk's order stays where ``R`` is small
+#: debits lowered towards 0; the walk's order stays where ``R`` is small (the library's ``relevance_weight=1``)
 CP_FUSED = {name for name in CONSERVATIVE if name.endswith("*cpixg")}
 #: the conservative pass's gradient x input at the word embeddings alone, on the logit: CP-LRP's relevance, one pass
 CP_LRP = "cp-lrp"
@@ -680,13 +639,14 @@ def register_candidates() -> None:
                 kwargs["hub_power"] = -RELATIVE[name]
             kwargs.setdefault("hub_power", 0.0)  # every other candidate walks without the hubs' weight
             kwargs.setdefault("objective", "output")  # and explains the logit
-            # with the model's own gradient, its walk's scores not weighted by gradient x input (the seventeenth
-            # round's candidates hold the softmax and normalisers with the benchmark's own hooks, _conservative)
-            kwargs.update(propagation="gradient", relevance_weight=0.0)
+            # with the model's own gradient, its walk's scores not weighted by gradient x input, but for the
+            # seventeenth round's candidates (CONSERVATIVE, CP_FUSED)
+            kwargs.update(propagation="conservative" if name in CONSERVATIVE else "gradient",
+                          relevance_weight=1.0 if name in CP_FUSED else 0.0)
             if name in GATE:  # the library's gate: both walks (W(A, -dA) of the same edges) in one pass, gated
                 kwargs.update(walks="both", negative_weight=NEGATIVE_WEIGHT[name], walk_gate=GATE[name])
             attr = captum_prxai.PageRankAttribution(forward_func, layers, **kwargs)
-            if name in ADDED_IXG or name in CP_FUSED:  # the capture's gradient x input at the first layer (same pass)
+            if name in ADDED_IXG:  # the capture's gradient x input at the first layer, from the same backward pass
                 attr._needs_input_gradient = lambda: True
             if name in NORM_WEIGHTED:
                 attr = _gradient_norm_weighted(attr)
@@ -704,13 +664,6 @@ def register_candidates() -> None:
                 if name in PATH:
                     return _path_scores(attr, model.get_input_embeddings(), ids, mask, special, target, PATH[name],
                                         ctx.pad_token_id)
-                if name in CONSERVATIVE:
-                    with _conservative(model, layers):
-                        out = attr.attribute_graph(ids, target=target, additional_forward_args=(mask,))
-                    if name not in CP_FUSED:
-                        return out.scores
-                    own = out.built.input_gradient.to(out.scores.dtype) * mask.to(out.scores.dtype)
-                    return out.scores * (1 + own / own.abs().amax(-1, keepdim=True).clamp_min(1e-30))
                 if name in ADDED_IXG:
                     out = attr.attribute_graph(ids, target=target, additional_forward_args=(mask,))
                     own = out.built.input_gradient.to(out.scores.dtype) * mask.to(out.scores.dtype)
@@ -756,15 +709,15 @@ def register_candidates() -> None:
 
 
 def _cp_lrp_factory(model, forward_func, ctx):
-    """Input x Gradient (Captum's ``LayerGradientXActivation`` on the embeddings) under :func:`_conservative`."""
-    import captum_prxai
+    """Input x Gradient (Captum's ``LayerGradientXActivation`` on the embeddings) under the library's
+    :func:`~captum_prxai.conservative.conservative_propagation`."""
     from captum_prxai.bench.methods import Explainer, build_method
+    from captum_prxai.conservative import conservative_propagation
 
     ixg = build_method("ixg", model, forward_func, ctx)
-    layers = captum_prxai.attention_layers(model)
 
     def explain(ids, mask, special, target):
-        with _conservative(model, layers):
+        with conservative_propagation():
             return ixg(ids, mask, special, target)
 
     return Explainer(CP_LRP, "CP-LRP (one pass)", explain, ixg.attribution)
