@@ -39,6 +39,7 @@ Run (one cell at a time, resumable from ``<out>/cache.jsonl``)::
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import json
 import math
@@ -233,6 +234,31 @@ def _path_scores(attr: Any, embeddings: Any, ids: Tensor, mask: Tensor, special:
     return score_graph(attr.spec, replace(built[-1], adjacency=positive, negative=negative))
 
 
+def _rms_norm_held(module: Any, args: Any, output: Tensor) -> Tensor:
+    """Forward hook on an RMSNorm module: ``weight · x / rms(x)`` with ``rms`` held constant in the backward pass (the
+    statistics in fp32, as Llama's RMSNorm takes them)."""
+    x = args[0]
+    wide = x.float()
+    eps = getattr(module, "variance_epsilon", getattr(module, "eps", 1e-6))
+    out = (wide / (wide.pow(2).mean(-1, keepdim=True) + eps).sqrt().detach()).to(x.dtype)
+    return out if getattr(module, "weight", None) is None else module.weight * out
+
+
+@contextlib.contextmanager
+def _rms_norms_held(model: Any) -> Iterator[None]:
+    """Inside the block every module of ``model`` whose class name ends in ``RMSNorm`` holds its scale constant
+    (:data:`HELD_RMS_NORMS`)."""
+    handles = [m.register_forward_hook(_rms_norm_held) for m in model.modules()
+               if type(m).__name__.endswith("RMSNorm")]
+    if not handles:
+        raise RuntimeError(f"{type(model).__name__} has no RMSNorm module to hold")
+    try:
+        yield
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
 def _relative_scores(attr: Any, ids: Tensor, mask: Tensor, target: Any, beta: float) -> Tensor:
     """Scores of :data:`RELATIVE`: each walk's personalised PageRank ``x`` over ``g^β``, ``g`` the same graph's global
     PageRank (the core's :func:`~captum_prxai.graph.spec.token_walks` with hub power ``−β``, which
@@ -396,6 +422,12 @@ CANDIDATES: Dict[str, Dict[str, Any]] = {
     "ds:pow0.5:pm0.25:rel-0.5:lp:cp": {"edge_weight": "pow0.5"},
     "ds:pow0.25:pm0.25:gate0.5:rel-0.5:lp:cp*cpixg": {"edge_weight": "pow0.25"},
     "ds:pow0.5:pm0.25:rel-0.5:lp:cp*cpixg": {"edge_weight": "pow0.5"},
+    # ... and a first look on the decoders: their default (PR-TAG±, λ = 1, log-prob.) from the conservative pass (the
+    # library holds the softmax; SmolLM2's RMSNorm is written out by hand, so its scale is not held), times that
+    # pass's gradient x input, and the same with the RMSNorm scales held by the benchmark's hooks (HELD_RMS_NORMS)
+    "ds:pow0.5:lp:pm:cp": {"edge_weight": "pow0.5", "walks": "both", "negative_weight": 1.0},
+    "ds:pow0.5:lp:pm:cp*cpixg": {"edge_weight": "pow0.5", "walks": "both", "negative_weight": 1.0},
+    "ds:pow0.5:lp:pm:cpnorm*cpixg": {"edge_weight": "pow0.5", "walks": "both", "negative_weight": 1.0},
 }
 #: the twelfth round's candidates: the 12-layer default's gated walks with one option changed
 TWELFTH_NEW = ["ds:pow0.25:pm0.25:gate0.5:" + change for change in (
@@ -420,6 +452,10 @@ SIXTEENTH_MINILM = ["ds:partnet0.5:pm0.25:rel-0.5:lp", "ds:netmask0.5:pm0.25:rel
 #: (CONSERVATIVE), alone and times the same pass's gradient x input
 SEVENTEENTH_NEW = ["ds:pow0.25:pm0.25:gate0.5:rel-0.5:lp:cp", "ds:pow0.25:pm0.25:gate0.5:rel-0.5:lp:cp*cpixg"]
 SEVENTEENTH_MINILM = ["ds:pow0.5:pm0.25:rel-0.5:lp:cp", "ds:pow0.5:pm0.25:rel-0.5:lp:cp*cpixg"]
+#: ... and on the decoders: their default against the same from the conservative pass, times its gradient x input, and
+#: with the RMSNorm scales held too
+SEVENTEENTH_DECODERS = ["ds:pow0.5:lp:pm", "ds:pow0.5:lp:pm:cp", "ds:pow0.5:lp:pm:cp*cpixg",
+                        "ds:pow0.5:lp:pm:cpnorm*cpixg"]
 #: the decoders' default on the class's log-probability (fourteenth round) with the hubs' weight, which the eleventh
 #: round measured on one decoder tune half, on the logit
 SIXTEENTH_DECODERS = ["ds:pow0.5:lp:pm", "ds:pow0.5:lp:pm:rel-0.5"]
@@ -493,7 +529,7 @@ FUSED = {"ds:g*absixg", "ds:ag*absixg", "ds:pow0.25:pm0.25*absixg"}
 #: positive factor that PageRank's normalisation removes. Same single pass.
 LOG_PROB = {"ds:pow0.5:lp", "ds:pow0.5:lp:pm", "ds:pow0.25:pm0.25:gate0.5:rel-0.5:lp", "ds:pow0.5:pm0.25:rel-0.5:lp",
             *FIFTEENTH_NEW, *FIFTEENTH_MINILM, *SIXTEENTH_NEW, *SIXTEENTH_MINILM, SIXTEENTH_DECODERS[1],
-            *SEVENTEENTH_NEW, *SEVENTEENTH_MINILM}
+            *SEVENTEENTH_NEW, *SEVENTEENTH_MINILM, *SEVENTEENTH_DECODERS[1:]}
 #: additive fusion, one pass: the candidate's scores plus ``κ · s / Σ|s|``, ``s`` the same backward pass's gradient x
 #: input at the first attention layer's input (signed, summed over the hidden size; the capture's ``input_gradient``),
 #: scaled to unit L1 mass over the real tokens. The walk's scores sum to ``1 − λ`` and are nearly flat past their top
@@ -522,6 +558,9 @@ CONSERVATIVE = {name for name in CANDIDATES if ":cp" in name}
 #: summed over the hidden size): a token the conservative pass credits is raised up to twice its walk score, one it
 #: debits lowered towards 0; the walk's order stays where ``R`` is small (the library's ``relevance_weight=1``)
 CP_FUSED = {name for name in CONSERVATIVE if name.endswith("*cpixg")}
+#: ... with every RMSNorm module's scale held constant too, by forward hooks (:func:`_rms_norms_held`): decoders write
+#: their RMSNorm out by hand, which the library's torch-function mode does not see
+HELD_RMS_NORMS = {name for name in CONSERVATIVE if ":cpnorm" in name}
 #: the conservative pass's gradient x input at the word embeddings alone, on the logit: CP-LRP's relevance, one pass
 CP_LRP = "cp-lrp"
 CANDIDATES = {k: {**_BASE, **v} for k, v in CANDIDATES.items()}
@@ -680,7 +719,8 @@ def register_candidates() -> None:
                     neg = negative.attribute_graph(ids, target=target, additional_forward_args=(mask,))
                     ratio = neg.adjacency.sum((1, 2)) / pos.adjacency.sum((1, 2)).clamp_min(1e-30)
                     return pos.scores - ratio.unsqueeze(-1).to(pos.scores.dtype) * neg.scores
-                scores = attr.attribute(ids, target=target, additional_forward_args=(mask,))
+                with _rms_norms_held(model) if name in HELD_RMS_NORMS else contextlib.nullcontext():
+                    scores = attr.attribute(ids, target=target, additional_forward_args=(mask,))
                 if negative is not None:
                     against = negative.attribute(ids, target=target, additional_forward_args=(mask,))
                     if name in DEMOTE:
@@ -1079,6 +1119,8 @@ FIFTEENTH_DIR = RESULTS / "fifteenth"
 SIXTEENTH_DIR = RESULTS / "sixteenth"
 #: ... and the decoders' default with the hubs' weight (SIXTEENTH_DECODERS), on the decoder tune halves
 SIXTEENTH_DECODERS_DIR = RESULTS / "sixteenth-decoders"
+#: ... and the decoders' default against the same (SEVENTEENTH_DECODERS), on the decoder tune halves
+SEVENTEENTH_DECODERS_DIR = RESULTS / "seventeenth-decoders"
 #: the seventeenth round: each encoder's default against the same from a pass under conservative propagation, alone
 #: and times that pass's gradient x input (SEVENTEENTH_NEW, SEVENTEENTH_MINILM), and CP-LRP, on the encoder tune halves
 SEVENTEENTH_DIR = RESULTS / "seventeenth"
@@ -1132,6 +1174,10 @@ ROUNDS = {
                             "times that pass's gradient x input, and CP-LRP", "seventeenth.md",
                             ("rule:depth-gate-hubs0.5-lp", "rule:depth-gate-hubs0.5-lp-cp",
                              "rule:depth-gate-hubs0.5-lp-cp-rel")),
+    "--seventeenth-decoders-table": (SEVENTEENTH_DECODERS_DIR, SEVENTEENTH_DECODERS,
+                                     "Seventeenth round, decoders: the decoders' default from the conservative pass, "
+                                     "times its gradient x input, and with the RMSNorm scales held too",
+                                     "seventeenth-decoders.md", ()),
 }
 #: a round whose worst case runs over other rounds' tune halves too: flag -> the rounds' folders (each half from the
 #: first folder that has it)
@@ -1210,6 +1256,9 @@ ROUND_LEADS: Dict[str, Tuple[str, str, str]] = {
     "--fifteenth-table": _LP_LEAD,
     "--sixteenth-table": _LP_LEAD,
     "--seventeenth-table": _LP_LEAD,
+    "--seventeenth-decoders-table": (SIXTEENTH_DECODERS[0], "pr-tag-pm-lp",
+                                     "the decoders' default: PR-TAG's edges, two walks, λ = 1, damping 0.7, the class's "
+                                     "log-probability"),
     "--sixteenth-decoders-table": (SIXTEENTH_DECODERS[0], "pr-tag-pm-lp",
                                    "the decoders' default: PR-TAG's edges, two walks, λ = 1, damping 0.7, the class's "
                                    "log-probability")}
@@ -1789,7 +1838,8 @@ ROUND_BINS: Dict[str, Tuple[str, ...]] = {"--twelfth-table": ("comprehensiveness
                                           "--fifteenth-table": ("comprehensiveness@50", "sufficiency@1"),
                                           "--sixteenth-table": ("comprehensiveness@50", "sufficiency@1"),
                                           "--sixteenth-decoders-table": ("comprehensiveness@50", "sufficiency@1"),
-                                          "--seventeenth-table": ("comprehensiveness@50", "sufficiency@1")}
+                                          "--seventeenth-table": ("comprehensiveness@50", "sufficiency@1"),
+                                          "--seventeenth-decoders-table": ("comprehensiveness@50", "sufficiency@1")}
 
 
 def _by_construction_lines(flag: str, folder: Path, lead: str, others: Sequence[str],
@@ -2275,6 +2325,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                              "from a pass under conservative propagation (CP-LRP's backward pass), alone and times "
                              "that pass's gradient x input, with CP-LRP's relevance as a reference, on the encoder "
                              "tune halves, and held out")
+    parser.add_argument("--seventeenth-decoders-table", action="store_true",
+                        help="write results/default-search/seventeenth-decoders.md: the decoders' default against "
+                             "the same from the conservative pass (the softmax held), times its gradient x input, and "
+                             "with the RMSNorm scales held too, on the decoder tune halves")
     parser.add_argument("--walk-correlation", default=None, metavar="DIR",
                         help="write DIR/walk_correlation.csv from DIR/cache.jsonl: the two walks' correlation per "
                              "example (the gate's signal)")
@@ -2296,7 +2350,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                   "thirteenth-decoders": THIRTEENTH_DECODERS, "fifteenth": FIFTEENTH,
                   "fifteenth-minilm": FIFTEENTH_MINILM_RUN, "sixteenth": SIXTEENTH,
                   "sixteenth-minilm": SIXTEENTH_MINILM_RUN, "sixteenth-decoders": SIXTEENTH_DECODERS,
-                  "seventeenth": SEVENTEENTH, "seventeenth-minilm": SEVENTEENTH_MINILM_RUN}
+                  "seventeenth": SEVENTEENTH, "seventeenth-minilm": SEVENTEENTH_MINILM_RUN,
+                  "seventeenth-decoders": SEVENTEENTH_DECODERS}
         methods += groups[item] if item in groups else [item] if item else []
     if args.half == "holdout" and args.cell and not args.tables and "tune" in args.methods.split(","):
         parser.error("the held-out half only confirms: pass --methods with the chosen candidate and references")

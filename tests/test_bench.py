@@ -1814,7 +1814,8 @@ def test_seventeenth_round_candidates_are_the_default_from_the_conservative_pass
     def explain(name):
         return METHODS[name].factory(model, forward, MethodContext())(ids, mask, special, target)
 
-    assert default_search.CONSERVATIVE == set(default_search.SEVENTEENTH_NEW + default_search.SEVENTEENTH_MINILM)
+    assert default_search.CONSERVATIVE == set(default_search.SEVENTEENTH_NEW + default_search.SEVENTEENTH_MINILM
+                                               + default_search.SEVENTEENTH_DECODERS[1:])
     for lead, cp in (("pr-tag0.25-pm0.25-gate0.5-hubs0.5-lp", "ds:pow0.25:pm0.25:gate0.5:rel-0.5:lp:cp"),
                      ("pr-tag-pm0.25-hubs0.5-lp", "ds:pow0.5:pm0.25:rel-0.5:lp:cp")):
         got = explain(cp)
@@ -1832,6 +1833,44 @@ def test_seventeenth_round_candidates_are_the_default_from_the_conservative_pass
         expected = ixg(ids, mask, special, target)
     torch.testing.assert_close(explain("cp-lrp"), expected)
     assert not torch.allclose(explain("cp-lrp"), ixg(ids, mask, special, target), atol=1e-5)
+
+
+def test_seventeenth_round_decoder_candidates_hold_the_softmax_and_with_cpnorm_the_rmsnorm_scales(tiny_decoder):
+    """The decoders' candidates: ``:cp`` and ``:cp*cpixg`` are the decoders' default (PR-TAG±, λ = 1, log-prob.) from
+    the library's conservative pass, without and with the relevance weight; ``:cpnorm*cpixg`` also holds every
+    RMSNorm's scale by forward hooks (Llama writes its RMSNorm out by hand, which the library's mode does not see):
+    each hooked norm gives the module's own output, and every hook is gone afterwards."""
+    import captum_prxai
+    from captum_prxai.methods.registry import METHODS, MethodContext
+
+    default_search = _default_search()
+    default_search.register_candidates()
+    model, tokenizer = tiny_decoder
+    enc = tokenizer(["good film but a dull plot"], return_tensors="pt")
+    ids, mask = enc["input_ids"], enc["attention_mask"]
+
+    def forward(input_ids, attention_mask=None):
+        return model(input_ids, attention_mask=attention_mask).logits
+
+    def explain(name):
+        return METHODS[name].factory(model, forward, MethodContext())(ids, mask, torch.zeros_like(ids),
+                                                                      torch.tensor([1]))
+
+    layers = captum_prxai.attention_layers(model)
+    settings = dict(edge_weight="tempered_attention_gradient", attention_power=0.5, walks="both", negative_weight=1.0,
+                    hub_power=0.0, objective="log_probability", walk_gate=None)
+    for name, weight in (("ds:pow0.5:lp:pm:cp", 0.0), ("ds:pow0.5:lp:pm:cp*cpixg", 1.0)):
+        expected = captum_prxai.PageRankAttribution(forward, layers, propagation="conservative",
+                                                    relevance_weight=weight, **settings).attribute(
+            ids, target=torch.tensor([1]), additional_forward_args=(mask,))
+        torch.testing.assert_close(explain(name), expected, atol=1e-6, rtol=0)
+    norms = [m for m in model.modules() if type(m).__name__.endswith("RMSNorm")]
+    x = torch.randn(1, 3, 16)
+    for norm in norms:
+        torch.testing.assert_close(default_search._rms_norm_held(norm, (x,), norm(x)), norm(x))
+    held = explain("ds:pow0.5:lp:pm:cpnorm*cpixg")
+    assert not torch.allclose(held, explain("ds:pow0.5:lp:pm:cp*cpixg"), atol=1e-6)
+    assert not [m for m in model.modules() if m._forward_hooks]
 
 
 def _binned_round_table(default_search, flag, tmp_path, monkeypatch, halves):

@@ -259,9 +259,11 @@ def auto_propagation(causal: bool, depth: int) -> str:
     from +0.098 to +0.028 (+0.012 with :func:`auto_relevance_weight`),
     gaining on the five-class topic halves (MPNet BBC News +0.098
     comprehensiveness) as on the two-class ones, where every earlier
-    construction that gained on sentiment lost on topic. It was not measured
-    on decoders, which keep the model's own gradient (their RMSNorm is often
-    written out by hand, which the hold does not see).
+    construction that gained on sentiment lost on topic. Decoders keep the
+    model's own gradient: on the four SmolLM2 tune halves (a first look, no
+    rule decision) holding the softmax alone is level on comprehensiveness,
+    and their RMSNorm is written out by hand, which the hold does not see
+    (held by the benchmark's hooks, it gains on BBC News only).
     ``causal`` and ``depth`` as in :func:`auto_attention_power`.
     """
     return "gradient" if causal else ENCODER_PROPAGATION
@@ -276,7 +278,8 @@ def auto_relevance_weight(causal: bool, depth: int,
     round): over the ten encoder tune halves, the conservative pass's walk
     times ``1 + R / max|R|`` (``R`` that pass's gradient x input) has the
     worst case +0.012, level (one standard error 0.015), against +0.028 for
-    the walk alone. Not measured on decoders, which keep 0.
+    the walk alone. On the four SmolLM2 tune halves (a first look) it adds
+    nothing to the softmax-held pass, so decoders keep 0.
     ``causal`` and ``depth`` as in :func:`auto_attention_power`.
     """
     return 0.0 if causal or (isinstance(edge_weight, str) and edge_weight == "attention") else ENCODER_RELEVANCE_WEIGHT
