@@ -235,13 +235,13 @@ def _path_scores(attr: Any, embeddings: Any, ids: Tensor, mask: Tensor, special:
 
 
 def _rms_norm_held(module: Any, args: Any, output: Tensor) -> Tensor:
-    """Forward hook on an RMSNorm module: ``weight · x / rms(x)`` with ``rms`` held constant in the backward pass (the
-    statistics in fp32, as Llama's RMSNorm takes them)."""
+    """Forward hook on an RMSNorm module: ``weight · x / rms(x)`` with ``rms`` held constant in the backward pass, by
+    the library's own held ``rms_norm`` (statistics in fp32, as Llama's RMSNorm takes them)."""
+    from captum_prxai.conservative import _rms_norm
+
     x = args[0]
-    wide = x.float()
     eps = getattr(module, "variance_epsilon", getattr(module, "eps", 1e-6))
-    out = (wide / (wide.pow(2).mean(-1, keepdim=True) + eps).sqrt().detach()).to(x.dtype)
-    return out if getattr(module, "weight", None) is None else module.weight * out
+    return _rms_norm(x, x.shape[-1], getattr(module, "weight", None), eps)
 
 
 @contextlib.contextmanager
@@ -1235,6 +1235,9 @@ _MPNET_LEAD = ("ds:pow0.25:pm0.25", "pr-tag0.25-pm0.25",
 _LP_LEAD = (THIRTEENTH_MPNET[1], "pr-tag0.25-pm0.25-gate0.5-hubs0.5-lp",
             "the 12-layer encoders' default: A^0.25 ⊙ dA⁺ edges, two walks, λ = 0.25, gate 0.5, hubs 0.5, damping 0.7, "
             "the class's log-probability")
+#: the decoders' default since the fourteenth round (the class's log-probability), the lead of the later decoder rounds
+_DECODER_LP_LEAD = (SIXTEENTH_DECODERS[0], "pr-tag-pm-lp",
+                    "the decoders' default: PR-TAG's edges, two walks, λ = 1, damping 0.7, the class's log-probability")
 #: a round's default, if not the encoders' (``FOURTH_LEAD``): flag -> (its candidate name, its matrix name, what it is)
 ROUND_LEADS: Dict[str, Tuple[str, str, str]] = {
     "--seventh-decoders-table": ("ds:pow0.5:pm", "pr-tag-pm",
@@ -1255,12 +1258,8 @@ ROUND_LEADS: Dict[str, Tuple[str, str, str]] = {
     "--fifteenth-table": _LP_LEAD,
     "--sixteenth-table": _LP_LEAD,
     "--seventeenth-table": _LP_LEAD,
-    "--seventeenth-decoders-table": (SIXTEENTH_DECODERS[0], "pr-tag-pm-lp",
-                                     "the decoders' default: PR-TAG's edges, two walks, λ = 1, damping 0.7, the class's "
-                                     "log-probability"),
-    "--sixteenth-decoders-table": (SIXTEENTH_DECODERS[0], "pr-tag-pm-lp",
-                                   "the decoders' default: PR-TAG's edges, two walks, λ = 1, damping 0.7, the class's "
-                                   "log-probability")}
+    "--sixteenth-decoders-table": _DECODER_LP_LEAD,
+    "--seventeenth-decoders-table": _DECODER_LP_LEAD}
 #: the encoders' default, the lead of the other rounds
 _ENCODER_LEAD = (FOURTH_LEAD, "pr-tag-pm0.25", "PR-TAG's edges, two walks, λ = 0.25, damping 0.7")
 #: rules ranked beside the candidates: per architecture, the candidate whose rows the rule takes on its halves.
