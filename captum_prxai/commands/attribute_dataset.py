@@ -37,7 +37,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     src.add_argument("--id-column", help="column with unique ids (default: the row number)")
     src.add_argument("--label-column", help="column with gold labels, as class names or indices (optional)")
     src.add_argument("--encoding", default="utf-8", help="encoding of CSV/JSONL input (default: %(default)s)")
-    src.add_argument("--limit", type=int, help="explain only the first N texts")
+    src.add_argument("--limit", type=int, help="explain only the first N texts (0 or more)")
+    src.add_argument("--skip-bad-rows", action="store_true",
+                     help="skip (and count) CSV rows with more or fewer fields than the header, instead of "
+                          "stopping at the first one")
 
     what = parser.add_argument_group("attribution")
     what.add_argument("--model", default="default",
@@ -92,6 +95,7 @@ def run(args: argparse.Namespace) -> int:
     result = attribute_dataset(
         args.input, args.output, dataset=args.dataset, split=args.split, text_column=args.text_column,
         id_column=args.id_column, label_column=args.label_column, encoding=args.encoding, limit=args.limit,
+        bad_rows="skip" if args.skip_bad_rows else "error",
         model=args.model, methods=args.methods, method_options=parse_options(args.option), target=args.target,
         long=args.long, max_length=args.max_length, window_stride=args.window_stride,
         token_budget=args.token_budget, bucketing=not args.no_bucketing, shard_size=args.shard_size,

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import csv
 import hashlib
+import io
 import json
 import os
 from dataclasses import dataclass, field
@@ -41,6 +42,8 @@ __all__ = [
 FORMATS = ("parquet", "jsonl")
 #: the run's settings, written in the output folder (ignored by Parquet readers: leading underscore)
 MANIFEST = "_run.json"
+#: what to do with a CSV row whose field count is not the header's
+BAD_ROWS = ("error", "skip")
 #: key of the run's settings in each Parquet shard's schema metadata
 METADATA_KEY = b"captum_prxai"
 
@@ -55,6 +58,7 @@ class Corpus:
         texts: The texts (``None`` where the input had no value).
         labels: Raw label values (``None`` without a label column).
         label_names: Class names known from the source (packaged datasets).
+        skipped_lines: Lines of the ragged CSV rows skipped (``bad_rows="skip"``).
     """
 
     source: str
@@ -62,6 +66,7 @@ class Corpus:
     texts: List[Optional[str]]
     labels: Optional[List[Any]] = None
     label_names: Optional[List[str]] = field(default=None)
+    skipped_lines: List[int] = field(default_factory=list)
 
     def __len__(self) -> int:
         return len(self.texts)
@@ -94,21 +99,49 @@ def _read_text(path: Path, encoding: str) -> str:
         raise PRXAIError(f"unknown encoding {encoding!r}; use e.g. utf-8 or latin-1.") from None
 
 
-def _read_csv(path: Path, encoding: str) -> tuple:
+def _read_csv(path: Path, encoding: str, bad_rows: str = "error") -> tuple:
+    """Header, rows (dicts), the line each row starts on, and the lines of the ragged rows skipped."""
     text = _read_text(path, encoding)
     if text.startswith("\ufeff"):
         text = text[1:]
-    reader = csv.reader(text.splitlines(keepends=True))
-    header = next(reader, None)
-    if not header:
-        raise PRXAIError(f"{path} is empty: a CSV file needs a header line naming its columns and one row per text.")
-    rows = [dict(zip(header, r)) for r in reader if r]
-    return header, rows
+    # the csv module refuses fields over 131,072 characters by default; the whole file is in memory
+    # anyway, so no field can be longer than the file (the limit is process-wide: restored below)
+    old_limit = csv.field_size_limit()
+    csv.field_size_limit(max(old_limit, min(len(text) + 1, 2**31 - 1)))
+    try:
+        reader = csv.reader(io.StringIO(text, newline=""))  # physical lines: \r\n or \n (not U+2028, form feed)
+        try:
+            header = next(reader, None)
+            if not header:
+                raise PRXAIError(f"{path} is empty: a CSV file needs a header line naming its columns and one row per text.")
+            rows, lines, skipped = [], [], []
+            end = reader.line_num
+            for r in reader:
+                start, end = end + 1, reader.line_num
+                if not r:
+                    continue
+                if len(r) != len(header):
+                    if bad_rows == "skip":
+                        skipped.append(start)
+                        continue
+                    raise PRXAIError(
+                        f"{path}:{start}: this row has {len(r)} fields but the header has {len(header)} "
+                        f"({', '.join(header)}); quote fields that hold commas (\"...\"), or pass --skip-bad-rows "
+                        "to skip such rows (they are counted)."
+                    )
+                rows.append(dict(zip(header, r)))
+                lines.append(f"line {start}")
+        except csv.Error as err:
+            raise PRXAIError(f"{path}:{reader.line_num}: not valid CSV ({err}).") from None
+    finally:
+        csv.field_size_limit(old_limit)
+    return header, rows, lines, skipped
 
 
 def _read_jsonl(path: Path, encoding: str) -> tuple:
-    rows, columns = [], {}
-    for line_no, line in enumerate(_read_text(path, encoding).splitlines(), 1):
+    rows, columns, lines = [], {}, []
+    # split on newlines only: JSON strings may hold U+2028, form feeds and other characters str.splitlines breaks at
+    for line_no, line in enumerate(_read_text(path, encoding).split("\n"), 1):
         if not line.strip():
             continue
         try:
@@ -120,7 +153,8 @@ def _read_jsonl(path: Path, encoding: str) -> tuple:
         for key in rec:
             columns.setdefault(key, None)
         rows.append(rec)
-    return list(columns), rows
+        lines.append(f"line {line_no}")
+    return list(columns), rows, lines, []
 
 
 def _read_parquet(path: Path) -> tuple:
@@ -131,7 +165,8 @@ def _read_parquet(path: Path) -> tuple:
         table = pq.read_table(str(path))
     except Exception as err:  # pyarrow raises ArrowInvalid, OSError, ...
         raise PRXAIError(f"{path}: cannot read it as Parquet ({err}).") from None
-    return table.column_names, table.to_pylist()
+    rows = table.to_pylist()
+    return table.column_names, rows, [f"row {i}" for i in range(len(rows))], []
 
 
 def _as_id(value: Any) -> str:
@@ -150,6 +185,7 @@ def read_corpus(
     label_column: Optional[str] = None,
     encoding: str = "utf-8",
     limit: Optional[int] = None,
+    bad_rows: str = "error",
 ) -> Corpus:
     """Read the texts to explain from a file or a packaged dataset.
 
@@ -164,15 +200,23 @@ def read_corpus(
         id_column: Column of unique ids (default: the row number, from 0).
         label_column: Optional column of gold labels (class indices or names).
         encoding: Encoding of CSV and JSON Lines files.
-        limit: Read only the first ``limit`` texts.
+        limit: Read only the first ``limit`` texts (0 or more).
+        bad_rows: A CSV row whose field count is not the header's: ``"error"``
+            (refused, with its line number) or ``"skip"`` (left out, and its
+            line listed in :attr:`Corpus.skipped_lines`).
 
     Returns:
         A :class:`Corpus`.
 
     Raises:
         PRXAIError: Missing file, unknown format, empty file, missing column,
-            bytes that are not valid in ``encoding``, duplicate or missing ids.
+            bytes that are not valid in ``encoding``, duplicate or missing ids,
+            a ragged CSV row, a text that is not a string, a negative ``limit``.
     """
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
+        raise PRXAIError(f"limit must be a whole number of texts, 0 or more, got {limit!r}.")
+    if bad_rows not in BAD_ROWS:
+        raise PRXAIError(f"bad_rows must be one of {', '.join(BAD_ROWS)}, got {bad_rows!r}.")
     if (path is None) == (dataset is None):
         raise PRXAIError("give either an input file or a packaged dataset (--dataset NAME), not both or neither.")
     if dataset is not None:
@@ -187,15 +231,16 @@ def read_corpus(
         raise PRXAIError(f"no input file {path}.")
     suffix = path.suffix.lower()
     if suffix == ".csv":
-        columns, rows = _read_csv(path, encoding)
+        columns, rows, lines, skipped = _read_csv(path, encoding, bad_rows)
     elif suffix in (".jsonl", ".json", ".ndjson"):
-        columns, rows = _read_jsonl(path, encoding)
+        columns, rows, lines, skipped = _read_jsonl(path, encoding)
     elif suffix in (".parquet", ".pq"):
-        columns, rows = _read_parquet(path)
+        columns, rows, lines, skipped = _read_parquet(path)
     else:
         raise PRXAIError(f"{path}: unknown input format {suffix or '(no suffix)'!r}; use .csv, .jsonl or .parquet.")
     if not rows:
-        raise PRXAIError(f"{path} holds no rows; nothing to explain.")
+        more = f" ({len(skipped)} ragged rows skipped)" if skipped else ""
+        raise PRXAIError(f"{path} holds no rows{more}; nothing to explain.")
     for role, name in (("text", text_column), ("id", id_column), ("label", label_column)):
         if name is not None and name not in columns:
             flag = {"text": "--text-column", "id": "--id-column", "label": "--label-column"}[role]
@@ -204,9 +249,12 @@ def read_corpus(
     if limit is not None:
         rows = rows[:limit]
     texts = []
-    for row in rows:
+    for row, where in zip(rows, lines):
         value = row.get(text_column)
-        texts.append(None if value is None else str(value))
+        if value is not None and not isinstance(value, str):
+            raise PRXAIError(f"{path}, {where}: the text column {text_column!r} holds {_kind(value)}, not a string; "
+                             "every text must be a string (or null, which is skipped as empty).")
+        texts.append(value)
     if id_column is None:
         ids = [str(i) for i in range(len(rows))]
     else:
@@ -222,7 +270,14 @@ def read_corpus(
             seen[key] = i
             ids.append(key)
     labels = None if label_column is None else [row.get(label_column) for row in rows]
-    return Corpus(str(path), ids, texts, labels)
+    return Corpus(str(path), ids, texts, labels, skipped_lines=skipped)
+
+
+def _kind(value: Any) -> str:
+    """``[1, 2]`` -> ``"a list"``: how an error names a value of the wrong type."""
+    name = {list: "a list", dict: "an object", bool: "a boolean", int: "a number", float: "a number",
+            bytes: "bytes"}.get(type(value))
+    return name or f"a {type(value).__name__}"
 
 
 def map_labels(labels: Sequence[Any], label_names: Sequence[str], source: str,

@@ -129,6 +129,7 @@ def attribute_dataset(
     label_column: Optional[str] = None,
     encoding: str = "utf-8",
     limit: Optional[int] = None,
+    bad_rows: str = "error",
     model: Union[str, Tuple[Any, Any]] = "default",
     methods: Optional[Union[str, Sequence[str]]] = None,
     method_options: Optional[Dict[str, Dict[str, Any]]] = None,
@@ -169,7 +170,10 @@ def attribute_dataset(
         dataset, split: A packaged dataset instead of a file.
         text_column, id_column, label_column: Column names (id and label optional).
         encoding: Encoding of CSV and JSON Lines input.
-        limit: Explain only the first ``limit`` texts.
+        limit: Explain only the first ``limit`` texts (0 or more).
+        bad_rows: A CSV row with more or fewer fields than the header:
+            ``"error"`` (refused with its line number) or ``"skip"`` (skipped,
+            counted in the summary).
         model: ``"default"``, a checkpoint folder, a trained model's name, or a
             ``(model, tokenizer)`` pair.
         methods: Registry names, comma-separated or a list (e.g. ``"pr-g,pr-a"``); default: the
@@ -208,6 +212,12 @@ def attribute_dataset(
     """
     if engine not in ENGINES:
         raise PRXAIError(f"unknown engine {engine!r}; choose from: {', '.join(ENGINES)}.")
+    if not str(output).strip():
+        raise PRXAIError("the output folder is an empty name (''); give a folder, e.g. --output scores/ "
+                         "(the results are written as shards in it).")
+    if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
+        raise PRXAIError(f"threads must be a whole number, at least 1, got {threads!r}; leave it out for torch's "
+                         "default.")
     if long not in LONG_POLICIES:
         raise PRXAIError(f"unknown long-text policy {long!r}; choose from: {', '.join(LONG_POLICIES)}.")
     if token_budget < 1 or shard_size < 1 or actors < 1 or cpus_per_actor < 1:
@@ -217,7 +227,7 @@ def attribute_dataset(
     # format, pyarrow, permissions: early (the columns do not matter for this check)
     ShardStore(output, format, names or [registry.default_method()], {"run_key": ""}).check_writable()
     corpus = read_corpus(input, dataset=dataset, split=split, text_column=text_column, id_column=id_column,
-                         label_column=label_column, encoding=encoding, limit=limit)
+                         label_column=label_column, encoding=encoding, limit=limit, bad_rows=bad_rows)
     if target == "label" and corpus.labels is None:
         raise PRXAIError("target 'label' explains each text's gold label: give the label column (--label-column).")
     if engine == "ray":
@@ -231,6 +241,10 @@ def attribute_dataset(
     worker = Worker(**worker_kwargs, device=device, threads=threads)
     names = worker_kwargs["methods"] = list(worker.methods)  # resolved for the model (Ray actors get the same)
     notes: List[str] = []
+    if corpus.skipped_lines:
+        shown = ", ".join(map(str, corpus.skipped_lines[:10])) + (", ..." if len(corpus.skipped_lines) > 10 else "")
+        notes.append(f"skipped {len(corpus.skipped_lines)} ragged CSV row(s) of {corpus.source} "
+                     f"(more or fewer fields than the header): line(s) {shown}.")
     labels = _labels(corpus, worker.label_names, target, notes)
 
     metadata = {
@@ -240,7 +254,7 @@ def attribute_dataset(
         "model_identity": _model_identity(worker.model),
         "label_names": worker.label_names,
         "methods": [{"name": e.name, "label": e.label, "column": score_column(e.name)} for e in worker.explainers],
-        "method_options": method_options or {},
+        "method_options": worker.method_options,
         "target": target,
         "long": long,
         "max_length": worker.max_length,

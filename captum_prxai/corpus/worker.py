@@ -76,6 +76,18 @@ def plan_batches(lengths: Sequence[int], token_budget: int, bucketing: bool = Tr
     return batches
 
 
+def _check_options_selected(method_options: Dict[str, Dict[str, Any]], methods: Sequence[str]) -> None:
+    """Refuse options for a method that is not run (they would be ignored, yet stored with the results)."""
+    unused = [m for m in method_options if m not in methods]
+    if unused:
+        example = next(iter(method_options[unused[0]]), "KEY")
+        raise PRXAIError(
+            f"options given for {', '.join(unused)} (--option {unused[0]}.{example}=...), which "
+            f"{'is' if len(unused) == 1 else 'are'} not among the methods run ({', '.join(methods)}); "
+            "add it to the methods (--methods) or drop the option."
+        )
+
+
 @dataclass
 class _Doc:
     record: Dict[str, Any]
@@ -127,16 +139,21 @@ class Worker:
         from captum_prxai._tokenize import model_input_limit
 
         if threads is not None:
-            torch.set_num_threads(int(threads))
+            if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+                raise PRXAIError(f"threads must be a whole number, at least 1, got {threads!r}.")
+            torch.set_num_threads(threads)
         if long not in LONG_POLICIES:
             raise PRXAIError(f"unknown long-text policy {long!r}; choose from: {', '.join(LONG_POLICIES)}.")
         if not (target in ("predicted", "label") or (isinstance(target, int) and not isinstance(target, bool))):
             raise PRXAIError(f"target must be 'predicted', 'label' or a class index, got {target!r}.")
         registry = method_registry()
+        method_options = registry.validate_options(method_options or {})  # aliases -> registry names
         if methods is not None:
             methods = registry.parse_methods(list(methods))  # refused before the model loads
+            _check_options_selected(method_options, methods)
         self.model, self.tokenizer = load_model_spec(model)
         self.methods = methods if methods is not None else registry.parse_methods(registry.default_method(self.model))
+        _check_options_selected(method_options, self.methods)
         if device == "auto":
             device = "cuda" if torch.cuda.is_available() else "cpu"
         self.device = torch.device(device)
@@ -161,7 +178,8 @@ class Worker:
         pad = getattr(self.tokenizer, "pad_token_id", None)
         self.pad_id = int(pad if pad is not None else 0)
         self.forward_func = registry.make_forward_func(self.model)
-        context = registry.MethodContext.from_tokenizer(self.tokenizer, options=method_options or {})
+        self.method_options = method_options
+        context = registry.MethodContext.from_tokenizer(self.tokenizer, options=method_options)
         self.explainers = [registry.build_method(m, self.model, self.forward_func, context) for m in self.methods]
         if long == "windows":
             slow = [e.name for e in self.explainers if not hasattr(e.attribution, "attribute_long")]
