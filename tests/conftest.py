@@ -74,6 +74,63 @@ def benchmark_script():
     return load
 
 
+#: The words of the benchmark tests' tiny classifiers (``tiny``, ``tiny_decoder``): their toy texts use only these.
+BENCH_WORDS = "the a movie film plot was is not very good bad great awful boring fun".split()
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    """The benchmark tests' tiny BERT classifier (eager attention) and a word-level tokenizer of ``BENCH_WORDS``:
+    ``(model, tokenizer)``, shared by the library's tests (tests/test_bench.py) and the scripts' (tests/benchmarks/)."""
+    from transformers import BertConfig, BertForSequenceClassification, BertTokenizer
+
+    torch.set_num_threads(1)
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + BENCH_WORDS
+    folder = tmp_path_factory.mktemp("tok")
+    (folder / "vocab.txt").write_text("\n".join(vocab) + "\n")
+    tokenizer = BertTokenizer(str(folder / "vocab.txt"))
+    config = BertConfig(vocab_size=len(vocab), hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
+                        intermediate_size=32, max_position_embeddings=32, num_labels=2)
+    config._attn_implementation = "eager"
+    torch.manual_seed(0)
+    model = BertForSequenceClassification(config).eval()
+    return model, tokenizer
+
+
+@pytest.fixture(scope="module")
+def tiny_decoder():
+    """A tiny Llama classifier with a word-level tokenizer of ``BENCH_WORDS`` that adds no special tokens."""
+    import transformers
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    vocab = {w: i for i, w in enumerate(["<pad>", "<unk>"] + BENCH_WORDS + [","])}
+    backend = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    backend.pre_tokenizer = pre_tokenizers.Whitespace()
+    tokenizer = transformers.PreTrainedTokenizerFast(tokenizer_object=backend, pad_token="<pad>",
+                                                     unk_token="<unk>")
+    config = transformers.LlamaConfig(vocab_size=len(vocab), hidden_size=16, num_hidden_layers=2,
+                                      num_attention_heads=2, num_key_value_heads=1, intermediate_size=32,
+                                      max_position_embeddings=32, num_labels=2, pad_token_id=0)
+    torch.manual_seed(0)
+    return transformers.LlamaForSequenceClassification(config).eval(), tokenizer
+
+
+@pytest.fixture
+def random_graph():
+    """Two random 5-node graphs teleporting to node 0, the second with node 4 masked out, and their PageRank:
+    ``(adjacency, teleport, mask, reference)``."""
+    from captum_prxai import pagerank
+
+    torch.manual_seed(0)
+    adjacency = torch.rand(2, 5, 5, dtype=torch.float64)
+    teleport = torch.zeros(2, 5, dtype=torch.float64)
+    teleport[:, 0] = 1.0
+    mask = torch.ones(2, 5, dtype=torch.bool)
+    mask[1, 4] = False
+    reference = pagerank(adjacency, 0.7, personalization=teleport, node_mask=mask, tol=1e-12, max_iter=1000)
+    return adjacency, teleport, mask, reference
+
+
 @pytest.fixture(scope="session")
 def tiny_model_factory():
     cache: dict[str, torch.nn.Module] = {}

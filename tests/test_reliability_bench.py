@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from test_bench import DATA, tiny  # noqa: F401  (the tiny BERT fixture and its toy data)
+from test_bench import DATA  # the toy data of the tiny BERT fixture (tests/conftest.py)
 
 from captum_prxai import cli
 from captum_prxai.bench import run_benchmark
