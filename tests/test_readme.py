@@ -105,6 +105,73 @@ def test_the_explain_command_installs_only_the_core_and_the_tests_install_dev():
     assert test_specs == [".[dev]"], test_specs
 
 
+BROWSER_SETUP = "tests/e2e/setup-browser.sh"
+
+
+def test_the_test_command_runs_the_browser_set_up_before_pytest(monkeypatch, tmp_path):
+    """The browser test fails without Chromium, so the README's test command installs it first, with the script
+    the test's failure message names (no step hidden in ``.ci/run``)."""
+    steps = [part.strip() for part in quick_start_commands()[1].split("&&")]
+    pytest_step = next(i for i, step in enumerate(steps) if "pytest" in step)
+    assert f"bash {BROWSER_SETUP}" in steps[:pytest_step], steps
+    assert (ROOT / BROWSER_SETUP).is_file()
+    e2e = importlib.import_module("e2e.test_explorer_e2e")
+    monkeypatch.setenv("CHROMIUM", str(tmp_path / "no-chromium"))
+    with pytest.raises(pytest.fail.Exception, match=re.escape(f"run {BROWSER_SETUP}")):
+        e2e._requirements()
+
+
+def _fake_checkout(tmp_path: Path, install: str, tests: str) -> tuple[Path, Path, dict]:
+    """A checkout with this ``.ci/`` and a README whose Quick start commands are ``install`` and ``tests``; the tools
+    a hidden step could call (pip, python, node, npm, apt-get, sudo, the venv's python, the browser set-up) only
+    append their name to ``calls.log``. Returns the checkout, the log and the environment to run ``.ci/run`` in."""
+    import shutil
+
+    root, stubs, log = tmp_path / "checkout", tmp_path / "stubs", tmp_path / "calls.log"
+    shutil.copytree(ROOT / ".ci", root / ".ci")
+    (root / "README.md").write_text(f"# x\n\n## Quick start\n\n```bash\n{install}\n```\n\n```bash\n{tests}\n```\n\n"
+                                    "## Next\n", encoding="utf-8")
+    logging = '#!/bin/sh\necho "$(basename "$0") $*" >> "$CALLS"\n'
+    for path in [stubs / name for name in ("pip", "pip3", "python", "python3", "pytest", "node", "npm", "npx",
+                                            "apt-get", "sudo", "chromium")] + [root / ".venv" / "bin" / "python",
+                                                                               root / BROWSER_SETUP]:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(logging)
+        path.chmod(0o755)
+    import os
+
+    env = {**os.environ, "PATH": f"{stubs}{os.pathsep}{os.environ['PATH']}", "CALLS": str(log)}
+    return root, log, env
+
+
+def test_ci_runs_the_readme_commands_and_nothing_else(tmp_path):
+    import subprocess
+
+    install = "pip install torch==2.13.0 -e . && echo explained >> $CALLS"
+    tests = f"pip install torch==2.13.0 -e '.[dev]' && bash {BROWSER_SETUP} && python -m pytest -q"
+    root, log, env = _fake_checkout(tmp_path, install, tests)
+    done = subprocess.run(["bash", str(root / ".ci" / "run")], capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stderr
+    # every call is one of the two commands', in their order: no set-up of its own, no extra python
+    assert log.read_text().splitlines() == ["pip install torch==2.13.0 -e .", "explained",
+                                            "pip install torch==2.13.0 -e .[dev]", "setup-browser.sh ",
+                                            "python -m pytest -q"]
+
+
+@pytest.mark.parametrize("install, tests, phrase", [
+    ("echo install", "python -m pytest -q", "must run 'bash tests/e2e/setup-browser.sh' before pytest"),
+    ("pip install -e .", f"bash {BROWSER_SETUP} && python -m pytest -q", "must pin torch==2.13.0"),
+    ("echo install", f"bash {BROWSER_SETUP} && echo done", "must run pytest"),
+])
+def test_ci_checks_the_readme_commands_before_running_anything(tmp_path, install, tests, phrase):
+    import subprocess
+
+    root, log, env = _fake_checkout(tmp_path, install, tests)
+    done = subprocess.run(["bash", str(root / ".ci" / "run")], capture_output=True, text=True, env=env)
+    assert done.returncode == 1 and phrase in done.stderr, done.stderr
+    assert not log.exists()  # refused before either command ran
+
+
 # --------------------------------------------------------------------------------------------------
 # Links and figures
 # --------------------------------------------------------------------------------------------------

@@ -25,7 +25,7 @@ from e2e._tiny import build_tiny  # noqa: E402
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = Path(__file__).resolve().parent / "explorer.e2e.mjs"
 ARTIFACTS = ROOT / "test-artifacts"
-SETUP = "run .ci/setup-browser (installs chromium with apt-get and playwright-core with npm)"
+SETUP = "run tests/e2e/setup-browser.sh (installs chromium with apt-get and playwright-core with npm)"
 
 
 def _requirements() -> tuple[str, str]:

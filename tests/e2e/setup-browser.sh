@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Install what the explorer's browser test (tests/e2e) needs: Debian's Chromium and the npm module
-# playwright-core (no browser download: Playwright drives /usr/bin/chromium). Idempotent and quick
-# when everything is already there. Run from anywhere; needs root (or sudo) only to install Chromium.
+# Install what the explorer's browser test (tests/e2e/test_explorer_e2e.py) needs: Debian's Chromium
+# and the npm module playwright-core (no browser download: Playwright drives /usr/bin/chromium).
+# The README's test command runs it before pytest. Idempotent and quick when everything is already
+# there. Run from anywhere; needs root (or sudo) only to install Chromium, node and npm.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 
 export PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1
 
