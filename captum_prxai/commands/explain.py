@@ -109,7 +109,7 @@ def run(args: argparse.Namespace) -> int:
 
     from captum_prxai.models import load_model
     from captum_prxai.viz.html import comparison_page
-    from captum_prxai.viz.terminal import terminal_heatmap
+    from captum_prxai.viz.terminal import terminal_heatmap, terminal_legend
 
     model, tokenizer = load_model(args.model)
     result = explain_text(args.text, model, tokenizer, methods, target=args.target, truncate=args.truncate,
@@ -138,7 +138,8 @@ def run(args: argparse.Namespace) -> int:
         ms = result.seconds[label] * 1000
         print(f"\n{label}  ({ms:.0f} ms)")
         print(terminal_heatmap(result.tokens, scores, merge_subwords=args.merge_subwords, color=color,
-                               explained_position=result.explained_position))
+                               explained_position=result.explained_position, method=label))
+        print(f"  {terminal_legend(scores, method=label, color=color)}")
         print(f"  top: {_top_words(result.tokens, scores, args.merge_subwords, result.unknown, 5, result.explained_position)}")
 
     if paths:

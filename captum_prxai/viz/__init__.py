@@ -24,6 +24,7 @@ _EXPORTS = {
     "attention_graph_svg": ".graph",
     "plot_deletion_curves": ".curves",
     "terminal_heatmap": ".terminal",
+    "terminal_legend": ".terminal",
     "merge_subwords": ".tokens",
     "top_words": ".tokens",
 }

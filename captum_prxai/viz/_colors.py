@@ -2,13 +2,18 @@
 
 Two scales are used throughout :mod:`captum_prxai.viz`:
 
-* **sequential** (non-negative scores, e.g. PageRank probabilities): white for
-  0, deepening orange for larger scores; the largest score gets the full
-  colour.
-* **diverging** (signed scores, e.g. gradients): green for positive, red for
-  negative, white for 0 (the same convention as
+* **sequential** (unsigned methods, e.g. PageRank probabilities and the PR-XAI
+  default): white for 0, deepening orange for larger scores; the largest score
+  gets the full colour and scores below 0 are drawn as 0.
+* **diverging** (signed methods, e.g. Integrated Gradients): green for
+  positive, red for negative, white for 0 (the same convention as
   :func:`captum.attr.visualization.visualize_text`); the largest absolute
   score gets the full colour.
+
+Which scale a method gets is :func:`resolve_signed`: the caller's choice, else
+the registered method's :attr:`~captum_prxai.methods.MethodSpec.signed`, else
+(a method the registry does not know) whether any score is negative.
+docs/signed.md gives the measurement behind the default's entry.
 """
 
 from __future__ import annotations
@@ -59,6 +64,66 @@ def to_float_list(scores: Any, name: str = "scores") -> list[float]:
 def is_signed(scores: Sequence[float]) -> bool:
     """True if any score is negative (then the diverging scale is used)."""
     return any(s < 0 for s in scores)
+
+
+def registered_signed(method: str | None) -> bool | None:
+    """Whether the registered method ``method`` gives signed scores; ``None`` if it is not registered.
+
+    ``method`` may be a registry name, an alias or a display label (tables and
+    pages key scores by label, e.g. ``"Integrated Gradients"``).
+    """
+    if not isinstance(method, str) or not method.strip():
+        return None
+    from captum_prxai.methods import METHODS
+
+    key = method.strip().lower()
+    spec = METHODS.get(key)
+    if spec is None:
+        spec = next((s for s in METHODS.values() if key in s.aliases or s.label == method), None)
+    if spec is None:
+        return None
+    # temporary fallback until MethodSpec.signed lands with the registry: the scores decide
+    signed = getattr(spec, "signed", None)
+    return None if signed is None else bool(signed)
+
+
+def resolve_signed(signed: bool | None, method: str | None, scores: Sequence[float]) -> bool:
+    """The scale for ``scores``: diverging (``True``) or sequential (``False``).
+
+    ``signed`` if given; else the registered method's ``signed``
+    (:func:`registered_signed`); else whether any score is negative.
+    """
+    if signed is not None:
+        return bool(signed)
+    declared = registered_signed(method)
+    return is_signed(scores) if declared is None else declared
+
+
+def scale_kind(signed: bool) -> str:
+    """``"signed"`` or ``"unsigned"``: the word the legends use for the scale."""
+    return "signed" if signed else "unsigned"
+
+
+def legend_note(signed: bool, below_zero: bool = False, clipped: bool = False) -> str:
+    """What the colours mean, for a legend.
+
+    Args:
+        signed: The diverging scale (red against, green for the explained class)
+            instead of the sequential one (white 0 to the largest score).
+        below_zero: Some scores are negative (on the sequential scale they are
+            drawn as 0; the note says so).
+        clipped: Some tokens (special tokens, the explained token) exceed the
+            scale's maximum and are drawn at full colour.
+    """
+    if signed:
+        note = "red: against, green: for the explained class"
+    else:
+        note = "white 0 to the largest score; low means little support, not evidence against"
+        if below_zero:
+            note += "; scores below 0 drawn as 0"
+    if clipped:
+        note += "; special tokens above it shown at full colour"
+    return note
 
 
 def scale_max(scores: Sequence[float], signed: bool) -> float:

@@ -6,13 +6,21 @@ HTML document (inline CSS, no scripts, no external assets), e.g. for the
 ``captum-prxai explain --html`` command. :data:`STYLE` holds the CSS both use,
 so other pages (the explorer) can embed fragments and reuse it.
 
-Colour scales:
+Colour scales (see :mod:`captum_prxai.viz._colors`):
 
-* non-negative scores (PageRank attributions are a probability distribution)
-  use a **sequential** white-to-orange scale normalised by the largest score,
-  so the top token always gets the full colour even when every score is tiny;
-* signed scores use a **diverging** scale (green positive, red negative)
+* unsigned methods (PageRank probabilities, the PR-XAI default: see
+  docs/signed.md) use a **sequential** white-to-orange scale from 0,
+  normalised by the largest score, so the top token always gets the full
+  colour even when every score is tiny; scores below 0 are drawn as 0;
+* signed methods (Integrated Gradients, Input x Gradient ...) use a
+  **diverging** scale (green for, red against the explained class)
   normalised by the largest absolute score.
+
+A method's scale is its registry entry's ``signed``
+(:attr:`captum_prxai.methods.MethodSpec.signed`), looked up by the ``method``
+name or label; a method the registry does not know is drawn signed when any
+score is negative. Each heatmap's legend names its scale ("signed" or
+"unsigned") and says how to read it.
 
 Every piece of text (tokens, labels, method names, titles) is HTML-escaped,
 so a text such as ``<script>alert(1)</script>`` is displayed, never run.
@@ -48,6 +56,7 @@ STYLE = """
   outline: 1px dashed #8c959f; outline-offset: -1px; }
 .prx-tok.prx-explained { outline: 2px solid #24292f; outline-offset: -1px; }
 .prx-legend { display: flex; align-items: center; gap: .4rem; font-size: .75rem; color: #57606a; margin-top: .45rem; }
+.prx-legend-kind { font-weight: 600; color: #1f2328; }
 .prx-legend-bar { display: inline-block; width: 9rem; height: .6rem; border: 1px solid #d0d7de; border-radius: 2px; }
 .prx-top { border-collapse: collapse; font-size: .85rem; margin: .2rem 0 1.2rem 0; }
 .prx-top th, .prx-top td { border: 1px solid #d0d7de; padding: .2rem .5rem; text-align: left; vertical-align: top;
@@ -91,22 +100,21 @@ def score_color(score: float, top: float, signed: bool) -> str:
     return _colors.css_rgb(_colors.intensity_rgb(t, signed))
 
 
-def _legend(top: float, signed: bool, clipped: bool) -> str:
+def _legend(top: float, signed: bool, clipped: bool, below_zero: bool = False) -> str:
+    """The legend under a heatmap: the scale's kind, its colour bar from end to end, and how to read it."""
     if signed:
         lo = _colors.css_rgb(_colors.intensity_rgb(-1.0, True))
         hi = _colors.css_rgb(_colors.intensity_rgb(1.0, True))
         gradient = f"linear-gradient(to right, {lo}, rgb(255,255,255), {hi})"
         left, right = f"\u2212{_fmt_score(top)}", f"+{_fmt_score(top)}"
-        note = "red: against, green: for the explained class"
     else:
         hi = _colors.css_rgb(_colors.intensity_rgb(1.0, False))
         gradient = f"linear-gradient(to right, rgb(255,255,255), {hi})"
         left, right = "0", _fmt_score(top)
-        note = "colour scaled to the largest score"
-    if clipped:
-        note += "; special tokens above it shown at full colour"
+    note = _colors.legend_note(signed, below_zero=below_zero and not signed, clipped=clipped)
     return (
         '<div class="prx-legend">'
+        f'<span class="prx-legend-kind">{_colors.scale_kind(signed)}:</span>'
         f"<span>{escape(left)}</span>"
         f'<span class="prx-legend-bar" style="background:{gradient}"></span>'
         f"<span>{escape(right)}</span>"
@@ -127,6 +135,7 @@ def token_heatmap_html(
     scale_special_tokens: bool = False,
     seconds: float | None = None,
     explained_position: int | None = None,
+    top: float | None = None,
 ) -> str:
     """Render one method's token scores as a coloured HTML fragment.
 
@@ -146,8 +155,12 @@ def token_heatmap_html(
         merge_subwords: Merge WordPiece ``##`` / SentencePiece ``▁`` /
             byte-BPE ``Ġ`` pieces back into words; a word's score is the
             sum of its pieces' scores (``data-score`` holds that sum).
-        signed: Use the diverging (green positive / red negative) scale.
-            Default: diverging if any score is negative, else sequential.
+        signed: Use the diverging (green positive / red negative) scale
+            (``True``) or the sequential one from 0 (``False``). Default: the
+            registered method's :attr:`~captum_prxai.methods.MethodSpec.signed`
+            (``method`` looked up as a registry name, alias or label); for a
+            method the registry does not know, diverging if any score is
+            negative.
         scale_special_tokens: Let special tokens (``[CLS]``, ``[SEP]``,
             ``<s>`` ...) set the colour scale. Default ``False``: the scale
             runs to the largest score among ordinary tokens, and special
@@ -159,6 +172,9 @@ def token_heatmap_html(
             It is outlined (class ``prx-explained``) and, like a special
             token, left out of the colour scale: for a decoder it is the last
             word, which PageRank methods rank first through their teleport.
+        top: The score (absolute, if ``signed``) that gets the full colour,
+            e.g. a scale shared with other heatmaps; default: this heatmap's
+            largest (see ``scale_special_tokens``).
 
     Returns:
         An HTML fragment (a string). All text in it is escaped.
@@ -168,10 +184,10 @@ def token_heatmap_html(
             or a score is NaN / infinite.
     """
     words, values, groups = shown_words(tokens, scores, merge_subwords)
-    if signed is None:
-        signed = _colors.is_signed(values)
+    signed = _colors.resolve_signed(signed, method, values)
     explained = explained_word(groups, explained_position)
-    top = _colors.display_max(words, values, signed, include_special=scale_special_tokens, explained=explained)
+    if top is None:
+        top = _colors.display_max(words, values, signed, include_special=scale_special_tokens, explained=explained)
     ts = _colors.intensities(values, signed, top)
 
     title = [f'<span class="prx-method">{escape(method)}</span>']
@@ -201,7 +217,7 @@ def token_heatmap_html(
         f'<div class="prx-heatmap" data-method="{escape(method)}" data-signed="{str(bool(signed)).lower()}">'
         f'<div class="prx-title">{"".join(title)}</div>'
         f'<div class="prx-tokens">{" ".join(spans)}</div>'
-        f"{_legend(top, signed, any(abs(v) > top for v in values))}"
+        f"{_legend(top, signed, any((abs(v) if signed else v) > top for v in values), any(v < 0 for v in values))}"
         "</div>"
     )
 
@@ -244,10 +260,12 @@ def comparison_page(
 ) -> str:
     """A standalone HTML document comparing several attribution methods on one text.
 
-    Each method gets a heatmap (see :func:`token_heatmap_html`), stacked in
-    the order of ``method_scores``, followed by a side-by-side table of the
-    top-5 tokens of every method. The document has inline CSS only: no
-    scripts, no external assets, no IPython needed.
+    Each method gets a heatmap (see :func:`token_heatmap_html`; its colour
+    scale, signed or unsigned, is the registered method's, looked up by its
+    key in ``method_scores``), stacked in the order of ``method_scores``,
+    followed by a side-by-side table of the top-5 tokens of every method.
+    The document has inline CSS only: no scripts, no external assets, no
+    IPython needed.
 
     Args:
         tokens: Token strings shared by all methods.
