@@ -77,7 +77,7 @@ def test_local_output_schema_metadata_and_scores_from_the_core(tiny_checkpoint, 
     files = sorted((tmp_path / "out").glob("part-*.parquet"))
     assert len(files) == 3
     schema = pq.read_schema(str(files[0]))
-    assert schema.names == ["row", "id", "label", "skip_reason", "n_tokens", "truncated", "windows", "tokens",
+    assert schema.names == ["row", "id", "input_hash", "label", "skip_reason", "n_tokens", "truncated", "windows", "tokens",
                             "predicted", "probabilities", "target", "scores_pr_g", "scores_pr_a"]
     assert schema.field("scores_pr_g").type == pa.list_(pa.float32())
     meta = json.loads(schema.metadata[b"captum_prxai"])
@@ -180,29 +180,29 @@ def test_resume_after_a_failed_run_does_only_the_missing_shards(tiny_checkpoint,
     src = _csv(tmp_path / "in.csv", _texts(20, seed=2))
     common = dict(text_column="body", id_column="uid", model=tiny_checkpoint, methods="pr-g", shard_size=4,
                   progress=False)
-    real = worker_mod.Worker.process
+    real = worker_mod.Worker.iter_process
     calls = {"n": 0}
 
-    def failing(self, records, on_batch=None):
+    def failing(self, records):
         calls["n"] += 1
         if calls["n"] == 3:
             raise RuntimeError("simulated crash")
-        return real(self, records, on_batch)
+        return real(self, records)
 
-    monkeypatch.setattr(worker_mod.Worker, "process", failing)
+    monkeypatch.setattr(worker_mod.Worker, "iter_process", failing)
     with pytest.raises(RuntimeError, match="simulated crash"):
         attribute_dataset(src, tmp_path / "out", **common)
     assert len(list((tmp_path / "out").glob("part-*.parquet"))) == 2
-    monkeypatch.setattr(worker_mod.Worker, "process", real)
+    monkeypatch.setattr(worker_mod.Worker, "iter_process", real)
 
     seen: list[int] = []
     spy = real
 
-    def counting(self, records, on_batch=None):
+    def counting(self, records):
         seen.extend(r["row"] for r in records)
-        return spy(self, records, on_batch)
+        return spy(self, records)
 
-    monkeypatch.setattr(worker_mod.Worker, "process", counting)
+    monkeypatch.setattr(worker_mod.Worker, "iter_process", counting)
     run = attribute_dataset(src, tmp_path / "out", **common)
     assert (run.already_done, run.processed) == (8, 12) and len(seen) == 12
     rows = read_results(tmp_path / "out")

@@ -135,3 +135,223 @@ def test_an_option_for_a_method_not_run_is_refused_not_stored(tiny_checkpoint, t
                         "--option", "pr-a.damping=0.5", "-o", tmp_path / "out", "--no-progress")
     assert code == 0, err
     assert read_metadata(tmp_path / "out")["method_options"] == {"pr-a": {"damping": 0.5}}
+
+
+# ============================================================================ resume keyed by id + input hash
+COMMON = dict(text_column="body", methods="pr-g", shard_size=2, bucketing=False, progress=False)
+SAME = ("row", "id", "input_hash", "label", "tokens", "predicted", "target", "skip_reason")
+
+
+def _same_table(resumed, fresh):
+    """The resumed run's table equals a fresh run's: same rows, ids, hashes and tokens; scores to batching noise."""
+    assert [tuple(r[k] for k in SAME) for r in resumed] == [tuple(r[k] for k in SAME) for r in fresh]
+    for a, b in zip(resumed, fresh):
+        assert (a["scores_pr_g"] is None) == (b["scores_pr_g"] is None)
+        if a["scores_pr_g"] is not None:
+            assert a["scores_pr_g"] == pytest.approx(b["scores_pr_g"], abs=1e-5)
+
+
+def _write_csv(path: Path, rows) -> Path:
+    with open(path, "w", newline="", encoding="utf-8") as fh:
+        w = csv.writer(fh)
+        w.writerow(["uid", "body", "gold"])
+        w.writerows(rows)
+    return path
+
+
+def test_an_edited_text_or_label_is_recomputed_not_read_back(tiny_checkpoint, tmp_path):
+    texts = _texts(8, seed=7)
+    rows = [[f"doc-{i}", t, "pos"] for i, t in enumerate(texts)]
+    src = _write_csv(tmp_path / "in.csv", rows)
+    kw = dict(COMMON, id_column="uid", label_column="gold", model=tiny_checkpoint)
+    attribute_dataset(src, tmp_path / "out", **kw)
+    rows[3][1] = "z y x w v"  # an edited text
+    rows[6][2] = "neg"  # a changed label
+    _write_csv(src, rows)
+    run = attribute_dataset(src, tmp_path / "out", **kw)
+    assert (run.recomputed_shards, run.processed, run.already_done) == (2, 4, 4)  # shards {2,3} and {6,7}
+    note = next(n for n in run.notes if "the input changed" in n)
+    assert "2 with another text or label (id 'doc-3', 'doc-6')" in note and "2 shard(s)" in note
+    resumed = read_results(tmp_path / "out")
+    assert resumed[3]["tokens"] == ["[CLS]", "z", "y", "x", "w", "v", "[SEP]"] and resumed[6]["label"] == 0
+    attribute_dataset(src, tmp_path / "fresh", **kw)
+    _same_table(resumed, read_results(tmp_path / "fresh"))
+    again = attribute_dataset(src, tmp_path / "out", **kw)
+    assert (again.processed, again.recomputed_shards, again.already_done) == (0, 0, 8)
+
+
+def test_inserted_deleted_and_reordered_rows_are_never_lost_or_duplicated(tiny_checkpoint, tmp_path):
+    texts = _texts(10, seed=8)
+    # default ids (the row number): a row inserted at 4 shifts every row after it
+    src = _write_csv(tmp_path / "plain.csv", [[str(i), t, ""] for i, t in enumerate(texts)])
+    kw = dict(COMMON, model=tiny_checkpoint)
+    attribute_dataset(src, tmp_path / "plain", **kw)
+    inserted = texts[:4] + ["q r s"] + texts[4:]
+    _write_csv(src, [[str(i), t, ""] for i, t in enumerate(inserted)])
+    run = attribute_dataset(src, tmp_path / "plain", **kw)
+    assert run.already_done == 4 and run.processed == 7 and "Ids are row numbers here" in run.notes[-1]
+    attribute_dataset(src, tmp_path / "plain-fresh", **kw)
+    plain = read_results(tmp_path / "plain")
+    _same_table(plain, read_results(tmp_path / "plain-fresh"))
+    assert [r["tokens"][1:-1] for r in plain] == [t.split() for t in inserted]
+
+    # an id column: rows deleted (doc-2) and reordered (doc-8 and doc-9 swapped) since the run began
+    ids_src = _write_csv(tmp_path / "ids.csv", [[f"doc-{i}", t, ""] for i, t in enumerate(texts)])
+    kw = dict(COMMON, id_column="uid", model=tiny_checkpoint)
+    attribute_dataset(ids_src, tmp_path / "ids", **kw)
+    order = [0, 1, 3, 4, 5, 6, 7, 9, 8]
+    _write_csv(ids_src, [[f"doc-{i}", texts[i], ""] for i in order])
+    run = attribute_dataset(ids_src, tmp_path / "ids", **kw)
+    note = next(n for n in run.notes if "the input changed" in n)
+    assert "1 no longer in the input (id 'doc-2')" in note and "at another row" in note
+    attribute_dataset(ids_src, tmp_path / "ids-fresh", **kw)
+    resumed = read_results(tmp_path / "ids")
+    _same_table(resumed, read_results(tmp_path / "ids-fresh"))
+    assert [r["id"] for r in resumed] == [f"doc-{i}" for i in order] and [r["row"] for r in resumed] == list(range(9))
+
+
+def test_overwrite_deletes_only_the_runs_own_shards(tiny_checkpoint, tmp_path):
+    src = _csv(tmp_path / "in.csv", _texts(4, seed=9))
+    out = tmp_path / "out"
+    attribute_dataset(src, out, text_column="body", model=tiny_checkpoint, methods="pr-g", shard_size=2,
+                      progress=False)
+    listed = json.loads((out / MANIFEST).read_text())["shards"]
+    assert sorted(p.name for p in out.glob("part-*.parquet")) == listed and len(listed) == 2
+    (out / "part-notes.txt").write_text("mine")
+    (out / "part-000000007-0123456789.parquet").write_bytes(b"a user's file named like a shard")
+    run = attribute_dataset(src, out, text_column="body", model=tiny_checkpoint, methods="pr-a", overwrite=True,
+                            shard_size=4, progress=False)
+    assert run.processed == 4 and any("not this run's" in n for n in run.notes)
+    assert (out / "part-notes.txt").read_text() == "mine"
+    assert (out / "part-000000007-0123456789.parquet").read_bytes() == b"a user's file named like a shard"
+    assert not any((out / n).exists() for n in listed)
+    assert [r["row"] for r in read_results(out)] == [0, 1, 2, 3]  # the listed shards only
+
+
+# ============================================================================ flushing, progress
+def _clocked(monkeypatch, seconds_per_batch: float):
+    """Every batch the worker yields advances the runner's clock by ``seconds_per_batch`` (no real waiting)."""
+    from captum_prxai.corpus import runner as runner_mod
+    from captum_prxai.corpus import worker as worker_mod
+
+    clock = {"now": 1000.0}
+    monkeypatch.setattr(runner_mod.time, "monotonic", lambda: clock["now"])
+    real = worker_mod.Worker.iter_process
+
+    def ticking(self, records):
+        for rows in real(self, records):
+            clock["now"] += seconds_per_batch
+            yield rows
+
+    monkeypatch.setattr(worker_mod.Worker, "iter_process", ticking)
+
+
+def test_a_long_shard_is_flushed_every_flush_seconds_and_counted_once_written(tiny_checkpoint, tmp_path, monkeypatch):
+    import tqdm.auto
+
+    texts = [" ".join(["a"] * 10)] * 12  # 12 tokens each: 2 texts a batch at a budget of 24
+    src = _csv(tmp_path / "in.csv", texts)
+    out = tmp_path / "out"
+    counted = []
+
+    class Bar:  # the progress bar: every count must already be on disk
+        def __init__(self, *args, **kwargs):
+            self.n = 0
+
+        def update(self, n):
+            self.n += n
+            on_disk = len(read_results(out))
+            assert on_disk >= self.n, (on_disk, self.n)
+            counted.append(self.n)
+
+        def set_postfix(self, **kwargs):
+            pass
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(tqdm.auto, "tqdm", Bar)
+    _clocked(monkeypatch, 20.0)  # 20 s a batch: a 30 s flush writes every second batch
+    run = attribute_dataset(src, out, text_column="body", model=tiny_checkpoint, methods="pr-g", token_budget=24,
+                            shard_size=256, flush_seconds=30, progress=True)
+    assert run.shards == 3 and run.processed == 12  # one planned shard, written as 3 partial shards of 4 texts
+    assert counted == [4, 8, 12]
+    assert [r["row"] for r in read_results(out)] == list(range(12))
+
+
+def test_an_interrupt_mid_shard_keeps_the_rows_computed_so_far(tiny_checkpoint, tmp_path, monkeypatch):
+    from captum_prxai.corpus import worker as worker_mod
+
+    src = _csv(tmp_path / "in.csv", [" ".join(["b"] * 10)] * 10)
+    real = worker_mod.Worker.iter_process
+
+    def interrupted(self, records):
+        for n, rows in enumerate(real(self, records)):
+            if n == 3:
+                raise KeyboardInterrupt
+            yield rows
+
+    monkeypatch.setattr(worker_mod.Worker, "iter_process", interrupted)
+    kw = dict(text_column="body", model=tiny_checkpoint, methods="pr-g", token_budget=24, progress=False)
+    with pytest.raises(KeyboardInterrupt):
+        attribute_dataset(src, tmp_path / "out", **kw)
+    assert len(read_results(tmp_path / "out")) == 6  # three batches of two, written although the shard is unfinished
+    monkeypatch.setattr(worker_mod.Worker, "iter_process", real)
+    run = attribute_dataset(src, tmp_path / "out", **kw)
+    assert (run.already_done, run.processed) == (6, 4)
+    assert [r["row"] for r in read_results(tmp_path / "out")] == list(range(10))
+
+
+# ============================================================================ damaged shards, disk full
+@pytest.mark.parametrize("fmt", ["parquet", "jsonl"])
+def test_a_damaged_shard_is_detected_recomputed_and_reported(tiny_checkpoint, tmp_path, fmt):
+    src = _csv(tmp_path / "in.csv", _texts(6, seed=10))
+    kw = dict(text_column="body", model=tiny_checkpoint, methods="pr-g", shard_size=3, bucketing=False,
+              format=fmt, progress=False)
+    attribute_dataset(src, tmp_path / "out", **kw)
+    attribute_dataset(src, tmp_path / "fresh", **kw)
+    first, second = sorted((tmp_path / "out").glob(f"part-*.{fmt}"))
+    data = first.read_bytes()
+    first.write_bytes(data[: len(data) // 2])  # truncated mid-write by a crash or a full disk
+    if fmt == "jsonl":  # the other loses a whole line: still valid JSON Lines, yet rows are missing
+        second.write_bytes(b"".join(second.read_bytes().splitlines(keepends=True)[:2]))
+    with pytest.raises(PRXAIError, match=f"damaged shard .*{first.name}.*rerun the same attribute-dataset"):
+        read_results(tmp_path / "out")
+    run = attribute_dataset(src, tmp_path / "out", **kw)
+    damaged = 2 if fmt == "jsonl" else 1
+    assert run.damaged_shards == damaged and run.processed == 3 * damaged
+    assert sum("damaged shard" in n and "explained again" in n for n in run.notes) == damaged
+    assert "damaged shard" in run.summary()
+    _same_table(read_results(tmp_path / "out"), read_results(tmp_path / "fresh"))
+
+
+def test_a_full_disk_exits_2_naming_the_path_and_leaves_no_temporary_files(tiny_checkpoint, tmp_path, capsys,
+                                                                             monkeypatch):
+    import errno
+    import os
+
+    from captum_prxai.corpus import io as io_mod
+
+    src = _csv(tmp_path / "in.csv", _texts(6, seed=11))
+    out = tmp_path / "out"
+    real_fsync = os.fsync
+    shards_synced = {"n": 0}
+
+    def fsync(fd):  # the third shard's write finds the disk full
+        if "/.part-" in os.readlink(f"/proc/self/fd/{fd}"):
+            shards_synced["n"] += 1
+            if shards_synced["n"] >= 3:
+                raise OSError(errno.ENOSPC, "No space left on device")
+        return real_fsync(fd)
+
+    monkeypatch.setattr(io_mod.os, "fsync", fsync)
+    argv = [src, "--text-column", "body", "--model", tiny_checkpoint, "--methods", "pr-g", "--shard-size", 2,
+            "--no-bucketing", "-o", out, "--no-progress"]
+    code, _, err = _cli(capsys, *argv)
+    err = _one_line_error(code, err)
+    assert f"cannot write {out}/part-000000004-" in err and "No space left on device" in err
+    assert not list(out.glob(".*.tmp")) and len(read_results(out)) == 4
+    monkeypatch.setattr(io_mod.os, "fsync", real_fsync)
+    code, stdout, err = _cli(capsys, *argv)
+    assert code == 0 and "4 of 6 were already done" in stdout
+    assert [r["row"] for r in read_results(out)] == list(range(6))

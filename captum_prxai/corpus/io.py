@@ -7,10 +7,14 @@ before any model is loaded or any worker starts. CSV and JSON Lines are read
 with the standard library; Parquet (input or output) needs ``pyarrow``
 (``pip install 'captum-prxai[dataset]'``).
 
-Results are written as shards, one file per planned shard of the input,
-``part-<first row>-<digest>.parquet`` (or ``.jsonl``) in the output folder,
-each written to a hidden temporary file and renamed into place, so a shard
-file is either complete or absent: the output never holds a partial row.
+Results are written as shards, ``part-<first row>-<digest of its ids>.parquet``
+(or ``.jsonl``) in the output folder, each listed in the manifest, then
+written to a hidden temporary file and renamed into place, so a shard file is
+either complete or absent: the output never holds a partial row. A shard
+that is damaged all the same (a truncated file, rows that do not match its
+name) is detected when read. Each row carries ``input_hash``, a hash of the
+run's settings and of the row's id, text and label, so a resumed run reuses
+a row only if its input is unchanged.
 Readers (pandas, pyarrow, Ray, Spark) skip the hidden temporary files and
 the ``_run.json`` manifest, so ``pandas.read_parquet(folder)`` reads the table.
 """
@@ -22,9 +26,10 @@ import hashlib
 import io
 import json
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from captum_prxai.exceptions import PRXAIError
 
@@ -335,6 +340,7 @@ def _schema(methods: Sequence[str], metadata: Dict[str, Any]) -> Any:
     fields = [
         pa.field("row", pa.int64()),
         pa.field("id", pa.string()),
+        pa.field("input_hash", pa.string()),
         pa.field("label", pa.int64()),
         pa.field("skip_reason", pa.string()),
         pa.field("n_tokens", pa.int64()),
@@ -348,14 +354,72 @@ def _schema(methods: Sequence[str], metadata: Dict[str, Any]) -> Any:
     return pa.schema(fields, metadata={METADATA_KEY: json.dumps(metadata, sort_keys=True).encode()})
 
 
+def input_hash(run_key: str, id: str, text: Optional[str], label: Optional[int]) -> str:
+    """The key of one input row: a hash of the run's settings, its id, its text and its label.
+
+    A finished row is reused on resume only when the input row with its id
+    still has this hash (and the same row number), so an edited text, a
+    changed label or other settings are recomputed, never read back.
+    """
+    blob = json.dumps([run_key, id, text, label], ensure_ascii=False)
+    return hashlib.sha1(blob.encode("utf-8")).hexdigest()[:20]
+
+
+#: the file names the runner gives its shards (nothing else in the folder is ever deleted)
+SHARD_NAME = re.compile(r"^part-\d{9}-[0-9a-f]{10}\.(parquet|jsonl)$")
+
+
 def shard_name(rows: Sequence[int], ids: Sequence[str], fmt: str) -> str:
     """``part-<first row>-<digest of the ids>.<fmt>``: the same shard always gets the same name."""
     digest = hashlib.sha1("\x00".join(ids).encode("utf-8")).hexdigest()[:10]
     return f"part-{min(rows):09d}-{digest}.{fmt}"
 
 
+def _read_shard(path: Path, fmt: str, columns: Optional[Sequence[str]] = None) -> List[Dict[str, Any]]:
+    """Rows of one shard file.
+
+    Raises:
+        PRXAIError: The file is damaged (truncated, not Parquet / JSON Lines, rows without ``row`` and ``id``).
+    """
+    try:
+        if fmt == "parquet":
+            _require_pyarrow("reading Parquet results")
+            import pyarrow.parquet as pq
+
+            rows = pq.read_table(str(path), columns=list(columns) if columns else None).to_pylist()
+        else:
+            rows = []
+            text = path.read_bytes().decode("utf-8")
+            if text and not text.endswith("\n"):
+                raise ValueError("the last line is cut short (no newline at its end)")
+            for line_no, line in enumerate(text.split("\n"), 1):
+                if line.strip():
+                    rec = json.loads(line)
+                    if not isinstance(rec, dict):
+                        raise ValueError(f"line {line_no} is not a JSON object")
+                    rows.append({k: rec.get(k) for k in columns} if columns else rec)
+        for row in rows:
+            if not isinstance(row.get("row"), int) or not isinstance(row.get("id"), str):
+                raise ValueError("a row without its row number or id")
+        ordered = sorted(rows, key=lambda r: r["row"])
+        if not rows or shard_name([r["row"] for r in ordered], [r["id"] for r in ordered], fmt) != path.name:
+            raise ValueError("its rows are not those its name was given for: rows are missing")
+    except PRXAIError:
+        raise
+    except Exception as err:  # ArrowInvalid, OSError, JSONDecodeError, UnicodeDecodeError, ValueError, ...
+        first = (str(err).strip().splitlines() or [type(err).__name__])[0]
+        raise PRXAIError(f"damaged shard {path} ({first})") from None
+    return rows
+
+
 class ShardStore:
     """The output folder: the manifest, the finished shards, atomic writes.
+
+    The manifest (``_run.json``) holds the run's settings and the names of
+    the shards it wrote (``"shards"``); a shard is listed before its file is
+    written, so every shard file of the run is listed. Only listed shards are
+    read back, recomputed or deleted: other files in the folder (a user's
+    ``part-notes.txt``) are never touched.
 
     Args:
         folder: Output folder (created).
@@ -375,6 +439,7 @@ class ShardStore:
         self.fmt = fmt
         self.methods = list(methods)
         self.metadata = dict(metadata)
+        self.listed: set = set()
 
     # ------------------------------------------------------------------ setup
     def check_writable(self) -> None:
@@ -399,17 +464,19 @@ class ShardStore:
 
         Raises:
             PRXAIError: The folder cannot be written, is a file, or holds the
-                results of other settings (unless ``overwrite``, which deletes them).
+                results of other settings (unless ``overwrite``, which deletes
+                that run's own shards, the ones its manifest lists, and nothing else).
         """
         self.check_writable()
         folder = self.folder
-        for tmp in folder.glob(".part-*.tmp"):  # a killed run's unfinished shard
-            tmp.unlink()
+        self._remove_temporaries()  # a killed run's unfinished writes
         manifest = folder / MANIFEST
         mine = {"key": self.metadata["run_key"], "format": self.fmt}
         if manifest.is_file():
             try:
                 old = json.loads(manifest.read_text(encoding="utf-8"))
+                if not isinstance(old, dict):
+                    raise ValueError
             except ValueError:
                 old = {}
             theirs = {"key": old.get("run_key"), "format": old.get("format")}
@@ -419,55 +486,134 @@ class ShardStore:
                         f"{folder} holds results of other settings (model, methods, options or format differ: "
                         f"see {manifest}); use another --output folder, or pass --overwrite to delete them."
                     )
-                self.clear()
-        elif any(folder.glob("part-*")):
-            if not overwrite:
-                raise PRXAIError(f"{folder} holds part-* files but no {MANIFEST}; use another --output folder, "
-                                 "or pass --overwrite to delete them.")
-            self.clear()
-        self._atomic_write(manifest, json.dumps(self.metadata, indent=2, sort_keys=True).encode("utf-8"))
+                self._delete_shards(old)
+            else:
+                self.listed = {n for n in old.get("shards", []) if isinstance(n, str) and SHARD_NAME.match(n)}
+        else:
+            strays = self._strays()
+            if strays:
+                if not overwrite:
+                    raise PRXAIError(f"{folder} holds shard files ({strays[0].name}, ...) but no {MANIFEST}; use "
+                                     "another --output folder, or pass --overwrite to delete them.")
+                for path in strays:
+                    path.unlink()
+        self._save_manifest()
+
+    def _strays(self) -> List[Path]:
+        """Files named as this runner names its shards, of any format, that the manifest does not list."""
+        return sorted(p for p in self.folder.iterdir()
+                      if p.is_file() and SHARD_NAME.match(p.name) and p.name not in self.listed)
+
+    def _delete_shards(self, old_manifest: Dict[str, Any]) -> None:
+        """Delete the shards another run's manifest lists (a manifest of before the list: files named as shards)."""
+        names = old_manifest.get("shards")
+        if not isinstance(names, list):
+            names = [p.name for p in self.folder.iterdir() if SHARD_NAME.match(p.name)]
+        for name in names:
+            if isinstance(name, str) and SHARD_NAME.match(name) and (self.folder / name).is_file():
+                (self.folder / name).unlink()
+
+    def _remove_temporaries(self) -> None:
+        for tmp in list(self.folder.glob(".part-*.tmp")) + list(self.folder.glob(f".{MANIFEST}.*.tmp")):
+            try:
+                tmp.unlink()
+            except OSError:
+                pass
+
+    def _save_manifest(self) -> None:
+        data = dict(self.metadata, shards=sorted(self.listed))
+        self._atomic_write(self.folder / MANIFEST, json.dumps(data, indent=2, sort_keys=True).encode("utf-8"))
 
     def clear(self) -> None:
-        for path in list(self.folder.glob("part-*")) + [self.folder / MANIFEST]:
-            if path.is_file():
-                path.unlink()
+        """Delete the run's own shards (those the manifest lists) and the manifest."""
+        for name in sorted(self.listed):
+            if (self.folder / name).is_file():
+                (self.folder / name).unlink()
+        self.listed = set()
+        if (self.folder / MANIFEST).is_file():
+            (self.folder / MANIFEST).unlink()
 
     def shards(self) -> List[Path]:
-        return sorted(self.folder.glob(f"part-*.{self.fmt}"))
+        """The run's shard files (listed in the manifest and present)."""
+        return [self.folder / n for n in sorted(self.listed) if (self.folder / n).is_file()]
 
-    def done_ids(self) -> set:
-        """Ids of the rows in finished shards (explained or skipped)."""
-        done: set = set()
-        for path in self.shards():
-            if self.fmt == "parquet":
-                import pyarrow.parquet as pq
+    def finished(self) -> Tuple[Dict[str, List[Tuple[int, str, Optional[str]]]], List[str]]:
+        """What the finished shards hold, and the damaged shards found (deleted, so they are recomputed).
 
-                done.update(pq.read_table(str(path), columns=["id"]).column("id").to_pylist())
-            else:
-                for line in path.read_text(encoding="utf-8").splitlines():
-                    if line.strip():
-                        done.add(json.loads(line)["id"])
-        return done
+        Returns:
+            ``({shard name: [(row, id, input_hash), ...]}, [one line per damaged shard])``.
+        """
+        held: Dict[str, List[Tuple[int, str, Optional[str]]]] = {}
+        damaged: List[str] = []
+        for name in sorted(self.listed):
+            path = self.folder / name
+            if not path.is_file():  # listed, then the run stopped before the file was written
+                continue
+            try:
+                rows = _read_shard(path, self.fmt, ["row", "id", "input_hash"])
+            except PRXAIError as err:
+                damaged.append(str(err))
+                path.unlink()
+                continue
+            held[name] = [(r["row"], r["id"], r.get("input_hash")) for r in rows]
+        missing = {n for n in self.listed if n not in held}
+        if missing:
+            self.listed -= missing
+            self._save_manifest()
+        return held, damaged
+
+    def remove(self, names: Sequence[str]) -> None:
+        """Delete these shards of the run (stale ones), then drop them from the manifest."""
+        for name in names:
+            if name in self.listed and (self.folder / name).is_file():
+                (self.folder / name).unlink()
+        self.listed -= set(names)
+        self._save_manifest()
 
     # ------------------------------------------------------------------ writing
     def _atomic_write(self, path: Path, data: bytes) -> None:
+        """Write ``data`` to a hidden temporary file, fsync, rename; on failure remove the temporary file.
+
+        Raises:
+            PRXAIError: The file system refused (disk full, quota, permissions): the message names the path.
+        """
         tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        with open(tmp, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
+        try:
+            with open(tmp, "wb") as fh:
+                fh.write(data)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, path)
+        except OSError as err:
+            try:
+                tmp.unlink()
+            except OSError:
+                pass
+            raise PRXAIError(f"cannot write {path}: {err.strerror or err}; the finished shards are kept, free some "
+                             "space (or fix the folder) and rerun the same command to resume.") from None
+        except BaseException:  # KeyboardInterrupt mid-write: no half-written temporary file stays behind
+            try:
+                tmp.unlink()
+            except OSError:
+                pass
+            raise
 
     def write(self, rows: List[Dict[str, Any]]) -> Path:
-        """Write one shard (rows sorted by input row) atomically; returns its path."""
+        """Write one shard (rows sorted by input row) atomically; returns its path.
+
+        The shard is listed in the manifest first, so a run stopped between
+        the two leaves a listed name without a file (harmless), never an
+        unlisted file.
+        """
         rows = sorted(rows, key=lambda r: r["row"])
         path = self.folder / shard_name([r["row"] for r in rows], [r["id"] for r in rows], self.fmt)
+        if path.name not in self.listed:
+            self.listed.add(path.name)
+            self._save_manifest()
         if self.fmt == "jsonl":
             data = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows).encode("utf-8")
             self._atomic_write(path, data)
             return path
-        import io
-
         import pyarrow as pa
         import pyarrow.parquet as pq
 
@@ -479,34 +625,50 @@ class ShardStore:
         return path
 
 
+def _manifest(folder: Path) -> Dict[str, Any]:
+    manifest = folder / MANIFEST
+    if not manifest.is_file():
+        raise PRXAIError(f"{folder} holds no results ({MANIFEST} is missing).")
+    try:
+        data = json.loads(manifest.read_text(encoding="utf-8"))
+        if not isinstance(data, dict):
+            raise ValueError("not a JSON object")
+    except ValueError as err:
+        raise PRXAIError(f"{manifest} is damaged ({err}); rerun attribute-dataset with --overwrite.") from None
+    return data
+
+
 def read_results(folder: str | os.PathLike) -> List[Dict[str, Any]]:
     """Every row of a finished (or partial) run, in input order, as dicts.
 
     For analysis, ``pandas.read_parquet(folder)`` (or
     ``pandas.read_json(path, lines=True)`` per JSON Lines shard) reads the same
-    table; this helper needs no pandas and sorts by ``row``.
+    table; this helper needs no pandas and sorts by ``row``. It reads the
+    shards the manifest lists.
+
+    Raises:
+        PRXAIError: No manifest, or a damaged shard (rerun the same
+            ``attribute_dataset`` call: it recomputes damaged shards).
     """
     folder = Path(folder)
-    manifest = folder / MANIFEST
-    if not manifest.is_file():
-        raise PRXAIError(f"{folder} holds no results ({MANIFEST} is missing).")
-    fmt = json.loads(manifest.read_text(encoding="utf-8")).get("format", "parquet")
+    data = _manifest(folder)
+    fmt = data.get("format", "parquet")
+    names = data.get("shards")
+    if not isinstance(names, list):  # a manifest written before the shard list
+        names = [p.name for p in folder.glob(f"part-*.{fmt}")]
     rows: List[Dict[str, Any]] = []
-    for path in sorted(folder.glob(f"part-*.{fmt}")):
-        if fmt == "parquet":
-            _require_pyarrow("reading Parquet results")
-            import pyarrow.parquet as pq
-
-            rows.extend(pq.read_table(str(path)).to_pylist())
-        else:
-            rows.extend(json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip())
+    for name in sorted(names):
+        path = folder / name
+        if path.is_file():
+            try:
+                rows.extend(_read_shard(path, fmt))
+            except PRXAIError as err:
+                raise PRXAIError(f"{err}; rerun the same attribute-dataset command to recompute it.") from None
     return sorted(rows, key=lambda r: r["row"])
 
 
 def read_metadata(folder: str | os.PathLike) -> Dict[str, Any]:
-    """The run's settings (model, methods, options) from the output folder's manifest."""
-    manifest = Path(folder) / MANIFEST
-    if not manifest.is_file():
-        raise PRXAIError(f"{folder} holds no results ({MANIFEST} is missing).")
-    return json.loads(manifest.read_text(encoding="utf-8"))
-
+    """The run's settings (model, methods, options) from the output folder's manifest (without its shard list)."""
+    data = _manifest(Path(folder))
+    data.pop("shards", None)
+    return data

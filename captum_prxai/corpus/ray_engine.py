@@ -6,12 +6,13 @@ actor pool (``ActorPoolStrategy(size=actors)``), so each actor loads the model o
 (:class:`~captum_prxai.corpus.worker.Worker`) and explains whole shards, with
 ``num_cpus`` (also its torch threads) and ``num_gpus`` per actor. Ray
 schedules the blocks on the actors; Ray Data restarts an actor that dies
-(killed, lost node) and retries its shard on another (its defaults for actor
-pools: unlimited restarts and retries of system failures), while an
-exception raised by our code fails the run at once; the driver streams the
-results back and writes each shard once it is complete, atomically, so a
-retried shard is never written twice and a failed run keeps every finished
-shard for the rerun.
+(killed, lost node) and retries its shard, at most :data:`ACTOR_RESTARTS`
+times (Ray Data's own default is unbounded), while an exception raised by
+our code fails the run at once. Each actor yields its rows batch by batch;
+the driver streams them back, counts them, and writes each shard once it is
+complete (or a partial shard every ``flush_seconds``), atomically, dropping
+rows a retried shard sends again, so no row is written twice and a failed
+run keeps every finished shard for the rerun.
 
 Ray joins the cluster at ``address`` (or ``RAY_ADDRESS``) or starts a local
 one. On a multi-node cluster every node needs captum-prxai and the model
@@ -24,11 +25,14 @@ import json
 import os
 from collections import defaultdict
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence
 
 from captum_prxai.exceptions import PRXAIError
 
-__all__ = ["check_ray", "run_ray"]
+__all__ = ["ACTOR_RESTARTS", "check_ray", "run_ray"]
+
+#: restarts of a dead actor, and retries of its task, before the run fails (finished shards are kept)
+ACTOR_RESTARTS = 3
 
 def check_ray() -> None:
     """Raise a clear error if Ray Data (and pyarrow) are not installed."""
@@ -49,19 +53,18 @@ class _RayWorker:
 
         self.worker = Worker(**worker_kwargs, device="auto", threads=threads)
 
-    def __call__(self, batch: Any) -> Any:
+    def __call__(self, batch: Any) -> Iterator[Any]:
+        """Yield one table per batch of the token budget, so the driver sees progress (and can flush) per batch."""
         import pyarrow as pa
 
         records = batch.to_pylist()
         shards: Dict[int, List[Dict[str, Any]]] = defaultdict(list)
         for rec in records:  # a batch is one block (= one shard); group anyway in case Ray bundles blocks
             shards[rec.pop("shard")].append(rec)
-        out_shard, payload = [], []
         for shard, recs in shards.items():
-            for row in self.worker.process(recs):
-                out_shard.append(shard)
-                payload.append(json.dumps(row))
-        return pa.table({"shard": pa.array(out_shard, pa.int64()), "payload": pa.array(payload, pa.string())})
+            for rows in self.worker.iter_process(recs):
+                yield pa.table({"shard": pa.array([shard] * len(rows), pa.int64()),
+                                "payload": pa.array([json.dumps(r) for r in rows], pa.string())})
 
 
 def _cause(err: BaseException) -> Optional[PRXAIError]:
@@ -77,7 +80,7 @@ def _cause(err: BaseException) -> Optional[PRXAIError]:
 def run_ray(
     shards: Sequence[Sequence[Dict[str, Any]]],
     worker_kwargs: Dict[str, Any],
-    finish: Callable[[List[Dict[str, Any]]], None],
+    on_rows: Callable[[int, List[Dict[str, Any]]], None],
     *,
     actors: int = 1,
     cpus_per_actor: int = 1,
@@ -85,7 +88,10 @@ def run_ray(
     address: Optional[str] = None,
     output: Optional[Path] = None,
 ) -> None:
-    """Explain ``shards`` on Ray Data; call ``finish(rows)`` with each complete shard.
+    """Explain ``shards`` on Ray Data; call ``on_rows(shard index, rows)`` with the rows of each batch.
+
+    A shard retried after its actor died may send rows again; the caller
+    drops those it has (:class:`captum_prxai.corpus.runner._Flusher`).
 
     Raises:
         PRXAIError: Not enough CPUs/GPUs for the actors, or a failed worker
@@ -123,15 +129,15 @@ def run_ray(
                              f"Ray cluster has {gpus:g}; lower --actors or --gpus-per-actor.")
         context = ray.data.DataContext.get_current()
         context.enable_progress_bars = False  # ours counts docs/s
-        tables, expected = [], {}
+        tables = []
         for index, shard in enumerate(shards):
-            expected[index] = len(shard)
             tables.append(pa.table({
                 "shard": pa.array([index] * len(shard), pa.int64()),
                 "row": pa.array([r["row"] for r in shard], pa.int64()),
                 "id": pa.array([r["id"] for r in shard], pa.string()),
                 "text": pa.array([r["text"] for r in shard], pa.string()),
                 "label": pa.array([r["label"] for r in shard], pa.int64()),
+                "input_hash": pa.array([r["input_hash"] for r in shard], pa.string()),
             }))
         dataset = ray.data.from_arrow(tables).map_batches(
             _RayWorker,
@@ -141,14 +147,16 @@ def run_ray(
             compute=ray.data.ActorPoolStrategy(size=actors),
             num_cpus=cpus_per_actor,
             num_gpus=gpus_per_actor,
+            max_restarts=ACTOR_RESTARTS,  # Ray Data's default is unbounded (-1)
+            max_task_retries=ACTOR_RESTARTS,
         )
-        pending: Dict[int, List[Dict[str, Any]]] = defaultdict(list)
         try:
             for batch in dataset.iter_batches(batch_size=None, batch_format="pyarrow"):
+                grouped: Dict[int, List[Dict[str, Any]]] = defaultdict(list)
                 for shard, payload in zip(batch.column("shard").to_pylist(), batch.column("payload").to_pylist()):
-                    pending[shard].append(json.loads(payload))
-                    if len(pending[shard]) == expected[shard]:
-                        finish(pending.pop(shard))
+                    grouped[shard].append(json.loads(payload))
+                for shard, rows in grouped.items():
+                    on_rows(shard, rows)
         except PRXAIError:
             raise
         except Exception as err:
@@ -159,8 +167,6 @@ def run_ray(
             where = f" in {output}" if output else ""
             raise PRXAIError(f"the ray engine failed ({type(err).__name__}: {first}); the finished shards are kept"
                              f"{where}: rerun the same command to resume.") from err
-        if pending:
-            raise PRXAIError(f"the ray engine returned incomplete shards {sorted(pending)}; rerun to resume.")
     finally:
         if started:
             ray.shutdown()

@@ -31,15 +31,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
-from captum_prxai.corpus.io import Corpus, ShardStore, map_labels, read_corpus, score_column
+from captum_prxai.corpus.io import SHARD_NAME, Corpus, ShardStore, input_hash, map_labels, read_corpus, score_column
 from captum_prxai.corpus.worker import LONG_POLICIES, Worker, method_registry
 from captum_prxai.exceptions import PRXAIError
 
 __all__ = ["ENGINES", "DatasetRun", "attribute_dataset", "plan_shards"]
 
 ENGINES = ("local", "ray")
-#: version of the output layout; part of the run key
-OUTPUT_VERSION = 1
+#: version of the output layout; part of the run key (2: rows carry input_hash, the manifest lists its shards)
+OUTPUT_VERSION = 2
 
 
 @dataclass
@@ -57,6 +57,9 @@ class DatasetRun:
             ``too-long``, ``no-label``).
         truncated: This run's texts cut to the limit; ``windowed``: explained with windows.
         shards: Shard files written by this run.
+        recomputed_shards: Finished shards deleted because the input changed
+            where they were (their texts are explained again; see ``notes``).
+        damaged_shards: Damaged shard files found, deleted and recomputed.
         seconds: Wall time of the explaining (model loading excluded).
         notes: Anything else the caller should know (e.g. labels not carried).
     """
@@ -71,6 +74,8 @@ class DatasetRun:
     truncated: int = 0
     windowed: int = 0
     shards: int = 0
+    recomputed_shards: int = 0
+    damaged_shards: int = 0
     seconds: float = 0.0
     notes: List[str] = field(default_factory=list)
 
@@ -151,6 +156,7 @@ def attribute_dataset(
     address: Optional[str] = None,
     progress: bool = True,
     on_shard: Optional[Callable[[Path], None]] = None,
+    flush_seconds: float = 30.0,
 ) -> DatasetRun:
     """Explain every text of a corpus with one or more attribution methods; write a table of token scores.
 
@@ -201,6 +207,10 @@ def attribute_dataset(
         address: Ray cluster to join (default: ``RAY_ADDRESS``, else a new local one).
         progress: Show a progress bar (docs/s).
         on_shard: Called with each shard file written.
+        flush_seconds: Write a shard's rows computed so far (a partial
+            shard) once this many seconds have passed since its work began or
+            its last write, so an interrupted run loses at most about this
+            much work; 0 writes after every batch.
 
     Returns:
         A :class:`DatasetRun` with the counts (skips by reason) and timing.
@@ -220,6 +230,8 @@ def attribute_dataset(
                          "default.")
     if long not in LONG_POLICIES:
         raise PRXAIError(f"unknown long-text policy {long!r}; choose from: {', '.join(LONG_POLICIES)}.")
+    if not isinstance(flush_seconds, (int, float)) or isinstance(flush_seconds, bool) or not flush_seconds >= 0:
+        raise PRXAIError(f"flush_seconds must be 0 or more, got {flush_seconds!r}.")
     if token_budget < 1 or shard_size < 1 or actors < 1 or cpus_per_actor < 1:
         raise PRXAIError("token_budget, shard_size, actors and cpus_per_actor must be positive.")
     registry = method_registry()
@@ -268,11 +280,28 @@ def attribute_dataset(
     store = ShardStore(output, format, names, metadata)
     store.prepare(overwrite=overwrite)
 
-    done = store.done_ids()
-    records = [{"row": i, "id": corpus.ids[i], "text": corpus.texts[i], "label": labels[i]}
+    hashes = [input_hash(metadata["run_key"], corpus.ids[i], corpus.texts[i], labels[i]) for i in range(len(corpus))]
+    held, damaged = store.finished()
+    for line in damaged:
+        notes.append(f"{line}: deleted, its texts are explained again.")
+    done, stale, changed = _reconcile(held, corpus.ids, hashes)
+    if stale:
+        store.remove(stale)
+        notes.append(_changed_note(changed, len(stale), id_column is None and dataset is None))
+    strays = [p.name for p in store.folder.iterdir() if SHARD_NAME.match(p.name) and p.name not in store.listed]
+    if strays:
+        notes.append(f"{len(strays)} shard file(s) in {store.folder} are not this run's (not listed in its manifest: "
+                     f"{strays[0]}, ...); they are left alone, but readers of the folder will read them too.")
+    records = [{"row": i, "id": corpus.ids[i], "text": corpus.texts[i], "label": labels[i], "input_hash": hashes[i]}
                for i in range(len(corpus)) if corpus.ids[i] not in done]
-    result = DatasetRun(store.folder, engine, len(corpus), len(corpus) - len(records), notes=notes)
+    result = DatasetRun(store.folder, engine, len(corpus), len(corpus) - len(records), notes=notes,
+                        recomputed_shards=len(stale), damaged_shards=len(damaged))
     shards = plan_shards(records, shard_size, bucketing)
+
+    from tqdm.auto import tqdm
+
+    bar = tqdm(total=len(records), unit="doc", desc="attribute-dataset", disable=not progress or not records,
+               dynamic_ncols=True)
 
     def finish(rows: List[Dict[str, Any]]) -> None:
         path = store.write(rows)
@@ -285,32 +314,135 @@ def attribute_dataset(
                 result.explained += 1
                 result.truncated += bool(r["truncated"])
                 result.windowed += bool(r["windows"])
+        bar.update(len(rows))  # counted once its file exists
         if on_shard is not None:
             on_shard(path)
 
-    from tqdm.auto import tqdm
-
-    bar = tqdm(total=len(records), unit="doc", desc="attribute-dataset", disable=not progress or not records,
-               dynamic_ncols=True)
+    flusher = _Flusher(shards, flush_seconds, finish, bar)
     start = time.perf_counter()
     try:
         if engine == "local":
-            for shard in shards:
-                finish(worker.process(shard, on_batch=bar.update))
+            for index, shard in enumerate(shards):
+                flusher.start(index)
+                for rows in worker.iter_process(shard):
+                    flusher.add(index, rows)
         else:
             del worker  # the actors load their own copies
             from captum_prxai.corpus.ray_engine import run_ray
 
-            def finish_and_count(rows: List[Dict[str, Any]]) -> None:
-                finish(rows)
-                bar.update(len(rows))
-
-            run_ray(shards, worker_kwargs, finish_and_count, actors=actors, cpus_per_actor=cpus_per_actor,
+            run_ray(shards, worker_kwargs, flusher.add, actors=actors, cpus_per_actor=cpus_per_actor,
                     gpus_per_actor=gpus_per_actor, address=address, output=store.folder)
+        flusher.check_complete()
+    except BaseException:
+        try:
+            flusher.flush_all()  # keep what was computed (Ctrl-C, a failed batch): the rerun resumes after it
+        except PRXAIError:
+            pass
+        raise
     finally:
         result.seconds = time.perf_counter() - start
         bar.close()
     return result
+
+
+class _Flusher:
+    """Collects each shard's rows as they are computed and writes them.
+
+    A shard is written when all its rows are in, or, as a partial shard of
+    the rows so far, once ``flush_seconds`` have passed since its work began
+    or since its last write, so an interrupted run loses at most that much
+    work. Rows a shard already has (a Ray task retried after its actor died
+    sends them again) are dropped, so no row is ever written twice.
+    """
+
+    def __init__(self, shards: Sequence[Sequence[Dict[str, Any]]], flush_seconds: float,
+                 write: Callable[[List[Dict[str, Any]]], None], bar: Any) -> None:
+        self.remaining = {i: {r["row"] for r in shard} for i, shard in enumerate(shards)}
+        self.pending: Dict[int, List[Dict[str, Any]]] = {}
+        self.since: Dict[int, float] = {}
+        self.flush_seconds = flush_seconds
+        self.write = write
+        self.bar = bar
+
+    def start(self, index: int) -> None:
+        self.since[index] = time.monotonic()
+
+    def add(self, index: int, rows: List[Dict[str, Any]]) -> None:
+        left = self.remaining[index]
+        fresh = [r for r in rows if r["row"] in left]
+        if not fresh:
+            return
+        left.difference_update(r["row"] for r in fresh)
+        self.since.setdefault(index, time.monotonic())
+        self.pending.setdefault(index, []).extend(fresh)
+        if not left:
+            self._write(index)
+        now = time.monotonic()
+        for i in [i for i in self.pending if now - self.since[i] >= self.flush_seconds]:
+            self._write(i)
+        self.bar.set_postfix(computed=sum(map(len, self.pending.values())), refresh=False)
+
+    def _write(self, index: int) -> None:
+        rows = self.pending.pop(index, [])
+        self.since[index] = time.monotonic()
+        if rows:
+            self.write(rows)
+
+    def flush_all(self) -> None:
+        for index in list(self.pending):
+            self._write(index)
+
+    def check_complete(self) -> None:
+        self.flush_all()
+        missing = sorted(r for left in self.remaining.values() for r in left)
+        if missing:
+            raise PRXAIError(f"{len(missing)} text(s) came back without results (rows {missing[:5]}...); rerun the "
+                             "same command to resume.")
+
+
+def _reconcile(held: Dict[str, List[Tuple[int, str, Optional[str]]]], ids: Sequence[str],
+               hashes: Sequence[str]) -> Tuple[set, List[str], Dict[str, List[str]]]:
+    """Which finished rows still match the input.
+
+    A shard is kept only if every row in it still has its id, row number and
+    input hash in the input, and no kept shard holds it already; else the
+    whole shard is stale (deleted, its texts explained again).
+
+    Returns:
+        ``(ids done, stale shard names, {"changed" | "removed" | "moved" | "repeated": ids})``.
+    """
+    current = {id_: (i, h) for i, (id_, h) in enumerate(zip(ids, hashes))}
+    done: set = set()
+    stale: List[str] = []
+    changed: Dict[str, List[str]] = {"changed": [], "removed": [], "moved": [], "repeated": []}
+    for name, entries in sorted(held.items()):
+        ok = True
+        for row, id_, digest in entries:
+            now = current.get(id_)
+            kind = ("removed" if now is None else "changed" if now[1] != digest else "moved" if now[0] != row
+                    else "repeated" if id_ in done else None)
+            if kind is not None:
+                changed[kind].append(id_)
+                ok = False
+        if ok:
+            done.update(id_ for _, id_, _ in entries)
+        else:
+            stale.append(name)
+    return done, stale, changed
+
+
+def _changed_note(changed: Dict[str, List[str]], n_stale: int, row_ids: bool) -> str:
+    said = {"changed": "with another text or label", "removed": "no longer in the input",
+            "moved": "at another row", "repeated": "in two shards"}
+    parts = []
+    for kind, ids in changed.items():
+        if ids:
+            shown = ", ".join(repr(i) for i in ids[:3]) + (", ..." if len(ids) > 3 else "")
+            parts.append(f"{len(ids)} {said[kind]} (id {shown})")
+    hint = (" Ids are row numbers here, so an inserted or deleted row shifts every row after it; an id column "
+            "(--id-column) keeps the unchanged rows.") if row_ids else ""
+    return (f"the input changed since these results were written: {'; '.join(parts)}. The {n_stale} shard(s) "
+            f"holding them were deleted and their texts still in the input are explained again.{hint}")
 
 
 def _labels(corpus: Corpus, label_names: List[str], target: Union[str, int], notes: List[str]) -> List[Optional[int]]:

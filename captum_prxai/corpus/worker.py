@@ -11,7 +11,7 @@ for windowed long texts): the capture -> graph -> PageRank chain is the core's.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 from captum_prxai.exceptions import PRXAIError
 
@@ -224,7 +224,8 @@ class Worker:
         from captum_prxai.corpus.io import score_column
 
         row: Dict[str, Any] = {
-            "row": int(record["row"]), "id": str(record["id"]), "label": record.get("label"),
+            "row": int(record["row"]), "id": str(record["id"]), "input_hash": record.get("input_hash"),
+            "label": record.get("label"),
             "skip_reason": None, "n_tokens": None, "truncated": None, "windows": None, "tokens": None,
             "predicted": None, "probabilities": None, "target": None,
         }
@@ -240,6 +241,34 @@ class Worker:
         return int(self.target)
 
     # ------------------------------------------------------------------ explain
+    def iter_process(self, records: Sequence[Dict[str, Any]]) -> Iterator[List[Dict[str, Any]]]:
+        """Explain one shard of records, yielding the rows of each batch as it is done.
+
+        Skipped records come first (one list), then each windowed text on its
+        own, then each batch of the token budget.
+
+        Args:
+            records: ``{"row", "id", "text", "label"}`` dicts (label: class
+                index or ``None``; ``input_hash`` is copied to the row).
+        """
+        from captum_prxai.corpus.io import score_column
+
+        skipped: List[Dict[str, Any]] = []
+        docs: List[_Doc] = []
+        windowed: List[_Doc] = []
+        for record in records:
+            encoded = self._encode(record)
+            if isinstance(encoded, dict):
+                skipped.append(encoded)
+            else:
+                (windowed if encoded.windowed else docs).append(encoded)
+        if skipped:
+            yield skipped
+        for doc in windowed:
+            yield [self._explain_windowed(doc)]
+        for batch in plan_batches([len(d.ids) for d in docs], self.token_budget, self.bucketing):
+            yield self._explain_batch([docs[i] for i in batch], score_column)
+
     def process(self, records: Sequence[Dict[str, Any]],
                 on_batch: Optional[Callable[[int], None]] = None) -> List[Dict[str, Any]]:
         """Explain one shard of records; returns one row per record, in input order.
@@ -248,26 +277,11 @@ class Worker:
             records: ``{"row", "id", "text", "label"}`` dicts (label: class index or ``None``).
             on_batch: Called with the number of texts after each batch (progress).
         """
-        from captum_prxai.corpus.io import score_column
-
         out: List[Dict[str, Any]] = []
-        docs: List[_Doc] = []
-        for record in records:
-            encoded = self._encode(record)
-            if isinstance(encoded, dict):
-                out.append(encoded)
-            elif encoded.windowed:
-                out.append(self._explain_windowed(encoded))
-                if on_batch:
-                    on_batch(1)
-            else:
-                docs.append(encoded)
-        if on_batch and out:
-            on_batch(sum(1 for r in out if r["skip_reason"] is not None))
-        for batch in plan_batches([len(d.ids) for d in docs], self.token_budget, self.bucketing):
-            out.extend(self._explain_batch([docs[i] for i in batch], score_column))
+        for rows in self.iter_process(records):
+            out.extend(rows)
             if on_batch:
-                on_batch(len(batch))
+                on_batch(len(rows))
         return sorted(out, key=lambda r: r["row"])
 
     def _explain_batch(self, docs: List[_Doc], score_column: Callable[[str], str]) -> List[Dict[str, Any]]:
