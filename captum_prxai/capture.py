@@ -13,6 +13,7 @@ there.
 
 from __future__ import annotations
 
+import math
 import warnings
 from contextlib import nullcontext
 from dataclasses import dataclass
@@ -25,7 +26,13 @@ from captum_prxai._attention_math import tile_bytes as _tile_bytes
 from captum_prxai._checks import all_finite
 from captum_prxai.conservative import check_propagation, conservative_propagation
 from captum_prxai.exceptions import PRXAIError, PRXAIWarning
-from captum_prxai.hooks import AttentionExtractor, AttentionRecorder, current_tile_bytes, resolve_capture_mode
+from captum_prxai.hooks import (
+    AttentionExtractor,
+    AttentionRecorder,
+    GradientOverflow,
+    current_tile_bytes,
+    resolve_capture_mode,
+)
 
 __all__ = [
     "CapturedGraph",
@@ -37,6 +44,7 @@ __all__ = [
     "check_objective",
     "layers_are_causal",
     "log_probabilities",
+    "loss_scale",
     "model_is_causal",
     "model_depth",
     "target_positions",
@@ -400,6 +408,96 @@ def capture_graph(
         CapturedGraph: maps in at least fp32, zero on padding rows and columns.
     """
     _warn_if_training(layers)
+    if with_gradients and torch.is_inference_mode_enabled():
+        raise PRXAIError(
+            "attribute() was called under torch.inference_mode(), which forbids the backward pass gradient-based "
+            "edges need; call it outside inference_mode (PR-A, edge_weight='attention', needs no gradients)."
+        )
+    if with_gradients and not inputs.requires_grad and inputs.is_floating_point():
+        # a frozen model's pass flags the tensor entering its first layer; never the caller's own tensor
+        inputs = inputs.detach()
+    options = dict(targets=targets, additional_forward_args=additional_forward_args, with_gradients=with_gradients,
+                   input_gradient=input_gradient, attention_fn=attention_fn, capture=capture,
+                   target_position=target_position, tile_bytes=tile_bytes, layer_term=layer_term,
+                   objective=objective, propagation=propagation)
+    most = MAX_LOSS_SCALE
+    while True:
+        try:
+            return _capture_pass(forward_func, layers, inputs, mask, edge_map, most, **options)
+        except GradientOverflow as overflow:  # only raised for a scale above 1: run again with a smaller one
+            most = max(1.0, overflow.scale / 2**LOSS_SCALE_BACKOFF)
+
+
+#: The largest scale of the objective of a half-precision backward pass, and the magnitude the scale brings the
+#: objective to (see :func:`loss_scale`), as powers of two.
+MAX_LOSS_SCALE = 2.0**24
+LOSS_SCALE_TARGET = 8
+#: After a gradient overflowed, the pass runs again with the scale divided by ``2**LOSS_SCALE_BACKOFF``.
+LOSS_SCALE_BACKOFF = 6
+
+
+def loss_scale(logits: Tensor, layers: Sequence[nn.Module], inputs: Tensor, most: float = MAX_LOSS_SCALE) -> float:
+    """The power of two the backward pass of a fp16 model multiplies its objective by (1 for other dtypes).
+
+    fp16's smallest normal number is about 6e-5 and its smallest subnormal
+    6e-8. A model with small logits (a tiny or barely trained classifier,
+    logits of order 0.01) has small output weights, so its gradients with
+    respect to the attention probabilities are of order 1e-8 or less: in
+    fp16 they lose their digits or become 0, and the gradient-based edges and
+    the gradient x input differ from fp32's. As in mixed-precision training,
+    the objective is multiplied by a power of two ``s`` and the recorder
+    divides every gradient by ``s`` in fp32 as it arrives
+    (:meth:`~captum_prxai.hooks.AttentionRecorder.backward`); multiplying by a
+    power of two is exact, so only the underflow goes away. ``s`` brings the
+    largest logit's magnitude to about ``2**LOSS_SCALE_TARGET`` (256): the
+    gradient of the objective (a logit or a log-probability) with respect to
+    the logits is at most 1 in magnitude, so the logits' magnitude, not the
+    objective's, tracks how small the gradients behind them are. A gradient
+    that overflows makes :func:`capture_graph` run the pass again with ``s``
+    divided by ``2**LOSS_SCALE_BACKOFF``. bf16 has fp32's exponent range and
+    is not scaled.
+
+    Args:
+        logits (Tensor): The model's output, ``(B, C)`` or ``(B,)``.
+        layers (sequence of nn.Module): The hooked attention modules.
+        inputs (Tensor): The inputs (ids or embeddings).
+        most (float): The largest scale allowed.
+
+    Returns:
+        float: ``s``, a power of two in ``[1, most]``.
+    """
+    half = inputs.dtype == torch.float16 or logits.dtype == torch.float16 or any(
+        parameter.dtype == torch.float16 for layer in layers for parameter in layer.parameters())
+    if not half or most <= 1:
+        return 1.0
+    largest = float(logits.detach().abs().max()) if logits.numel() else 0.0
+    if not math.isfinite(largest):
+        return 1.0
+    exponent = LOSS_SCALE_TARGET - math.log2(max(largest, 2.0**-24))
+    return float(2.0 ** min(max(math.floor(exponent), 0), math.log2(most)))
+
+
+def _capture_pass(
+    forward_func: Callable,
+    layers: Sequence[nn.Module],
+    inputs: Tensor,
+    mask: Tensor,
+    edge_map: EdgeMap,
+    most_scale: float,
+    *,
+    targets: Optional[Tensor],
+    additional_forward_args: tuple,
+    with_gradients: bool,
+    input_gradient: bool,
+    attention_fn: Optional[AttentionExtractor],
+    capture: str,
+    target_position: Union[str, int],
+    tile_bytes: Optional[int],
+    layer_term: Optional[LayerTerm],
+    objective: str,
+    propagation: str,
+) -> CapturedGraph:
+    """One forward (and backward) pass of :func:`capture_graph`, the objective scaled by at most ``most_scale``."""
     # the causal check runs on the first layer whose maps arrive, tile by tile: (layer, seen, causal)
     causal_state: list[Any] = []
     length = inputs.shape[1]
@@ -444,11 +542,6 @@ def capture_graph(
                                  capture=capture, input_gradient=input_gradient,
                                  tile_bytes=current_tile_bytes() if tile_bytes is None else tile_bytes,
                                  batch_tiles=True)
-    if with_gradients and torch.is_inference_mode_enabled():
-        raise PRXAIError(
-            "attribute() was called under torch.inference_mode(), which forbids the backward pass gradient-based "
-            "edges need; call it outside inference_mode (PR-A, edge_weight='attention', needs no gradients)."
-        )
     with torch.enable_grad() if with_gradients else torch.no_grad():
         with recorder:
             with conservative_propagation() if check_propagation(propagation) == "conservative" else nullcontext():
@@ -462,7 +555,8 @@ def capture_graph(
                         "(are they detached, or computed under torch.no_grad()/inference_mode inside forward_func?); "
                         "gradient-based edges need them. Return the model's logits as they are."
                     )
-                recorder.backward(objective_values.sum())
+                recorder.backward(objective_values.sum(),
+                                  loss_scale(logits, layers, inputs, most_scale))
     recorder.collected()  # raises if a layer produced no map
     if layer_term is not None:
         for index, m in enumerate(recorder.maps):

@@ -44,12 +44,14 @@ from captum_prxai._attention_math import (
     tile_rows,
     tiled_attention,
 )
+from captum_prxai._checks import all_finite
 from captum_prxai.conservative import held_constant, is_conservative
 from captum_prxai.exceptions import PRXAIError
 
 __all__ = [
     "AttentionExtractor",
     "AttentionRecorder",
+    "GradientOverflow",
     "attention_layers",
     "eager_attention",
     "hf_attention_weights",
@@ -672,6 +674,10 @@ class AttentionRecorder:
         #: ``(B, T)`` gradient x input at the first layer's input, after :meth:`backward` (``input_gradient=True``)
         self.input_gradient: Optional[Tensor] = None
         self._first_input: Optional[Tensor] = None
+        #: tensors whose ``requires_grad`` flag the pass switched on (frozen models), switched off again on exit
+        self._flagged: list[Tensor] = []
+        #: the scale of the objective during :meth:`backward` (gradients are divided by it as they arrive)
+        self._scale = 1.0
         self._handles: list[Any] = []
         self._stack: contextlib.ExitStack | None = None
 
@@ -704,6 +710,10 @@ class AttentionRecorder:
     def __exit__(self, *exc_info: Any) -> None:
         self._remove_hooks()
         self._anchors = [None] * len(self.layers)
+        self._first_input = None
+        for tensor in self._flagged:
+            tensor.requires_grad_(False)
+        self._flagged.clear()
         if self._stack is not None:
             self._stack.close()
             self._stack = None
@@ -764,7 +774,7 @@ class AttentionRecorder:
                 else:
                     kwargs = {**kwargs, "output_attentions": True}
             if self.with_gradients and torch.is_grad_enabled():
-                args, kwargs, hidden = _require_grad_on_hidden_states(args, kwargs)
+                args, kwargs, hidden = _require_grad_on_hidden_states(args, kwargs, self._flagged)
                 if index == 0 and self.input_gradient_wanted:
                     self._first_input = hidden
             if self.attention_fn is sdpa_attention:
@@ -848,9 +858,14 @@ class AttentionRecorder:
                length: Optional[int] = None, examples: Optional[slice] = None, batch: Optional[int] = None) -> None:
         """Reduce one layer's maps, or one tile of ``rows`` of its ``length`` query rows, into :attr:`maps`.
 
-        ``examples`` (per-example tiles) is the slice of the ``batch`` examples the tile covers.
+        ``examples`` (per-example tiles) is the slice of the ``batch`` examples the tile covers. A gradient of a
+        scaled objective (:meth:`backward`'s ``scale``) is unscaled here, in at least fp32, and the attention is cast
+        to the same dtype.
         """
         with torch.no_grad():
+            if grad is not None and self._scale != 1:  # the edge weight is then computed in fp32 throughout
+                grad = _unscaled(grad, self._scale)
+                attention = attention.to(grad.dtype)
             if self.tile_bytes is None:
                 self.maps[index] = self.reduce(index, attention.detach(), grad)
                 return
@@ -882,12 +897,23 @@ class AttentionRecorder:
             full[..., examples, rows, :] = out
 
     # -- backward ---------------------------------------------------------------------------
-    def backward(self, objective: Tensor) -> None:
+    def backward(self, objective: Tensor, scale: float = 1.0) -> None:
         """Back-propagate ``objective`` to the captured attention maps only.
 
         Parameter gradients are never computed: autograd only walks the paths
         that lead to the earliest captured attention map, and the gradients
         of the later maps are reduced by their hooks on the way.
+
+        Args:
+            objective (Tensor): The scalar to differentiate.
+            scale (float): Differentiate ``scale * objective`` and divide every
+                gradient handed to ``reduce`` (and the input gradient) by
+                ``scale``, in at least fp32: a power of two that keeps a
+                half-precision backward pass out of fp16's subnormal range,
+                where small gradients lose their digits or vanish. A
+                gradient that overflows to infinity raises
+                :class:`GradientOverflow` (only when ``scale != 1``), so the
+                caller can run the pass again with a smaller scale.
         """
         self._check_calls()
         captured = [a for a in self._anchors if a is not None]
@@ -896,11 +922,18 @@ class AttentionRecorder:
         inputs = [captured[0]]
         if self.input_gradient_wanted and self._first_input is not None:
             inputs.append(self._first_input)
-        grads = torch.autograd.grad(objective, inputs=inputs, retain_graph=False, allow_unused=True)
-        if len(inputs) == 2 and grads[1] is not None:
-            self.input_gradient = (grads[1] * self._first_input.detach()).sum(-1)
-        self._anchors = [None] * len(self.layers)
-        self._first_input = None
+        self._scale = scale
+        try:
+            grads = torch.autograd.grad(objective * scale if scale != 1 else objective, inputs=inputs,
+                                        retain_graph=False, allow_unused=True)
+            if len(inputs) == 2 and grads[1] is not None:
+                grad = _unscaled(grads[1], scale) if scale != 1 else grads[1]
+                first = self._first_input.detach()
+                self.input_gradient = (grad * first.to(grad.dtype)).sum(-1)
+        finally:
+            self._scale = 1.0
+            self._anchors = [None] * len(self.layers)
+            self._first_input = None
 
     def missing_error(self) -> PRXAIError:
         names = sorted({type(layer).__name__ for layer in self.layers})
@@ -932,6 +965,22 @@ class AttentionRecorder:
                 f"{self._unusable_note()} Pass only the attention modules that forward_func runs, in forward order."
             )
         return [m for m in self.maps if m is not None]
+
+
+class GradientOverflow(ArithmeticError):
+    """A gradient of a scaled objective overflowed (see :meth:`AttentionRecorder.backward`); ``scale`` is the
+    scale that was used."""
+
+    def __init__(self, scale: float) -> None:
+        super().__init__(f"a gradient overflowed with the objective scaled by {scale:g}")
+        self.scale = scale
+
+
+def _unscaled(grad: Tensor, scale: float) -> Tensor:
+    """``grad / scale`` in at least fp32; :class:`GradientOverflow` if ``grad`` holds an infinity or NaN."""
+    if not all_finite(grad):
+        raise GradientOverflow(scale)
+    return grad.to(torch.promote_types(grad.dtype, torch.float32)) / scale
 
 
 def _albert_schedule(model: nn.Module, found: list[nn.Module]) -> list[nn.Module]:
@@ -982,22 +1031,41 @@ def _unique(modules: Sequence[nn.Module]) -> list[nn.Module]:
     return list(seen.values())
 
 
-def _require_grad_on_hidden_states(args: tuple, kwargs: dict) -> tuple[tuple, dict, Optional[Tensor]]:
+def _require_grad_on_hidden_states(args: tuple, kwargs: dict,
+                                   flagged: list[Tensor]) -> tuple[tuple, dict, Optional[Tensor]]:
     """Make the first floating-point input require grad, so the attention joins the autograd graph.
 
-    Returns the (possibly replaced) arguments and that input tensor.
+    Returns the (possibly replaced) arguments and that input tensor. When the
+    model's parameters are frozen (``model.requires_grad_(False)``) the
+    hidden states have no autograd history; the flag is then switched on the
+    tensor itself, not on a detached copy, so that its other uses (the
+    residual connection around the attention) join the graph exactly as in
+    an unfrozen model, and the gradient x input at the first layer is the
+    same. Such tensors are appended to ``flagged``, for the recorder to switch
+    the flag off again once the pass is over.
     """
     for position, value in enumerate(args):
         if isinstance(value, Tensor) and value.is_floating_point():
-            if not value.requires_grad:
-                value = value.detach().requires_grad_()
-                args = args[:position] + (value,) + args[position + 1 :]
-            return args, kwargs, value
+            joined = _join_graph(value, flagged)
+            if joined is not value:
+                args = args[:position] + (joined,) + args[position + 1 :]
+            return args, kwargs, joined
     for name in ("hidden_states", "x", "query"):
         value = kwargs.get(name)
         if isinstance(value, Tensor) and value.is_floating_point():
-            if not value.requires_grad:
-                value = value.detach().requires_grad_()
-                kwargs = {**kwargs, name: value}
-            return args, kwargs, value
+            joined = _join_graph(value, flagged)
+            if joined is not value:
+                kwargs = {**kwargs, name: joined}
+            return args, kwargs, joined
     return args, kwargs, None
+
+
+def _join_graph(value: Tensor, flagged: list[Tensor]) -> Tensor:
+    """``value`` requiring grad: itself, flagged in place where it can be (see :func:`_require_grad_on_hidden_states`)."""
+    if value.requires_grad:
+        return value
+    if value.is_leaf and value._base is None:
+        value.requires_grad_()
+        flagged.append(value)
+        return value
+    return value.detach().requires_grad_()  # a view: only its own uses join the graph

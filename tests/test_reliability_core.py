@@ -1,0 +1,161 @@
+"""Reliability of the core library and the command line, third round (issue 64).
+
+Frozen models give the scores of unfrozen ones, a fp16 model's gradient methods agree with fp32, and the
+inputs, options and situations below get a one-line error (a ``PRXAIError`` in the library; one line on
+stderr and exit status 2 in the command line) instead of a traceback or a silently wrong result.
+"""
+
+from __future__ import annotations
+
+import copy
+import warnings
+
+import pytest
+import torch
+
+import captum_prxai as cp
+from captum_prxai.exceptions import PRXAIError
+from captum_prxai.methods import MethodContext, available_methods, build_method, make_forward_func
+from conftest import VOCAB, _tiny, forward_for
+
+#: cheap settings for the sampling methods, so that every registered method runs on a tiny model in seconds
+_CHEAP = {"ig": {"n_steps": 8}, "shapley": {"n_samples": 2}, "kernel-shap": {"n_samples": 16},
+          "lime": {"n_samples": 16}}
+
+
+def _model(kind: str) -> torch.nn.Module:
+    torch.manual_seed(0)
+    return _tiny(kind).eval()
+
+
+def _batch(batch: int = 2, length: int = 7):
+    ids = torch.randint(2, VOCAB, (batch, length), generator=torch.Generator().manual_seed(3))
+    mask = torch.ones_like(ids)
+    mask[1, 5:] = 0
+    ids[1, 5:] = 0
+    special = torch.zeros_like(ids)
+    special[:, 0] = 1
+    return ids, mask, special, torch.tensor([1, 2])
+
+
+def _scores(name: str, model: torch.nn.Module) -> torch.Tensor:
+    ids, mask, special, target = _batch()
+    explainer = build_method(name, model, make_forward_func(model),
+                             MethodContext(pad_token_id=0, mask_token_id=3, options=_CHEAP))
+    torch.manual_seed(5)  # the sampling methods draw from torch's generator
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return explainer(ids, mask, special, target).detach()
+
+
+# -- silent wrong result 1: frozen models ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", ["bert", "llama"])
+@pytest.mark.parametrize("frozen", ["all", "embeddings"])
+def test_frozen_parameters_give_the_scores_of_an_unfrozen_model_for_every_method(kind, frozen):
+    """``model.requires_grad_(False)`` (an evaluation script) or frozen embeddings (a LoRA base) change nothing.
+
+    The hidden states entering the first layer used to be detached from the residual path in a frozen model,
+    so the gradient x input (the relevance weight, ``teleport="input_gradient"``) lost the residual's share.
+    """
+    model = _model(kind)
+    unfrozen = {name: _scores(name, model) for name in available_methods()}
+    parameters = model.parameters() if frozen == "all" else model.get_input_embeddings().parameters()
+    flags_before = [(n, p.requires_grad) for n, p in model.named_parameters()]
+    for parameter in parameters:
+        parameter.requires_grad_(False)
+    flags_frozen = [(n, p.requires_grad) for n, p in model.named_parameters()]
+    try:
+        for name in available_methods():
+            assert torch.allclose(_scores(name, model), unfrozen[name], atol=1e-6, rtol=0), (kind, frozen, name)
+        # the library left every flag as it found it
+        assert [(n, p.requires_grad) for n, p in model.named_parameters()] == flags_frozen
+    finally:
+        for (_, flag), parameter in zip(flags_before, model.parameters()):
+            parameter.requires_grad_(flag)
+    assert [(n, p.requires_grad) for n, p in model.named_parameters()] == flags_before
+
+
+def test_a_frozen_pass_leaves_the_callers_embeddings_unflagged():
+    """The flag a frozen pass needs is put on the model's own tensor, never on the caller's inputs."""
+    model = _model("bert")
+    model.requires_grad_(False)
+    try:
+        ids, mask, _, target = _batch()
+        embeddings = model.get_input_embeddings()(ids).detach()
+
+        def forward(inputs_embeds, attention_mask):
+            return model(inputs_embeds=inputs_embeds, attention_mask=attention_mask).logits
+
+        attribution = cp.PageRankAttribution(forward, cp.attention_layers(model), teleport="input_gradient")
+        attribution.attribute(embeddings, target=target, additional_forward_args=(mask,), attention_mask=mask)
+        assert not embeddings.requires_grad
+    finally:
+        model.requires_grad_(True)
+
+
+# -- silent wrong result 5: fp16 gradients -----------------------------------------------------------------
+
+#: fp16 vs fp32 tolerance on scores that sum to 1 per example: fp16 keeps 11 significant bits, so each rounding
+#: of the forward pass moves an activation by up to u = 2**-11 (about 4.9e-4) of itself; the gradient-free PR-A
+#: differs by about 3e-5 on these models, the gradient methods by at most 4e-4 once the backward pass no longer
+#: underflows. 4u (about 2e-3) bounds that with room, and is 50 to 100 times below the differences an
+#: underflowing backward pass gave (0.12 for the default, 0.26 for PR-G on the tiny BERT).
+_FP16_TOLERANCE = 4 * 2.0**-11
+
+
+@pytest.mark.parametrize("kind", ["bert", "llama"])
+@pytest.mark.parametrize("name", ["pr-xai", "pr-a", "pr-g", "pr-ag", "pr-tag", "gae"])
+def test_fp16_scores_agree_with_fp32_on_a_small_logit_model(kind, name):
+    model = _model(kind)
+    ids, mask, _, _ = _batch()
+    with torch.no_grad():  # small logits: the case that underflowed
+        assert float(model(ids, attention_mask=mask).logits.abs().max()) < 0.1
+    half = copy.deepcopy(model).half()
+    full, low = _scores(name, model), _scores(name, half)
+    assert torch.isfinite(low).all()
+    assert float((full - low.float()).abs().max()) <= _FP16_TOLERANCE, name
+
+
+def test_the_loss_scale_brings_small_logits_up_and_leaves_fp32_and_bf16_alone():
+    from captum_prxai.capture import LOSS_SCALE_TARGET, loss_scale
+
+    model = _model("bert")
+    layers = cp.attention_layers(model)
+    ids = torch.zeros(1, 3, dtype=torch.long)
+    logits = torch.tensor([[0.01, -0.003]])
+    assert loss_scale(logits, layers, ids) == 1.0  # fp32
+    assert loss_scale(logits.bfloat16(), layers, ids) == 1.0  # bf16: fp32's exponent range
+    half = copy.deepcopy(model).half()
+    scale = loss_scale(logits.half(), cp.attention_layers(half), ids)
+    assert 2.0 ** (LOSS_SCALE_TARGET - 1) <= scale * 0.01 <= 2.0**LOSS_SCALE_TARGET
+    assert loss_scale(torch.tensor([[1000.0]]).half(), cp.attention_layers(half), ids) == 1.0  # never below 1
+
+
+def test_a_gradient_that_overflows_under_the_scale_runs_the_pass_again_with_a_smaller_one():
+    """Tiny outputs with large gradients: the first scale overflows fp16; a smaller one gives fp32's scores."""
+    model = _model("bert")
+    half = copy.deepcopy(model).half()
+    ids, mask, _, target = _batch()
+    calls = []
+
+    def steep(network):
+        def forward(input_ids, attention_mask):
+            calls.append(1)
+            logits = network(input_ids, attention_mask=attention_mask).logits
+            # values of 2**-10 (so a large scale), gradients 2**14 times the logits' (so that scale overflows)
+            return 2.0**14 * (logits - logits.detach()) + 2.0**-10
+
+        return forward
+
+    def pr_g(network):
+        attribution = cp.PRGradient(steep(network), cp.attention_layers(network))
+        return attribution.attribute(ids, target=target, additional_forward_args=(mask,), attention_mask=mask)
+
+    expected = pr_g(model)
+    calls.clear()
+    scores = pr_g(half)
+    assert len(calls) >= 2  # the first pass overflowed and was run again, with smaller scales
+    assert torch.isfinite(scores).all()
+    assert float((scores - expected).abs().max()) <= _FP16_TOLERANCE
