@@ -355,3 +355,45 @@ def test_a_full_disk_exits_2_naming_the_path_and_leaves_no_temporary_files(tiny_
     code, stdout, err = _cli(capsys, *argv)
     assert code == 0 and "4 of 6 were already done" in stdout
     assert [r["row"] for r in read_results(out)] == list(range(6))
+
+
+def test_a_run_killed_mid_shard_keeps_its_flushed_rows(tiny_checkpoint, tmp_path):
+    """One planned shard of 16 texts, flushed after every batch (flush_seconds=0); SIGKILL after two files."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from captum_prxai import methods as registry
+    from test_corpus import SLOW_METHOD
+
+    script = tmp_path / "run.py"
+    script.write_text(SLOW_METHOD + (
+        "import sys\nfrom captum_prxai.corpus import attribute_dataset\nregister_slow(0.4)\n"
+        "attribute_dataset(sys.argv[1], sys.argv[2], text_column='body', id_column='uid', model=sys.argv[3],\n"
+        "                  methods='slow-pr-g', token_budget=24, flush_seconds=0, progress=False, threads=1)\n"))
+    src = _csv(tmp_path / "in.csv", [" ".join(["c"] * 10)] * 16)
+    out = tmp_path / "out"
+    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    proc = subprocess.Popen([sys.executable, str(script), str(src), str(out), tiny_checkpoint], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.time() + 180
+    while time.time() < deadline and len(list(out.glob("part-*.parquet"))) < 2 and proc.poll() is None:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert proc.returncode == -signal.SIGKILL, proc.stderr.read().decode()[-2000:]
+    kept = len(read_results(out))
+    assert 4 <= kept < 16 and kept % 2 == 0  # whole batches of two, from a shard that never finished
+
+    namespace: dict = {}
+    exec(SLOW_METHOD, namespace)
+    namespace["register_slow"](0.0)
+    try:
+        run = attribute_dataset(src, out, text_column="body", id_column="uid", model=tiny_checkpoint,
+                                methods="slow-pr-g", token_budget=24, progress=False)
+    finally:
+        registry.METHODS.pop("slow-pr-g", None)
+    assert (run.already_done, run.processed) == (kept, 16 - kept)
+    assert [r["row"] for r in read_results(out)] == list(range(16)) and not list(out.glob(".*.tmp"))

@@ -73,6 +73,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     run_.add_argument("--token-budget", type=int, default=8192, help="padded tokens per batch (default: %(default)s)")
     run_.add_argument("--shard-size", type=int, default=256,
                       help="texts per shard, the unit of resumption and of Ray's work (default: %(default)s)")
+    run_.add_argument("--flush-seconds", type=float, default=30.0,
+                      help="write the rows of an unfinished shard at least this often, so an interrupted run "
+                           "loses at most this much work (default: %(default)s)")
     run_.add_argument("--no-bucketing", action="store_true", help="keep input order instead of sorting by length")
     run_.add_argument("--device", default="auto", help="local engine: auto, cpu or cuda (default: %(default)s)")
     run_.add_argument("--threads", type=int, help="local engine: torch threads (default: torch's)")
@@ -101,7 +104,7 @@ def run(args: argparse.Namespace) -> int:
         token_budget=args.token_budget, bucketing=not args.no_bucketing, shard_size=args.shard_size,
         format=args.format, overwrite=args.overwrite, engine=args.engine, device=args.device, threads=args.threads,
         actors=args.actors, cpus_per_actor=args.cpus_per_actor, gpus_per_actor=args.gpus_per_actor,
-        address=args.address, progress=not args.no_progress,
+        address=args.address, progress=not args.no_progress, flush_seconds=args.flush_seconds,
     )
     print(result.summary())
     return 0
