@@ -397,3 +397,60 @@ def test_a_run_killed_mid_shard_keeps_its_flushed_rows(tiny_checkpoint, tmp_path
         registry.METHODS.pop("slow-pr-g", None)
     assert (run.already_done, run.processed) == (kept, 16 - kept)
     assert [r["row"] for r in read_results(out)] == list(range(16)) and not list(out.glob(".*.tmp"))
+
+
+# ============================================================================ docs/dataset.md
+DOC = Path(__file__).resolve().parents[1] / "docs" / "dataset.md"
+
+
+def _table(text: str, header: str) -> list[list[str]]:
+    """Rows (cells) of the markdown table whose header line starts with ``header``."""
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(header))
+    rows = []
+    for line in lines[start + 2:]:
+        if not line.startswith("|"):
+            break
+        rows.append([c.strip() for c in line.strip().strip("|").split("|")])
+    return rows
+
+
+def test_docs_dataset_md_states_the_codes_defaults_columns_and_example():
+    import argparse
+    import re
+
+    from captum_prxai.commands.attribute_dataset import add_arguments
+    from captum_prxai.corpus import SKIP_REASONS, score_column
+    from captum_prxai.corpus.io import _schema
+    from captum_prxai.corpus.ray_engine import ACTOR_RESTARTS
+    from captum_prxai.methods import default_method
+
+    text = DOC.read_text(encoding="utf-8")
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    actions = {s: a for a in parser._actions for s in a.option_strings}
+
+    # the options table: every option exists; the defaults it states are the parser's
+    options = {re.findall(r"`(--[a-z-]+)", row[0])[0]: row for row in _table(text, "| option |")}
+    assert all(o in actions for o in options), sorted(set(options) - set(actions))
+    default = default_method()
+    assert actions["--methods"].default is None  # None: the default method, resolved per model
+    assert options["--methods"][2].startswith(f"`{default}`")
+    for flag in ("--target", "--long", "--format", "--engine"):
+        assert options[flag][2] == f"`{actions[flag].default}`", flag
+    for flag in ("--token-budget", "--shard-size", "--flush-seconds"):
+        assert float(options[flag][2]) == actions[flag].default, flag
+
+    # the output table lists the schema's columns, in order
+    columns = [re.findall(r"`([^`]+)`", row[0])[0] for row in _table(text, "| column |")]
+    schema = _schema([default], {}).names
+    assert columns == schema[:-1] + ["scores_<method>"] and schema[-1] == score_column(default)
+    skip_row = next(row for row in _table(text, "| column |") if row[0] == "`skip_reason`")
+    assert all(f"`{reason}`" in skip_row[2] for reason in SKIP_REASONS)
+
+    # the Python example runs the default method, and the pandas example reads that method's column
+    python_example = re.search(r"```python\nfrom captum_prxai.corpus import attribute_dataset.*?```", text, re.S)[0]
+    assert "methods=" not in python_example.replace("# methods=None", "")
+    pandas_example = re.search(r"```python\nimport pandas as pd.*?```", text, re.S)[0]
+    assert re.findall(r"row\.(scores_\w+)", pandas_example) == [score_column(default)]
+    assert f"at most {ACTOR_RESTARTS}\ntimes" in text or f"at most {ACTOR_RESTARTS} times" in text

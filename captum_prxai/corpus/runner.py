@@ -183,11 +183,10 @@ def attribute_dataset(
         model: ``"default"``, a checkpoint folder, a trained model's name, or a
             ``(model, tokenizer)`` pair.
         methods: Registry names, comma-separated or a list (e.g. ``"pr-g,pr-a"``); default: the
-            model's default method (:func:`captum_prxai.methods.default_method`: PR-TAG± (λ=0.25, hubs 0.5, log-prob.,
-            CP x relevance) for encoders under 12 layers, PR-TAG± (γ=0.25, λ=0.25, gate 0.5, hubs 0.5, log-prob.,
-            CP x relevance) for deeper ones,
-            PR-TAG± (log-prob.) for decoders).
-        method_options: Per-method overrides, e.g. ``{"pr-g": {"damping": 0.5}}``.
+            model's default method (:func:`captum_prxai.methods.default_method`, ``"pr-xai"``:
+            :class:`~captum_prxai.PageRankAttribution` with its defaults, resolved per model).
+        method_options: Per-method overrides, e.g. ``{"pr-g": {"damping": 0.5}}``; only for methods that
+            are run (an option for another method is refused).
         target: ``"predicted"``, ``"label"`` or a class index.
         long: ``"truncate"``, ``"windows"`` or ``"skip"`` for texts over the limit.
         max_length: Token limit (default: the model's).
