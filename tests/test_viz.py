@@ -631,3 +631,22 @@ def test_explain_prints_each_methods_scale_under_its_heatmap(capsys):
         kind = "signed" if spec.signed else "unsigned"
         assert legend.startswith(f"  scale: {kind}, "), (name, legend)
         assert block.splitlines()[3].startswith("  top: ")
+
+
+def test_graph_nodes_are_coloured_on_the_methods_scale():
+    from captum_prxai.viz import _colors
+    from captum_prxai.viz.graph import plot_attention_graph
+
+    adjacency = [[0.0, 0.5, 0.5], [0.5, 0.0, 0.5], [0.5, 0.5, 0.0]]
+    scores = [0.6, -0.3, 0.2]
+    for spec in (_registered(False), _registered(True)):
+        fig = plot_attention_graph(["great", "boring", "film"], adjacency, scores, method=spec.label)
+        nodes = next(c for c in fig.axes[0].collections if len(c.get_sizes()) == 3)
+        colours = [tuple(round(float(v) * 255) for v in rgba[:3]) for rgba in nodes.get_facecolors()]
+        if spec.signed:
+            assert colours[1] == _colors.intensity_rgb(-0.5, True)  # red: against
+        else:
+            assert colours[1] == (255, 255, 255)  # below 0: drawn as 0
+        assert colours[0] == _colors.intensity_rgb(1.0, bool(spec.signed))
+        kind = "signed" if spec.signed else "unsigned"
+        assert fig.axes[0].get_title().endswith(f"colour: {kind} scale")

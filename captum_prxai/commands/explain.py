@@ -20,7 +20,7 @@ import os
 import sys
 from typing import Optional, Sequence
 
-from captum_prxai.commands._output import check_output_file, write_output
+from captum_prxai.commands._output import check_output_file, printable, write_output
 from captum_prxai.exceptions import PRXAIError
 
 HELP = "Explain one prediction: PR-XAI token scores in the terminal and as an HTML page."
@@ -96,6 +96,14 @@ def run(args: argparse.Namespace) -> int:
     methods = parse_methods(args.methods) if args.methods is not None else None
     if not args.text or not args.text.strip():
         raise PRXAIError('the text is empty; give the sentence to explain, e.g. captum-prxai explain "a moving film".')
+    undecodable = [i for i, char in enumerate(args.text) if 0xD800 <= ord(char) <= 0xDFFF]
+    if undecodable:  # bytes the terminal's encoding could not decode reach Python as lone surrogates
+        start = max(0, undecodable[0] - 20)
+        raise PRXAIError(
+            f"the text is not valid in the terminal's encoding ({sys.getfilesystemencoding()}): undecodable byte at "
+            f"character {undecodable[0]}, in '{printable(args.text[start:undecodable[0] + 20])}'; pass the text "
+            "in UTF-8 (e.g. through iconv -f latin1 -t utf-8)."
+        )
     outputs = {"--html": args.html, "--json": args.json, "--graph": args.graph}
     paths = {opt: check_output_file(path, opt, GRAPH_FORMATS if opt == "--graph" else None)
              for opt, path in outputs.items() if path}
@@ -152,12 +160,13 @@ def run(args: argparse.Namespace) -> int:
         adjacency, node_scores = result.graph.adjacency[0], result.graph.scores[0]
         title = graph_title(result.graph_label, result.graph)
         figure = plot_attention_graph(result.tokens, adjacency, node_scores, title=title,
-                                      explained_position=result.explained_position)
+                                      explained_position=result.explained_position, method=result.graph_label)
         fmt = paths["--graph"].suffix.lower().lstrip(".")
         write_output(paths["--graph"], "--graph", lambda path: figure.savefig(path, format=fmt))
         if args.html:
             graph_svg = attention_graph_svg(result.tokens, adjacency, node_scores, title=title,
-                                            explained_position=result.explained_position)
+                                            explained_position=result.explained_position,
+                                            method=result.graph_label)
     if args.html:
         page = comparison_page(
             result.tokens, result.scores,

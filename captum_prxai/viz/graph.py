@@ -69,6 +69,8 @@ def plot_attention_graph(
     layout: str = "line",
     title: str | None = None,
     explained_position: int | None = None,
+    signed: bool | None = None,
+    method: str | None = None,
 ):
     """Draw the token graph: nodes sized by PageRank score, the strongest edges as arrows.
 
@@ -93,6 +95,12 @@ def plot_attention_graph(
         explained_position: Index of the explained token; like a special
             token it does not set the node scale (a decoder's last word,
             which the teleport makes the largest node).
+        signed: Colour the nodes on the diverging scale (``True``) or the
+            sequential one from 0 (``False``); default: the registered
+            ``method``'s ``signed``, and for a method the registry does not
+            know, whether any node score is negative (as the heatmaps).
+        method: Registry name, alias or label of the method whose scores
+            ``node_scores`` are; chooses the scale when ``signed`` is not given.
 
     Returns:
         A ``matplotlib.figure.Figure`` (not attached to pyplot).
@@ -119,7 +127,7 @@ def plot_attention_graph(
         )
     if n == 0:
         raise PRXAIError("cannot draw an empty graph (no tokens).")
-    signed = _colors.is_signed(scores)
+    signed = _colors.resolve_signed(signed, method, scores)
     explained = explained_word([[i] for i in range(n)], explained_position)
     ts = _colors.intensities(scores, signed, _colors.display_max([str(t) for t in tokens], scores, signed,
                                                                  explained=explained))
@@ -186,7 +194,8 @@ def plot_attention_graph(
         ax.set_ylim(-1.3, 1.3)
         ax.set_aspect("equal")
     ax.set_axis_off()
-    note = f"top {len(edges)} edges (width ~ weight), node size ~ score"
+    note = (f"top {len(edges)} edges (width ~ weight), node size ~ score, "
+            f"colour: {_colors.scale_kind(signed)} scale")
     ax.set_title(f"{title}\n{note}" if title else note, fontsize=10, parse_math=False)
     if path is not None:
         path = _FilePath(path)
@@ -204,6 +213,8 @@ def attention_graph_svg(
     layout: str = "line",
     title: str | None = None,
     explained_position: int | None = None,
+    signed: bool | None = None,
+    method: str | None = None,
 ) -> str:
     """The same drawing as :func:`plot_attention_graph`, as an inline ``<svg>`` element.
 
@@ -214,7 +225,7 @@ def attention_graph_svg(
     import matplotlib
 
     fig = plot_attention_graph(tokens, adjacency, node_scores, top_edges=top_edges, layout=layout, title=title,
-                               explained_position=explained_position)
+                               explained_position=explained_position, signed=signed, method=method)
     buf = io.StringIO()
     with matplotlib.rc_context({"svg.fonttype": "path", "svg.hashsalt": "captum-prxai"}):
         fig.savefig(buf, format="svg", metadata={"Date": None})
