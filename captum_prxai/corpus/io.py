@@ -29,7 +29,7 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from captum_prxai.exceptions import PRXAIError
 
@@ -47,6 +47,9 @@ __all__ = [
 FORMATS = ("parquet", "jsonl")
 #: the run's settings, written in the output folder (ignored by Parquet readers: leading underscore)
 MANIFEST = "_run.json"
+#: input suffixes read as JSON Lines and as Parquet
+JSONL_SUFFIXES = (".jsonl", ".json", ".ndjson")
+PARQUET_SUFFIXES = (".parquet", ".pq")
 #: what to do with a CSV row whose field count is not the header's
 BAD_ROWS = ("error", "skip")
 #: key of the run's settings in each Parquet shard's schema metadata
@@ -64,17 +67,21 @@ class Corpus:
         labels: Raw label values (``None`` without a label column).
         label_names: Class names known from the source (packaged datasets).
         skipped_lines: Lines of the ragged CSV rows skipped (``bad_rows="skip"``).
+        digests: :func:`text_digest` of each text.
+        lengths: Characters of each text.
     """
 
     source: str
     ids: List[str]
-    texts: List[Optional[str]]
+    texts: Optional[List[Optional[str]]]
     labels: Optional[List[Any]] = None
     label_names: Optional[List[str]] = field(default=None)
     skipped_lines: List[int] = field(default_factory=list)
+    digests: List[str] = field(default_factory=list)
+    lengths: List[int] = field(default_factory=list)
 
     def __len__(self) -> int:
-        return len(self.texts)
+        return len(self.ids)
 
 
 def _require_pyarrow(why: str) -> Any:
@@ -104,74 +111,149 @@ def _read_text(path: Path, encoding: str) -> str:
         raise PRXAIError(f"unknown encoding {encoding!r}; use e.g. utf-8 or latin-1.") from None
 
 
-def _read_csv(path: Path, encoding: str, bad_rows: str = "error") -> tuple:
-    """Header, rows (dicts), the line each row starts on, and the lines of the ragged rows skipped."""
-    text = _read_text(path, encoding)
-    if text.startswith("\ufeff"):
-        text = text[1:]
-    # the csv module refuses fields over 131,072 characters by default; the whole file is in memory
-    # anyway, so no field can be longer than the file (the limit is process-wide: restored below)
-    old_limit = csv.field_size_limit()
-    csv.field_size_limit(max(old_limit, min(len(text) + 1, 2**31 - 1)))
+def _open_text(path: Path, encoding: str) -> Any:
     try:
-        reader = csv.reader(io.StringIO(text, newline=""))  # physical lines: \r\n or \n (not U+2028, form feed)
+        return open(path, encoding=encoding, newline="")
+    except LookupError:
+        raise PRXAIError(f"unknown encoding {encoding!r}; use e.g. utf-8 or latin-1.") from None
+
+
+@dataclass
+class _Source:
+    """An input file, read row by row: ``columns`` (known once ``rows`` is exhausted for JSON Lines),
+    ``rows`` yields ``(where, row dict)``, ``skipped`` the lines of the ragged CSV rows skipped."""
+
+    columns: List[str]
+    rows: Iterator[Tuple[str, Dict[str, Any]]]
+    skipped: List[int] = field(default_factory=list)
+
+
+def _csv_rows(path: Path, encoding: str, bad_rows: str) -> _Source:
+    """A CSV file, row by row, with the line each row starts on."""
+    fh = _open_text(path, encoding)
+    reader = csv.reader(fh)  # newline="": physical lines are \r\n or \n (not U+2028 or a form feed)
+    old_limit = csv.field_size_limit()
+    # the csv module refuses fields over 131,072 characters by default; the same text reads fine as JSON Lines
+    csv.field_size_limit(2**31 - 1)
+    try:
+        header = next(reader, None)
+    except UnicodeDecodeError:
+        _read_text(path, encoding)  # raises the error with its offset and line
+        raise
+    finally:
+        csv.field_size_limit(old_limit)
+    if not header:
+        fh.close()
+        raise PRXAIError(f"{path} is empty: a CSV file needs a header line naming its columns and one row per text.")
+    if header[0].startswith("\ufeff"):
+        header[0] = header[0][1:]
+    source = _Source(header, iter(()))
+
+    def rows() -> Iterator[Tuple[str, Dict[str, Any]]]:
+        end = reader.line_num
+        old = csv.field_size_limit()
         try:
-            header = next(reader, None)
-            if not header:
-                raise PRXAIError(f"{path} is empty: a CSV file needs a header line naming its columns and one row per text.")
-            rows, lines, skipped = [], [], []
-            end = reader.line_num
-            for r in reader:
+            while True:
+                csv.field_size_limit(2**31 - 1)  # process-wide: restored between rows (the caller may read CSV too)
+                try:
+                    r = next(reader, None)
+                except UnicodeDecodeError:
+                    _read_text(path, encoding)
+                    raise
+                except csv.Error as err:
+                    raise PRXAIError(f"{path}:{reader.line_num}: not valid CSV ({err}).") from None
+                finally:
+                    csv.field_size_limit(old)
+                if r is None:
+                    return
                 start, end = end + 1, reader.line_num
                 if not r:
                     continue
                 if len(r) != len(header):
                     if bad_rows == "skip":
-                        skipped.append(start)
+                        source.skipped.append(start)
                         continue
                     raise PRXAIError(
                         f"{path}:{start}: this row has {len(r)} fields but the header has {len(header)} "
                         f"({', '.join(header)}); quote fields that hold commas (\"...\"), or pass --skip-bad-rows "
                         "to skip such rows (they are counted)."
                     )
-                rows.append(dict(zip(header, r)))
-                lines.append(f"line {start}")
-        except csv.Error as err:
-            raise PRXAIError(f"{path}:{reader.line_num}: not valid CSV ({err}).") from None
-    finally:
-        csv.field_size_limit(old_limit)
-    return header, rows, lines, skipped
+                yield f"line {start}", dict(zip(header, r))
+        finally:
+            fh.close()
+
+    source.rows = rows()
+    return source
 
 
-def _read_jsonl(path: Path, encoding: str) -> tuple:
-    rows, columns, lines = [], {}, []
-    # split on newlines only: JSON strings may hold U+2028, form feeds and other characters str.splitlines breaks at
-    for line_no, line in enumerate(_read_text(path, encoding).split("\n"), 1):
-        if not line.strip():
-            continue
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError as err:
-            raise PRXAIError(f"{path}:{line_no}: not valid JSON ({err.msg}); a JSON Lines file holds one object a line.") from None
-        if not isinstance(rec, dict):
-            raise PRXAIError(f"{path}:{line_no}: expected a JSON object, got {type(rec).__name__}.")
-        for key in rec:
-            columns.setdefault(key, None)
-        rows.append(rec)
-        lines.append(f"line {line_no}")
-    return list(columns), rows, lines, []
+def _jsonl_rows(path: Path, encoding: str) -> _Source:
+    """A JSON Lines file, object by object; its columns are the keys seen, known once read."""
+    source = _Source([], iter(()))
+
+    def rows() -> Iterator[Tuple[str, Dict[str, Any]]]:
+        columns: Dict[str, None] = {}
+        with _open_text(path, encoding) as fh:
+            line_no = 0
+            while True:
+                try:
+                    # newline="" splits at \n and \r only: JSON strings may hold U+2028 or a form feed
+                    line = fh.readline()
+                except UnicodeDecodeError:
+                    _read_text(path, encoding)
+                    raise
+                if not line:
+                    break
+                line_no += 1
+                if not line.strip():
+                    continue
+                try:
+                    rec = json.loads(line)
+                except json.JSONDecodeError as err:
+                    raise PRXAIError(f"{path}:{line_no}: not valid JSON ({err.msg}); a JSON Lines file holds one "
+                                     "object a line.") from None
+                if not isinstance(rec, dict):
+                    raise PRXAIError(f"{path}:{line_no}: expected a JSON object, got {type(rec).__name__}.")
+                for key in rec:
+                    if key not in columns:
+                        columns[key] = None
+                        source.columns.append(key)
+                yield f"line {line_no}", rec
+
+    source.rows = rows()
+    return source
 
 
-def _read_parquet(path: Path) -> tuple:
+def _parquet_rows(path: Path, wanted: Sequence[str]) -> _Source:
+    """A Parquet file, record batch by record batch (only the ``wanted`` columns)."""
     _require_pyarrow("reading Parquet input")
     import pyarrow.parquet as pq
 
     try:
-        table = pq.read_table(str(path))
+        handle = pq.ParquetFile(str(path))
     except Exception as err:  # pyarrow raises ArrowInvalid, OSError, ...
         raise PRXAIError(f"{path}: cannot read it as Parquet ({err}).") from None
-    rows = table.to_pylist()
-    return table.column_names, rows, [f"row {i}" for i in range(len(rows))], []
+    columns = list(handle.schema_arrow.names)
+
+    def rows() -> Iterator[Tuple[str, Dict[str, Any]]]:
+        i = 0
+        try:
+            for batch in handle.iter_batches(columns=[c for c in columns if c in wanted]):
+                for row in batch.to_pylist():
+                    yield f"row {i}", row
+                    i += 1
+        except PRXAIError:
+            raise
+        except Exception as err:
+            raise PRXAIError(f"{path}: cannot read it as Parquet ({err}).") from None
+
+    return _Source(columns, rows())
+
+
+def text_digest(text: Optional[str]) -> str:
+    """A hash of one text (``None`` included): what :func:`input_hash` and the Ray engine's check compare."""
+    if text is None:
+        return "null"
+    return hashlib.sha1(text.encode("utf-8", "surrogatepass")).hexdigest()[:20]
 
 
 def _as_id(value: Any) -> str:
@@ -191,6 +273,7 @@ def read_corpus(
     encoding: str = "utf-8",
     limit: Optional[int] = None,
     bad_rows: str = "error",
+    keep_texts: bool = True,
 ) -> Corpus:
     """Read the texts to explain from a file or a packaged dataset.
 
@@ -209,6 +292,9 @@ def read_corpus(
         bad_rows: A CSV row whose field count is not the header's: ``"error"``
             (refused, with its line number) or ``"skip"`` (left out, and its
             line listed in :attr:`Corpus.skipped_lines`).
+        keep_texts: Keep the texts (``False``: only their hashes and
+            lengths, for an engine that reads the texts itself; the file is
+            read row by row either way).
 
     Returns:
         A :class:`Corpus`.
@@ -229,53 +315,74 @@ def read_corpus(
 
         data = load_dataset(dataset, split)
         n = len(data) if limit is None else min(limit, len(data))
-        return Corpus(f"dataset:{dataset}/{split}", [str(i) for i in range(n)], list(data.texts[:n]),
-                      list(data.labels[:n]), list(data.label_names))
+        texts = list(data.texts[:n])
+        return Corpus(f"dataset:{dataset}/{split}", [str(i) for i in range(n)], texts,
+                      list(data.labels[:n]), list(data.label_names),
+                      digests=[text_digest(t) for t in texts], lengths=[len(t or "") for t in texts])
     path = Path(path)
     if not path.is_file():
         raise PRXAIError(f"no input file {path}.")
     suffix = path.suffix.lower()
+    wanted = [c for c in (text_column, id_column, label_column) if c is not None]
     if suffix == ".csv":
-        columns, rows, lines, skipped = _read_csv(path, encoding, bad_rows)
-    elif suffix in (".jsonl", ".json", ".ndjson"):
-        columns, rows, lines, skipped = _read_jsonl(path, encoding)
-    elif suffix in (".parquet", ".pq"):
-        columns, rows, lines, skipped = _read_parquet(path)
+        source = _csv_rows(path, encoding, bad_rows)
+    elif suffix in JSONL_SUFFIXES:
+        source = _jsonl_rows(path, encoding)
+    elif suffix in PARQUET_SUFFIXES:
+        source = _parquet_rows(path, wanted)
     else:
         raise PRXAIError(f"{path}: unknown input format {suffix or '(no suffix)'!r}; use .csv, .jsonl or .parquet.")
-    if not rows:
-        more = f" ({len(skipped)} ragged rows skipped)" if skipped else ""
-        raise PRXAIError(f"{path} holds no rows{more}; nothing to explain.")
-    for role, name in (("text", text_column), ("id", id_column), ("label", label_column)):
-        if name is not None and name not in columns:
-            flag = {"text": "--text-column", "id": "--id-column", "label": "--label-column"}[role]
-            raise PRXAIError(f"{path} has no column {name!r} (the {role} column, {flag}); "
-                             f"its columns are: {', '.join(map(str, columns)) or '(none)'}.")
-    if limit is not None:
-        rows = rows[:limit]
-    texts = []
-    for row, where in zip(rows, lines):
+
+    def check_columns() -> None:
+        for role, name in (("text", text_column), ("id", id_column), ("label", label_column)):
+            if name is not None and name not in source.columns:
+                flag = {"text": "--text-column", "id": "--id-column", "label": "--label-column"}[role]
+                raise PRXAIError(f"{path} has no column {name!r} (the {role} column, {flag}); "
+                                 f"its columns are: {', '.join(map(str, source.columns)) or '(none)'}.")
+
+    if suffix not in JSONL_SUFFIXES:
+        check_columns()  # known from the header or the schema
+    texts: Optional[List[Optional[str]]] = [] if keep_texts else None
+    digests: List[str] = []
+    lengths: List[int] = []
+    ids: List[str] = []
+    labels: Optional[List[Any]] = None if label_column is None else []
+    seen: Dict[str, int] = {}
+    i = -1
+    for i, (where, row) in enumerate(source.rows):
+        if limit is not None and i >= limit:
+            i -= 1
+            source.rows.close()
+            break
         value = row.get(text_column)
         if value is not None and not isinstance(value, str):
             raise PRXAIError(f"{path}, {where}: the text column {text_column!r} holds {_kind(value)}, not a string; "
                              "every text must be a string (or null, which is skipped as empty).")
-        texts.append(value)
-    if id_column is None:
-        ids = [str(i) for i in range(len(rows))]
-    else:
-        ids, seen = [], {}
-        for i, row in enumerate(rows):
-            value = row.get(id_column)
-            if value is None or str(value) == "":
-                raise PRXAIError(f"{path}: row {i} has no id in column {id_column!r}; every text needs a unique id.")
-            key = _as_id(value)
+        if texts is not None:
+            texts.append(value)
+        digests.append(text_digest(value))
+        lengths.append(len(value or ""))
+        if id_column is None:
+            ids.append(str(i))
+        else:
+            raw = row.get(id_column)
+            if raw is None or str(raw) == "":
+                raise PRXAIError(f"{path}: row {i} ({where}) has no id in column {id_column!r}; every text needs a "
+                                 "unique id.")
+            key = _as_id(raw)
             if key in seen:
                 raise PRXAIError(f"{path}: id {key!r} appears twice (rows {seen[key]} and {i}); ids must be unique, "
                                  "since they identify finished rows when a run resumes.")
             seen[key] = i
             ids.append(key)
-    labels = None if label_column is None else [row.get(label_column) for row in rows]
-    return Corpus(str(path), ids, texts, labels, skipped_lines=skipped)
+        if labels is not None:
+            labels.append(row.get(label_column))
+    n_rows = i + 1
+    if n_rows == 0 and limit != 0:
+        more = f" ({len(source.skipped)} ragged rows skipped)" if source.skipped else ""
+        raise PRXAIError(f"{path} holds no rows{more}; nothing to explain.")
+    check_columns()
+    return Corpus(str(path), ids, texts, labels, skipped_lines=source.skipped, digests=digests, lengths=lengths)
 
 
 def _kind(value: Any) -> str:
@@ -354,14 +461,14 @@ def _schema(methods: Sequence[str], metadata: Dict[str, Any]) -> Any:
     return pa.schema(fields, metadata={METADATA_KEY: json.dumps(metadata, sort_keys=True).encode()})
 
 
-def input_hash(run_key: str, id: str, text: Optional[str], label: Optional[int]) -> str:
-    """The key of one input row: a hash of the run's settings, its id, its text and its label.
+def input_hash(run_key: str, id: str, digest: str, label: Optional[int]) -> str:
+    """The key of one input row: a hash of the run's settings, its id, its text (``digest``, :func:`text_digest`) and its label.
 
     A finished row is reused on resume only when the input row with its id
     still has this hash (and the same row number), so an edited text, a
     changed label or other settings are recomputed, never read back.
     """
-    blob = json.dumps([run_key, id, text, label], ensure_ascii=False)
+    blob = json.dumps([run_key, id, digest, label], ensure_ascii=False)
     return hashlib.sha1(blob.encode("utf-8")).hexdigest()[:20]
 
 

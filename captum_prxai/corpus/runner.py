@@ -107,7 +107,7 @@ def plan_shards(records: Sequence[Dict[str, Any]], shard_size: int, bucketing: b
         raise PRXAIError(f"shard_size must be at least 1, got {shard_size}.")
     items = list(records)
     if bucketing:
-        items.sort(key=lambda r: (-len(r["text"] or ""), r["row"]))
+        items.sort(key=lambda r: (-r.get("length", len(r.get("text") or "")), r["row"]))
     return [items[i:i + shard_size] for i in range(0, len(items), shard_size)]
 
 
@@ -279,7 +279,7 @@ def attribute_dataset(
     store = ShardStore(output, format, names, metadata)
     store.prepare(overwrite=overwrite)
 
-    hashes = [input_hash(metadata["run_key"], corpus.ids[i], corpus.texts[i], labels[i]) for i in range(len(corpus))]
+    hashes = [input_hash(metadata["run_key"], corpus.ids[i], corpus.digests[i], labels[i]) for i in range(len(corpus))]
     held, damaged = store.finished()
     for line in damaged:
         notes.append(f"{line}: deleted, its texts are explained again.")
@@ -291,7 +291,9 @@ def attribute_dataset(
     if strays:
         notes.append(f"{len(strays)} shard file(s) in {store.folder} are not this run's (not listed in its manifest: "
                      f"{strays[0]}, ...); they are left alone, but readers of the folder will read them too.")
-    records = [{"row": i, "id": corpus.ids[i], "text": corpus.texts[i], "label": labels[i], "input_hash": hashes[i]}
+    texts = corpus.texts  # None: the Ray engine reads them itself (ray.data.read_*), the driver never holds them
+    records = [{"row": i, "id": corpus.ids[i], "text": None if texts is None else texts[i], "label": labels[i],
+                "input_hash": hashes[i], "length": corpus.lengths[i], "digest": corpus.digests[i]}
                for i in range(len(corpus)) if corpus.ids[i] not in done]
     result = DatasetRun(store.folder, engine, len(corpus), len(corpus) - len(records), notes=notes,
                         recomputed_shards=len(stale), damaged_shards=len(damaged))
