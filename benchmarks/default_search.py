@@ -49,6 +49,9 @@ from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the benchmarks' own modules
+from research_methods import research_default  # noqa: E402  (registers the research variants)
 from torch import Tensor
 
 RESULTS = Path(__file__).resolve().parent / "results" / "default-search"
@@ -169,7 +172,7 @@ def _gradient_norm_weighted(attr: Any) -> Any:
     which favours layers whose gradient is concentrated on a few edges. Implemented on the
     attribution's per-layer term (``_layer_term``, the running sum of the capture), so it is one pass.
     """
-    from captum_prxai.graph.spec import token_layer
+    from captum_prxai.graph.build import token_layer
 
     spec = attr.spec.replace(normalize_layers=True)
 
@@ -208,10 +211,10 @@ def _path_scores(attr: Any, embeddings: Any, ids: Tensor, mask: Tensor, special:
                  pad_token_id: int) -> Tensor:
     """Scores of :data:`PATH`: the attribution's token graphs averaged over ``steps`` passes with the word
     embeddings moved to ``b + α (e − b)`` (``α`` at the midpoints, ``b`` the [PAD] reference's), then scored once by
-    the core's :func:`~captum_prxai.graph.spec.score_graph` (the teleport and mask are the input's)."""
+    the core's :func:`~captum_prxai.graph.scoring.score_graph` (the teleport and mask are the input's)."""
     from dataclasses import replace
 
-    from captum_prxai.graph.spec import score_graph
+    from captum_prxai.graph.scoring import score_graph
     from captum_prxai.methods.builtin import _reference_ids
 
     with torch.no_grad():
@@ -260,21 +263,24 @@ def _rms_norms_held(model: Any) -> Iterator[None]:
 
 def _relative_scores(attr: Any, ids: Tensor, mask: Tensor, target: Any, beta: float) -> Tensor:
     """Scores of :data:`RELATIVE`: each walk's personalised PageRank ``x`` over ``g^β``, ``g`` the same graph's global
-    PageRank (the core's :func:`~captum_prxai.graph.spec.token_walks` with hub power ``−β``, which
-    :class:`GraphSpec` does not accept), combined as the library combines the walks
-    (:func:`~captum_prxai.graph.spec.combine_walks`: ``r⁺ − λ r⁻``, the gate deciding on the PageRank vectors)."""
-    from captum_prxai.graph.spec import combine_walks, token_walks
+    PageRank (the library's scoring steps with the hubs' power ``−β``, which :class:`GraphSpec` does not accept),
+    combined as the library combines the walks (``r⁺ − λ r⁻``, the gate deciding on the PageRank vectors)."""
+    from captum_prxai.graph.scoring import global_ranks, hub_weighted, walk_ranks, walk_weights
 
+    spec = attr.spec
     built = attr.attribute_graph(ids, target=target, additional_forward_args=(mask,)).built
-    walks = token_walks(attr.spec, built, hub_power=-beta)
-    return walks[0][1] if len(walks) == 1 else combine_walks(attr.spec, built, walks)
+    ranks = walk_ranks(spec, built)
+    walks = [hub_weighted(x, g, -beta, built.mask) for x, g in zip(ranks, global_ranks(spec, built))]
+    if len(walks) == 1:
+        return walks[0]
+    return walks[0] - walk_weights(spec, built, *ranks).to(walks[0].dtype)[:, None] * walks[1]
 
 
 def walk_correlation(positive: Tensor, negative: Tensor, ordinary: Tensor) -> float:
     """Pearson correlation of the two walks' scores ``P⁺`` and ``P⁻`` over one example's tokens where ``ordinary``
     is true (every real token but the explained one, whose teleport mass both walks share); 0 when either is
-    constant: the core's :func:`captum_prxai.graph.spec.walk_correlation`, the gate's signal, on one example."""
-    from captum_prxai.graph.spec import walk_correlation as batched
+    constant: the core's :func:`captum_prxai.graph.scoring.walk_correlation`, the gate's signal, on one example."""
+    from captum_prxai.graph.scoring import walk_correlation as batched
 
     return float(batched(positive.reshape(1, -1), negative.reshape(1, -1), ordinary.reshape(1, -1))[0])
 
@@ -1264,7 +1270,7 @@ ROUND_LEADS: Dict[str, Tuple[str, str, str]] = {
 _ENCODER_LEAD = (FOURTH_LEAD, "pr-tag-pm0.25", "PR-TAG's edges, two walks, λ = 0.25, damping 0.7")
 #: rules ranked beside the candidates: per architecture, the candidate whose rows the rule takes on its halves.
 #: 'rule:depth': γ = 0.25 on the 12-layer encoder (MPNet), the default's γ = 0.5 on the 6-layer one (MiniLM-L6);
-#: the library's ``attention_power="auto"`` (captum_prxai.graph.spec.auto_attention_power)
+#: the library's ``attention_power="auto"`` (captum_prxai.recommended_spec)
 #: 'rule:depth-one-walk': the same, with one walk (γ = 0.25) on the 12-layer encoder; 'rule:depth-gate': with the
 #: gate (see GATE) on it, its threshold chosen by the rule (``_gate_scan_lines``); 'rule:gate-every-encoder': the
 #: same gate at 0.5 on the 6-layer encoder's default too (tenth round); 'rule:depth-gate-hubs' and '...-hubs0.5': the

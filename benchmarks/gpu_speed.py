@@ -39,6 +39,9 @@ from typing import Optional, Sequence
 
 import torch
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the benchmarks' own modules
+from research_methods import research_default  # noqa: E402  (registers the research variants)
+
 #: Attention layers of each shape (:func:`captum_prxai.bench.speed.config_model`), which pick its default.
 DEPTHS = {"minilm": 6, "mpnet": 12}
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
@@ -103,9 +106,7 @@ def measure_cell(architecture: str, dtype: str, length: int, batch: int, methods
 
 def resolve_method(method: str, model: torch.nn.Module) -> str:
     """``"default"`` is the method :class:`~captum_prxai.PageRankAttribution` runs on ``model`` by default."""
-    from captum_prxai.methods.builtin import default_method
-
-    return default_method(model) if method == "default" else method
+    return research_default(model) if method == "default" else method
 
 
 def open_device(name: str) -> Optional[torch.device]:
@@ -126,7 +127,6 @@ def _fmt(value: Optional[float], spec: str) -> str:
 
 def write_table(path: Path, rows: Sequence[dict], header: str) -> Path:
     """The Markdown table of ``rows``, then LIG-50's cost as a multiple of PR-AG's and the default's."""
-    from captum_prxai.methods.builtin import default_method
 
     lines = [header, "", "| model | dtype | T | B | method | median (s) | ratio to fwd+bwd | peak memory (MiB) | note |",
              "|---|---|---|---|---|---|---|---|---|"]
@@ -141,7 +141,7 @@ def write_table(path: Path, rows: Sequence[dict], header: str) -> Path:
                   "was not timed):", "", "| model | dtype | T | LIG-50 (s) | ratio to fwd+bwd | LIG-50 ÷ PR-AG | "
                   "default | LIG-50 ÷ default |", "|---|---|---|---|---|---|---|---|"]
         for k in lig:
-            default = default_method(depth=DEPTHS[k[0]]) if k[0] in DEPTHS else ""
+            default = research_default(depth=DEPTHS[k[0]]) if k[0] in DEPTHS else ""
             ratios = []
             for method in ("pr-ag", default):
                 other = by.get(k[:4] + (method,))

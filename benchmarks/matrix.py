@@ -38,6 +38,9 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the benchmarks' own modules
+from research_methods import research_default  # noqa: E402  (registers the research variants)
+
 RESULTS = Path(__file__).resolve().parent / "results"
 MATRIX_DIR = RESULTS / "matrix"
 
@@ -84,11 +87,9 @@ class Cell:
 
     @property
     def default(self) -> str:
-        """The library's default method for the cell's architecture (``default_method``: by causal attention and
-        depth)."""
-        from captum_prxai.methods import default_method
-
-        return default_method(causal=self.architecture in DECODERS, depth=DEPTHS[self.architecture])
+        """The library's default method for the cell's architecture (the research variant equal to
+        ``recommended_spec`` for its attention type and depth)."""
+        return research_default(causal=self.architecture in DECODERS, depth=DEPTHS[self.architecture])
 
     def shown_default(self) -> Tuple[str, str]:
         """The default whose rows the summaries show, and a note: the cell's default, or where its rows are not in
@@ -278,7 +279,7 @@ def write_summary(path: Path = RESULTS / "matrix.md") -> Path:
     write_matrix(cells, path, intro=intro, pairs=pairs)
     write_default_check(_shown_cells(lambda c: f"{c.architecture} × {c.dataset}"),
                         RESULTS / "matrix_default.md",
-                        intro="The default of each cell's architecture (`captum_prxai.methods.default_method`: "
+                        intro="The default of each cell's architecture (`research_methods.research_default`: "
                               "PR-TAG± (λ=0.25, hubs 0.5, log-prob., CP x relevance) on encoders under 12 layers, "
                               "PR-TAG± (γ=0.25, λ=0.25, gate 0.5, hubs 0.5, log-prob., CP x relevance) on encoders of "
                               "12 or more, PR-TAG± (log-prob.) on decoders) against every other method of the cell, "

@@ -53,6 +53,9 @@ from typing import Any, Dict, List, Optional, Sequence
 
 import torch
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the benchmarks' own modules
+from research_methods import research_default  # noqa: E402  (registers the research variants)
+
 ROOT = Path(__file__).resolve().parent
 OUT = ROOT / "results" / "special-token-mass"
 #: the methods of each cell; ``DEFAULT`` stands for the model's own default (``default_method``, resolved per cell)
@@ -170,7 +173,6 @@ def run_cell(cell: Cell, metric_examples: int, teleport_n: int, log) -> Dict[str
         METHODS as REGISTRY,
         MethodContext,
         build_method,
-        default_method,
         make_forward_func,
         validate_options,
     )
@@ -184,7 +186,7 @@ def run_cell(cell: Cell, metric_examples: int, teleport_n: int, log) -> Dict[str
     forward = make_forward_func(model)
     ctx = MethodContext.from_tokenizer(tokenizer, seed=0)
     kwargs = MetricSettings().metric_kwargs(ctx.mask_token_id, ctx.pad_token_id, 64)
-    default = default_method(model)
+    default = research_default(model)
     names = {m: default if m == DEFAULT else m for m in METHODS}
     explainers = {m: build_method(names[m], model, forward, ctx) for m in METHODS}
     # the benchmark's rule: a decoder's explained (last real) token stays in every perturbed input

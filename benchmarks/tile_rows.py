@@ -45,7 +45,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
-    spec = GraphSpec()
+    spec = GraphSpec(edge_weight="tempered_attention_gradient")
     print(f"`OMP_NUM_THREADS=1 python benchmarks/tile_rows.py {' '.join(shlex.quote(a) for a in (argv or sys.argv[1:]))}`"
           f" (torch {torch.__version__}, 1 thread)\n")
     print("| T | rows per tile | layer forward + backward with maps (s) | fused SDPA forward + backward (s) | ratio |")

@@ -3,7 +3,9 @@
 The flow, once for every consumer: capture one pass (:func:`capture_graph`,
 :mod:`captum_prxai.hooks`) -> build the graph (:class:`GraphSpec`,
 :func:`build_graph`) -> PageRank (:func:`score_graph`, :func:`pagerank`) ->
-token scores (:mod:`captum_prxai.attr`). See docs/architecture.md.
+token scores (:mod:`captum_prxai.attr`). The algorithm is :class:`GraphSpec`;
+the measured recipe for a model is :func:`recommended_spec`. See
+docs/architecture.md.
 
 The public names below are imported on first use (PEP 562), so that the
 command line starts without loading torch.
@@ -33,8 +35,9 @@ _EXPORTS = {
     "PRXAIWarning": "captum_prxai.exceptions",
     "GraphExplanation": "captum_prxai.attr",
     "GraphSpec": "captum_prxai.graph.spec",
-    "build_graph": "captum_prxai.graph.spec",
-    "score_graph": "captum_prxai.graph.spec",
+    "build_graph": "captum_prxai.graph.build",
+    "score_graph": "captum_prxai.graph.scoring",
+    "recommended_spec": "captum_prxai.recommended",
     "capture_graph": "captum_prxai.capture",
     "LLMGraphAttribution": "captum_prxai.llm",
     "CapturedGraph": "captum_prxai.capture",
@@ -46,7 +49,7 @@ _EXPORTS = {
 }
 _SUBMODULES = {
     "attr", "bench", "capture", "corpus", "data", "exceptions", "explorer", "graph", "hooks", "llm", "methods",
-    "metrics", "models", "viz",
+    "metrics", "models", "recommended", "viz",
 }
 
 __all__ = sorted(_EXPORTS)
@@ -67,7 +70,10 @@ if TYPE_CHECKING:  # pragma: no cover
     from captum_prxai.attr import GraphExplanation
     from captum_prxai.capture import CapturedGraph, capture_graph
     from captum_prxai.exceptions import ConvergenceError, PRXAIError, PRXAIWarning
-    from captum_prxai.graph.spec import GraphSpec, build_graph, score_graph
+    from captum_prxai.graph.build import build_graph
+    from captum_prxai.graph.scoring import score_graph
+    from captum_prxai.graph.spec import GraphSpec
+    from captum_prxai.recommended import recommended_spec
     from captum_prxai.graph import layered_pagerank, pagerank
     from captum_prxai.hooks import AttentionRecorder, attention_layers, sdpa_attention
     from captum_prxai.llm import LLMGraphAttribution

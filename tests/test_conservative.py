@@ -8,7 +8,8 @@ import torch
 import captum_prxai as cp
 from captum_prxai.conservative import conservative_propagation, is_conservative
 from captum_prxai.exceptions import PRXAIError
-from captum_prxai.graph.spec import GraphSpec, relevance_weighted
+from captum_prxai.graph.scoring import relevance_weighted
+from captum_prxai.graph.spec import GraphSpec
 from conftest import forward_for
 
 ENCODERS = ["bert", "mpnet", "distilbert"]
@@ -167,18 +168,18 @@ def test_auto_rules_by_architecture_and_presets(tiny_model_factory):
     encoder, decoder = tiny_model_factory("bert"), tiny_model_factory("llama")
     enc = cp.PageRankAttribution(forward_for(encoder), cp.attention_layers(encoder))
     dec = cp.PageRankAttribution(forward_for(decoder), cp.attention_layers(decoder))
-    assert (enc.propagation, enc.relevance_weight) == ("conservative", 1.0)
-    assert (dec.propagation, dec.relevance_weight) == ("gradient", 0.0)
+    assert (enc.spec.propagation, enc.spec.relevance_weight) == ("conservative", 1.0)
+    assert (dec.spec.propagation, dec.spec.relevance_weight) == ("gradient", 0.0)
     preset = cp.PRTemperedAttentionGradient(forward_for(encoder), cp.attention_layers(encoder))
-    assert (preset.propagation, preset.relevance_weight) == ("gradient", 0.0)
+    assert (preset.spec.propagation, preset.spec.relevance_weight) == ("gradient", 0.0)
     # attention-only edges need no backward pass, and "auto" adds none
     attention_only = cp.PageRankAttribution(forward_for(encoder), cp.attention_layers(encoder), edge_weight="attention")
-    assert attention_only.relevance_weight == 0.0 and not attention_only.spec.needs_gradients
+    assert attention_only.spec.relevance_weight == 0.0 and not attention_only.spec.needs_gradients
     enc.propagation = "gradient"
-    assert enc.propagation == "gradient"
+    assert enc.propagation == enc.spec.propagation == "gradient"
     enc.propagation = "auto"
-    assert enc.propagation == "conservative"
-    with pytest.raises(PRXAIError, match=r"propagation must be one of 'auto', 'gradient', 'conservative', got 'lrp'"):
+    assert enc.propagation == "auto" and enc.spec.propagation == "conservative"
+    with pytest.raises(PRXAIError, match=r"propagation must be one of 'gradient', 'conservative', got 'lrp'"):
         cp.PageRankAttribution(forward_for(encoder), cp.attention_layers(encoder), propagation="lrp")
     with pytest.raises(PRXAIError, match=r"relevance_weight must be a number in \[0, 1\], got 2"):
         cp.PageRankAttribution(forward_for(encoder), cp.attention_layers(encoder), relevance_weight=2)

@@ -119,7 +119,7 @@ def test_explain_graph(tiny_model_dir, tmp_path, capsys):
     "argv, message",
     [
         (["   "], "the text is empty"),
-        (["a good film", "--methods", "pr-ag,nope"], "unknown method 'nope'; choose from: pr-ag"),
+        (["a good film", "--methods", "pr-ag,nope"], "unknown method 'nope'; choose from: pr-xai, pr-ag"),
         (["a good film", "--methods", " , "], "no method given"),
         (["a good film " * 12], "tokens but this model accepts at most 32"),
         (["a good film", "--target", "5"], "--target 5 is out of range: this model has 2 classes"),
@@ -227,7 +227,11 @@ def test_explain_graph_is_the_graph_the_method_scored(tiny_model_dir, tmp_path, 
     assert tokens == result["tokens"] and adjacency.shape == (len(tokens), len(tokens))
     assert title.startswith(f"{label}: the graph PageRank ran on") and "negative walk" not in title
     torch.testing.assert_close(node_scores, printed, atol=1e-6, rtol=0)
-    damping = inspect.signature(PageRankAttribution).parameters["damping"].default
+    damping = PageRankAttribution.default_options()["damping"]
+    assert damping == "auto"
+    from captum_prxai import GraphSpec
+
+    damping = GraphSpec().damping  # what "auto" gives every preset
     teleport = torch.zeros(1, len(tokens), dtype=torch.float64)
     teleport[0, 0] = 1.0  # the encoder's explained token, [CLS]
     ranks = pagerank(adjacency[None], damping, personalization=teleport, tol=1e-12, max_iter=10_000)[0]
@@ -236,6 +240,15 @@ def test_explain_graph_is_the_graph_the_method_scored(tiny_model_dir, tmp_path, 
 
 def test_explain_graph_of_both_walks_says_it_draws_the_positive_walk(tiny_model_dir, tmp_path, capsys, monkeypatch):
     """PR-TAG±'s picture is its positive walk; the title says the scores subtract the negative walk's PageRank."""
+    from captum_prxai.methods import METHODS
+    from captum_prxai.methods.registry import register_method
+    from captum_prxai.methods.builtin import pr_defaults, pr_factory
+
+    settings = dict(walks="both", negative_weight=1.0)
+    monkeypatch.setitem(METHODS, "pr-tag-pm", register_method(  # a user's own variant, registered for this run
+        "pr-tag-pm", "PR-TAG±", "pr-xai", "PR-TAG, both walks",
+        pr_factory("pr-tag-pm", "PR-TAG±", "PRTemperedAttentionGradient", **settings), overwrite=True,
+        defaults=pr_defaults("PRTemperedAttentionGradient", **settings)))
     drawn = _drawn_graphs(monkeypatch)
     data = tmp_path / "r.json"
     code, out, err = _run(capsys, "the plot was dull", "--model", tiny_model_dir, "--methods", "pr-tag-pm,pr-tag",
@@ -319,9 +332,11 @@ def test_explain_leads_with_the_class_default(tiny_model_dir, tmp_path, capsys):
     first, *others = result["scores"]
     from captum_prxai.methods import METHODS
 
-    presets = {spec.label for spec in METHODS.values() if spec.family == "pr-xai"}
-    assert {"PR-A", "PR-G", "PR-AG", "PR-TAG"} <= presets
-    assert sorted(others) == sorted(presets - {first})
+    from captum_prxai.methods import REFERENCE_METHODS
+
+    # the default, labelled, then at most two references
+    assert first == "PR-XAI (default)" and len(others) <= 2
+    assert others == [METHODS[name].label for name in REFERENCE_METHODS]
     assert out.index(f"\n{first}  (") < min(out.index(f"\n{o}  (") for o in others)
     model, tok = load_model(str(tiny_model_dir))
     enc = tok("a good movie", return_tensors="pt")
@@ -374,8 +389,8 @@ def test_explain_text_names_the_explained_token(tiny_model_dir):
 
 
 def test_the_default_follows_the_architecture_in_every_entry_point(tiny_model_dir):
-    """PR-TAG± (λ=0.25, hubs 0.5, log-prob.) for encoders, PR-TAG± (λ = 1, the logit) for decoders: the class, the
-    registry, explain_text, the explorer, the corpus worker."""
+    """One default method, ``pr-xai``, resolved per model by ``recommended_spec`` (λ = 0.25 and hubs on encoders,
+    λ = 1 on decoders): the class, the registry, explain_text, the explorer, the corpus worker."""
     import captum_prxai
     from captum_prxai.corpus.worker import Worker
     from captum_prxai.explorer.engine import DatasetStore, Engine
@@ -389,26 +404,20 @@ def test_the_default_follows_the_architecture_in_every_entry_point(tiny_model_di
                                       num_key_value_heads=1, intermediate_size=32, max_position_embeddings=32,
                                       num_labels=2, pad_token_id=0)
     decoder = transformers.LlamaForSequenceClassification(config).eval()
-    expected = {id(encoder): (0.25, 0.5, "log_probability", "pr-tag-pm0.25-hubs0.5-lp-cp-rel",
-                              "PR-TAG± (λ=0.25, hubs 0.5, log-prob., CP x relevance)"),
-                id(decoder): (1.0, 0.0, "log_probability", "pr-tag-pm-lp", "PR-TAG± (log-prob.)")}
+    expected = {id(encoder): (0.25, 0.5, "log_probability", "pr-xai", "PR-XAI (default)"),
+                id(decoder): (1.0, 0.0, "log_probability", "pr-xai", "PR-XAI (default)")}
     for model in (encoder, decoder):
         weight, hubs, objective, name, label = expected[id(model)]
         forward = lambda ids, mask, model=model: model(input_ids=ids, attention_mask=mask).logits  # noqa: E731
         layers = captum_prxai.attention_layers(model)
         default = captum_prxai.PageRankAttribution(forward, layers)
-        assert default.walks == "both" and default.negative_weight == weight and default.hub_power == hubs
-        assert default.objective == objective
-        assert captum_prxai.PRTemperedAttentionGradient(forward, layers).objective == "output"  # the presets: logit
-        assert default.edge_weight == "tempered_attention_gradient"
-        assert captum_prxai.PRTemperedAttentionGradient(forward, layers).hub_power == 0.0  # the presets: no hubs
-        assert captum_prxai.PageRankAttribution(forward, layers, edge_weight="attention").walks == "positive"
-        assert captum_prxai.PageRankAttribution(forward, layers, walks="positive").walks == "positive"
-        assert captum_prxai.PRTemperedAttentionGradient(forward, layers).walks == "positive"
+        spec = default.spec
+        assert spec.walks == "both" and spec.negative_weight == weight and spec.hub_power == hubs
+        assert spec.objective == objective and spec.edge_weight == "tempered_attention_gradient"
+        preset = captum_prxai.PRTemperedAttentionGradient(forward, layers).spec
+        assert (preset.objective, preset.hub_power, preset.walks) == ("output", 0.0, "positive")  # the paper's
+        assert captum_prxai.PageRankAttribution(forward, layers, edge_weight="attention").spec.walks == "positive"
         assert default_method(model) == name
-        # without a model (the benchmark's matrix): the same rule from the attention's causality
-        assert default_method(causal=model is decoder) == name
-        assert default_method(model, causal=model is not decoder) != name  # causal= takes precedence
         result = explain_text("a good film", model, tok)
         assert next(iter(result.scores)) == label
         enc = tok("a good film", return_tensors="pt")
@@ -417,4 +426,4 @@ def test_the_default_follows_the_architecture_in_every_entry_point(tiny_model_di
         assert result.scores[label] == pytest.approx(scores[0].tolist(), abs=1e-6)
         assert Engine(model, tok, DatasetStore({})).default_pr_method() == name
         assert Worker((model, tok), None, threads=1).methods == [name]
-    assert default_method() == "pr-tag-pm0.25-hubs0.5-lp-cp-rel"  # no model: the encoder default
+    assert default_method() == "pr-xai"

@@ -8,7 +8,9 @@ import torch
 
 import captum_prxai as cp
 from captum_prxai.capture import capture_graph
-from captum_prxai.graph.spec import GraphSpec, build_graph, layer_edge_map, score_graph, token_adjacency, token_layer
+from captum_prxai.graph.build import build_graph, token_adjacency, token_layer
+from captum_prxai.graph.scoring import score_graph
+from captum_prxai.graph.spec import GraphSpec, layer_edge_map
 from conftest import VOCAB, forward_for
 
 PR_OPTIONS = [
@@ -59,7 +61,7 @@ def test_token_graph_is_the_sum_of_the_spec_edge_maps(tiny_model_factory, tiny_b
     assert torch.allclose(built.adjacency, captured.maps[0] + captured.maps[1])
     assert torch.allclose(token_adjacency(spec, captured), built.adjacency)
     pr = cp.PRAttentionGradient(forward_for(model), layers)
-    assert torch.allclose(score_graph(spec.replace(damping=pr.damping), built) * mask,
+    assert torch.allclose(score_graph(spec.replace(damping=pr.spec.damping), built) * mask,
                           pr.attribute(ids, target=1, attention_mask=mask, additional_forward_args=(mask,)), atol=1e-6)
 
 
@@ -202,7 +204,7 @@ def _pearson(a, b):
 
 @pytest.mark.parametrize("kind", ["bert", "llama"])
 def test_the_walk_gate_keeps_the_positive_walk_where_the_walks_correlate(kind, tiny_model_factory, tiny_batch):
-    from captum_prxai.graph.spec import walk_correlation
+    from captum_prxai.graph.scoring import walk_correlation
 
     model, ids, mask, layers, kw = _walk_setup(tiny_model_factory(kind), tiny_batch)
     positive = cp.PRTemperedAttentionGradient(forward_for(model), layers).attribute(ids, **kw)
@@ -246,7 +248,7 @@ def test_the_walk_gate_keeps_the_positive_walk_where_the_walks_correlate(kind, t
 
 
 def test_walk_correlation_is_zero_where_a_walk_is_flat():
-    from captum_prxai.graph.spec import walk_correlation
+    from captum_prxai.graph.scoring import walk_correlation
 
     flat = torch.tensor([[0.5, 0.25, 0.25, 0.0]])
     varied = torch.tensor([[0.5, 0.1, 0.4, 0.0]])
@@ -284,89 +286,96 @@ def test_both_walks_are_refused_where_there_is_no_negative_walk(tiny_model_facto
         cp.PRGradient(forward, layers, walks="negative")
 
 
-def test_auto_walks_is_the_one_rule_the_class_and_the_apps_read(tiny_model_factory):
-    from captum_prxai.graph.spec import auto_negative_weight, auto_walks
+def test_recommended_spec_is_the_one_recipe_the_class_and_the_apps_read(tiny_model_factory):
     from captum_prxai.methods import METHODS, default_method
 
-    # the rule: both walks wherever the edges have a negative walk; the architecture weighs the negative one
-    assert auto_walks() == "both" and auto_walks("gradient") == "both"
-    assert auto_walks("attention") == "positive"  # attention edges have no negative walk
-    assert auto_walks(graph="layered") == "positive" and auto_walks(signed=True) == "positive"
-    assert auto_walks(lambda a, g: a) == "positive"  # a callable walks both only when asked
-    assert auto_negative_weight(True) == 1.0 and auto_negative_weight(False) == 0.25
-    for kind, weight in [("bert", 0.25), ("llama", 1.0)]:
+    # the rules, by attention type and depth, without a model
+    shallow, deep, decoder = (cp.recommended_spec(causal=False, depth=6), cp.recommended_spec(causal=False, depth=12),
+                              cp.recommended_spec(causal=True, depth=30))
+    for spec in (shallow, deep, decoder):
+        assert (spec.edge_weight, spec.walks, spec.objective) == ("tempered_attention_gradient", "both",
+                                                                  "log_probability")
+    assert [s.attention_power for s in (shallow, deep, decoder)] == [0.5, 0.25, 0.5]
+    assert [s.negative_weight for s in (shallow, deep, decoder)] == [0.25, 0.25, 1.0]
+    assert [s.walk_gate for s in (shallow, deep, decoder)] == [None, 0.5, None]
+    assert [s.hub_power for s in (shallow, deep, decoder)] == [0.5, 0.5, 0.0]
+    assert [s.propagation for s in (shallow, deep, decoder)] == ["conservative", "conservative", "gradient"]
+    assert [s.relevance_weight for s in (shallow, deep, decoder)] == [1.0, 1.0, 0.0]
+    assert cp.recommended_spec().walk_gate is None and cp.recommended_spec(causal=False, depth=11).walk_gate is None
+    # explicit options are kept, and the rules fill the rest consistently with them
+    assert cp.recommended_spec(edge_weight="attention").walks == "positive"  # attention edges have no negative walk
+    assert cp.recommended_spec(edge_weight="attention").relevance_weight == 0.0  # PR-A needs no backward pass
+    assert cp.recommended_spec(graph="layered").walks == "positive"
+    assert cp.recommended_spec(graph="layered").hub_power == 0.0
+    assert cp.recommended_spec(signed=True).walks == "positive"
+    assert cp.recommended_spec(edge_weight=lambda a, g: a).walks == "positive"  # a callable walks both when asked
+    assert cp.recommended_spec(negative_weight=0.5, walks="auto").negative_weight == 0.5
+    with pytest.raises(cp.PRXAIError, match=r"^unknown option\(s\) 'bogus'; the options are the fields of GraphSpec"):
+        cp.recommended_spec(bogus=1)
+    for kind, causal in [("bert", False), ("llama", True)]:
         model = tiny_model_factory(kind)
+        assert cp.recommended_spec(model).as_dict() == cp.recommended_spec(causal=causal, depth=2).as_dict()
         pr = cp.PageRankAttribution(forward_for(model), cp.attention_layers(model))
-        assert pr.walks == "both" and pr.negative_weight == weight
-        # an explicit weight wins; the presets walk one way unless asked
-        assert cp.PageRankAttribution(forward_for(model), cp.attention_layers(model),
-                                      negative_weight=0.5).negative_weight == 0.5
-        assert cp.PRTemperedAttentionGradient(forward_for(model), cp.attention_layers(model)).walks == "positive"
-        # the apps' registry name runs the same walks, with the same weight, as the class's default
-        name = default_method(model)
-        assert name == ("pr-tag-pm-lp" if weight == 1.0 else "pr-tag-pm0.25-hubs0.5-lp-cp-rel")
-        assert METHODS[name].defaults()["walks"] == "both"
-        assert METHODS[name].defaults()["negative_weight"] == weight
-        assert METHODS[name].defaults()["hub_power"] == pr.hub_power == (0.0 if weight == 1.0 else 0.5)
-    # PR-TAG± keeps its weight of 1 on every architecture: the matrix's rows of it stay what they were
-    assert METHODS["pr-tag-pm"].defaults()["negative_weight"] == 1.0
+        assert pr.resolve().as_dict() == cp.recommended_spec(model).as_dict()
+        # the apps' registry name runs the class with all its defaults
+        assert default_method(model) == "pr-xai"
+        assert set(METHODS["pr-xai"].defaults().values()) >= {"auto"}
 
 
-def test_auto_attention_power_tempers_deep_encoders_less_and_the_apps_name_the_same_preset():
+def test_the_constructor_stores_what_it_is_given_and_resolves_when_it_runs(tiny_model_factory, tiny_batch):
     import transformers as tf
 
-    from captum_prxai.capture import model_depth
-    from captum_prxai.graph.spec import auto_attention_power
-    from captum_prxai.methods import METHODS, default_method
-
-    # the rule by depth: 0.25 on encoders of 12 or more attention layers, 0.5 on shallower ones and on decoders
-    assert auto_attention_power(False, 12) == 0.25 and auto_attention_power(False, 24) == 0.25
-    assert auto_attention_power(False, 6) == 0.5 and auto_attention_power(False, 11) == 0.5
-    assert auto_attention_power(True, 30) == 0.5
     torch.manual_seed(0)
     deep = tf.BertForSequenceClassification(tf.BertConfig(
         hidden_size=16, num_hidden_layers=12, num_attention_heads=2, intermediate_size=32,
         max_position_embeddings=64, vocab_size=50, num_labels=3, pad_token_id=0)).eval()
-    assert model_depth(deep) == 12
     forward, layers = forward_for(deep), cp.attention_layers(deep)
-    default = cp.PageRankAttribution(forward, layers)
-    assert default.attention_power == 0.25 and default.walks == "both" and default.negative_weight == 0.25
-    # the gate on the walks' correlation: 0.5 on encoders of 12 or more layers, none on shallower ones or decoders
-    from captum_prxai.graph.spec import auto_walk_gate
+    pr = cp.PageRankAttribution(forward, layers)
+    # stored as given: every option "auto"; resolved into a GraphSpec the user can inspect
+    assert pr.walks == pr.hub_power == pr.objective == pr.attention_power == "auto"
+    spec = pr.resolve()
+    assert (spec.attention_power, spec.walk_gate, spec.hub_power) == (0.25, 0.5, 0.5) and pr.spec is spec
+    assert pr.get_params()["walks"] == "auto" and pr.get_params()["spec"] is None
+    # setting an option re-resolves the others with it; nothing stale stays behind
+    pr.graph = "layered"
+    assert pr.graph == "layered" and pr.hub_power == "auto"
+    assert (pr.spec.hub_power, pr.spec.walks) == (0.0, "positive")
+    pr.graph = "auto"
+    pr.walks = "positive"
+    assert pr.spec.walks == "positive" and pr.walks == "positive"
+    pr.walks = "auto"
+    assert pr.spec.walks == "both"
+    # a bad value is refused when set, and the attribution keeps its previous option
+    with pytest.raises(cp.PRXAIError, match="walks must be one of"):
+        pr.walks = "sideways"
+    assert pr.walks == "auto"
+    # the spec a result carries is the one that ran
+    ids, mask = tiny_batch
+    kw = dict(target=1, additional_forward_args=(mask,), attention_mask=mask)
+    graph = pr.attribute_graph(ids, **kw)
+    assert graph.spec is pr.resolve()
+    # a given spec runs as it is: GraphSpec() is the paper's PR-AG
+    plain = cp.PageRankAttribution(forward, layers, spec=cp.GraphSpec())
+    assert plain.resolve() == plain.spec and plain.spec.edge_weight == "attention_gradient"
+    torch.testing.assert_close(plain.attribute(ids, **kw), cp.PRAttentionGradient(forward, layers).attribute(ids, **kw),
+                               atol=0, rtol=0)
+    with pytest.raises(cp.PRXAIError, match="give either spec or options, not both"):
+        cp.PageRankAttribution(forward, layers, spec=cp.GraphSpec(), walks="both")
+    with pytest.raises(cp.PRXAIError, match=r"got unknown option\(s\) 'hubs'"):
+        cp.PageRankAttribution(forward, layers, hubs=0.5)
+    with pytest.raises(cp.PRXAIError, match="PRGradient fixes edge_weight='gradient'"):
+        cp.PRGradient(forward, layers, edge_weight="attention")
 
-    assert default.walk_gate == 0.5 and auto_walk_gate(False, 11) is None and auto_walk_gate(True, 30) is None
-    assert cp.PRTemperedAttentionGradient(forward, layers).walk_gate is None  # the preset: no gate unless given
-    # the preset keeps PR-TAG's 0.5 on every depth; an explicit value wins over the rule
-    assert cp.PRTemperedAttentionGradient(forward, layers).attention_power == 0.5
-    assert cp.PageRankAttribution(forward, layers, attention_power=0.5).attention_power == 0.5
-    # the registry name the apps read runs exactly the class's default
-    name = default_method(deep)
-    assert name == "pr-tag0.25-pm0.25-gate0.5-hubs0.5-lp-cp-rel" and default_method(depth=12) == name
-    assert default_method(deep, depth=6) == "pr-tag-pm0.25-hubs0.5-lp-cp-rel"  # depth= takes precedence
-    settings = METHODS[name].defaults()
-    assert (settings["attention_power"], settings["walks"], settings["negative_weight"], settings["walk_gate"],
-            settings["hub_power"], settings["objective"], settings["propagation"], settings["relevance_weight"]) == (
-        0.25, "both", 0.25, 0.5, 0.5, default.objective, default.propagation, default.relevance_weight)
-    assert METHODS["pr-tag0.25-pm0.25"].defaults()["walk_gate"] is None
-    # the hubs' weight: 0.5 on every encoder, none on decoders or on the layered graph (which has no global walk)
-    from captum_prxai.graph.spec import auto_hub_power
 
-    assert auto_hub_power(False, 6) == auto_hub_power(False, 12) == 0.5 and auto_hub_power(True, 30) == 0.0
-    assert default.hub_power == 0.5 and cp.PageRankAttribution(forward, layers, graph="layered").hub_power == 0.0
-    torch.manual_seed(3)
-    ids, mask = torch.randint(2, 50, (2, 7)), torch.ones(2, 7, dtype=torch.long)
-    preset = cp.PRTemperedAttentionGradient(forward, layers, walks="both", negative_weight=0.25,
-                                            attention_power=0.25, walk_gate=0.5, hub_power=0.5,
-                                            objective="log_probability", propagation="conservative",
-                                            relevance_weight=1.0)
-    ours = default.attribute(ids, target=1, additional_forward_args=(mask,), attention_mask=mask)
-    assert torch.allclose(ours, preset.attribute(ids, target=1, additional_forward_args=(mask,),
-                                                 attention_mask=mask), atol=1e-7)
-    # and tempering less changes the scores (the rule is not a no-op; a random model's attention is near uniform,
-    # so A^γ moves them little)
-    half = cp.PageRankAttribution(forward, layers, attention_power=0.5)
-    moved = (ours - half.attribute(ids, target=1, additional_forward_args=(mask,), attention_mask=mask)).abs().max()
-    assert moved > 1e-6
+def test_graph_spec_defaults_are_the_papers_pr_ag():
+    spec = cp.GraphSpec()
+    assert (spec.edge_weight, spec.walks, spec.hub_power, spec.relevance_weight, spec.objective,
+            spec.propagation, spec.walk_gate, spec.signed) == ("attention_gradient", "positive", 0.0, 0.0, "output",
+                                                               "gradient", None, False)
+    with pytest.raises(cp.PRXAIError, match="objective must be one of 'output', 'log_probability'"):
+        cp.GraphSpec(objective="logit")
+    with pytest.raises(cp.PRXAIError, match="propagation must be one of 'gradient', 'conservative'"):
+        cp.GraphSpec(propagation="lrp")
 
 
 def test_graph_spec_checks_every_option_before_any_pass():
@@ -433,7 +442,7 @@ def test_pr_options_are_one_spec(tiny_model_factory):
     with pytest.raises(cp.PRXAIError, match="damping"):
         pr.damping = 2.0
     assert cp.PageRankAttribution(forward_for(model), cp.attention_layers(model)).spec.edge_weight == (
-        GraphSpec().edge_weight
+        cp.recommended_spec().edge_weight
     )
 
 
@@ -552,21 +561,6 @@ def test_layered_node_ranks_sum_to_one_and_reduce_to_the_scores(tiny_model_facto
     assert torch.allclose(tokens.float(), explanation.scores, atol=1e-4)
 
 
-def test_registry_pr_tag_pm_quarter_is_the_weighted_two_way_walk(tiny_model_factory, tiny_batch):
-    from captum_prxai.methods import build_method, make_forward_func
-
-    model = tiny_model_factory("bert")
-    ids, mask = tiny_batch
-    layers = cp.attention_layers(model)
-    special = torch.zeros_like(ids, dtype=torch.bool)
-    target = torch.tensor([1, 1])
-    got = build_method("pr-tag-pm0.25", model, make_forward_func(model))(ids, mask, special, target)
-    core = cp.PRTemperedAttentionGradient(forward_for(model), layers, walks="both", negative_weight=0.25)
-    expected = core.attribute(ids, target=1, additional_forward_args=(mask,), attention_mask=mask)
-    torch.testing.assert_close(got.to(expected.dtype), expected, atol=1e-6, rtol=0)
-    torch.testing.assert_close(expected.sum(-1), torch.full((2,), 0.75), atol=1e-5, rtol=0)
-
-
 @pytest.mark.parametrize("kind", ["bert", "llama"])
 def test_hub_power_weighs_each_walk_by_its_graphs_global_pagerank(kind, tiny_model_factory, tiny_batch):
     model, ids, mask, layers, kw = _walk_setup(tiny_model_factory(kind), tiny_batch)
@@ -609,60 +603,3 @@ def test_hub_power_is_checked(bad, tiny_model_factory):
     with pytest.raises(cp.PRXAIError, match=r"^hub_power weighs the token graph's walks by its global PageRank; "
                                             r"the layered graph has none\. Use graph='token' or hub_power=0\.$"):
         cp.PRAttentionGradient(forward_for(tiny_model_factory("bert")), layers, graph="layered", hub_power=0.5)
-
-
-def test_the_hub_presets_are_the_defaults_with_hub_power():
-    from captum_prxai.methods import METHODS
-    from captum_prxai.methods.builtin import BOTH_WALKS_PRESETS
-
-    for name, base in [("pr-tag-pm0.25-hubs0.5", "pr-tag-pm0.25"),
-                       ("pr-tag0.25-pm0.25-gate0.5-hubs0.5", "pr-tag0.25-pm0.25-gate0.5")]:
-        settings, plain = METHODS[name].defaults(), METHODS[base].defaults()
-        assert settings["hub_power"] == 0.5 and plain["hub_power"] == 0.0
-        assert {k: v for k, v in settings.items() if k != "hub_power"} == {
-            k: v for k, v in plain.items() if k != "hub_power"}
-        key = [k for k, v in BOTH_WALKS_PRESETS.items() if v == name][0]
-        assert key[-4:] == (0.5, "output", "gradient", 0.0)
-        assert BOTH_WALKS_PRESETS[key[:-4] + (0.0, "output", "gradient", 0.0)] == base
-
-
-def test_the_log_probability_presets_are_the_hub_presets_on_the_log_probability():
-    """The encoders' defaults since the thirteenth round differ from the former ones (the hub presets) in their
-    objective alone, and the former ones keep explaining the logit (so the matrix's rows of them stay valid)."""
-    from captum_prxai.methods import METHODS
-    from captum_prxai.methods.builtin import BOTH_WALKS_PRESETS
-    from captum_prxai.methods.registry import method_settings
-
-    for base in ("pr-tag-pm0.25-hubs0.5", "pr-tag0.25-pm0.25-gate0.5-hubs0.5", "pr-tag-pm"):
-        settings, plain = METHODS[base + "-lp"].defaults(), METHODS[base].defaults()
-        assert settings["objective"] == "log_probability" and plain["objective"] == "output"
-        assert {k: v for k, v in settings.items() if k != "objective"} == {
-            k: v for k, v in plain.items() if k != "objective"}
-        key = [k for k, v in BOTH_WALKS_PRESETS.items() if v == base + "-lp"][0]
-        assert key[-3:] == ("log_probability", "gradient", 0.0)
-        assert BOTH_WALKS_PRESETS[key[:-3] + ("output", "gradient", 0.0)] == base
-        # the logit is key-neutral: a cached record of the former default keeps its key
-        assert "objective" not in method_settings(base)["options"]
-        assert method_settings(base + "-lp")["options"]["objective"] == "log_probability"
-
-
-def test_the_conservative_presets_are_the_log_probability_presets_from_the_conservative_pass():
-    """The encoders' defaults since the seventeenth round differ from the thirteenth round's in their propagation
-    (and, ``-rel``, their relevance weight) alone; the former ones keep the model's own gradient and key-neutral
-    options, so the matrix's cached rows of them stay valid."""
-    from captum_prxai.methods import METHODS
-    from captum_prxai.methods.builtin import BOTH_WALKS_PRESETS
-    from captum_prxai.methods.registry import method_settings
-
-    for base in ("pr-tag-pm0.25-hubs0.5-lp", "pr-tag0.25-pm0.25-gate0.5-hubs0.5-lp"):
-        plain = METHODS[base].defaults()
-        assert (plain["propagation"], plain["relevance_weight"]) == ("gradient", 0.0)
-        for suffix, weight in (("-cp", 0.0), ("-cp-rel", 1.0)):
-            settings = METHODS[base + suffix].defaults()
-            assert (settings["propagation"], settings["relevance_weight"]) == ("conservative", weight)
-            assert {k: v for k, v in settings.items() if k not in ("propagation", "relevance_weight")} == {
-                k: v for k, v in plain.items() if k not in ("propagation", "relevance_weight")}
-            key = [k for k, v in BOTH_WALKS_PRESETS.items() if v == base + suffix][0]
-            assert key[-2:] == ("conservative", weight) and BOTH_WALKS_PRESETS[key[:-2] + ("gradient", 0.0)] == base
-        assert "propagation" not in method_settings(base)["options"]
-        assert "relevance_weight" not in method_settings(base)["options"]

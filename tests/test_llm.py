@@ -194,7 +194,7 @@ def test_the_default_gives_signed_rows_summing_to_zero(lms, tok):
     """PageRankAttribution's default on a causal LM walks both ways with λ = 1 (PR-TAG±): each row is the positive
     walk's PageRank minus the negative walk's over the causal prefix, so it sums to zero and has both signs."""
     method = cp.PageRankAttribution(lms("llama"), cp.attention_layers(lms("llama")))
-    assert method.walks == "both" and method.negative_weight == 1.0
+    assert method.spec.walks == "both" and method.spec.negative_weight == 1.0
     result = LLMGraphAttribution(method, tok).attribute(TextTokenInput(PROMPT, tok), target=TARGET,
                                                         include_generated=True)
     torch.testing.assert_close(result.token_attr.sum(1), torch.zeros(4), atol=1e-5, rtol=0)

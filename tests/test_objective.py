@@ -69,18 +69,18 @@ def test_one_output_per_example_is_explained_as_returned(tiny_model_factory, tin
 
 
 def test_auto_explains_the_log_probability_on_encoders_and_decoders(tiny_model_factory, tiny_batch):
-    from captum_prxai.graph.spec import auto_objective
-
-    assert auto_objective(False, 6) == auto_objective(False, 12) == auto_objective(True, 30) == "log_probability"
+    assert {cp.recommended_spec(causal=c, depth=d).objective for c, d in ((False, 6), (False, 12), (True, 30))} == {
+        "log_probability"}
     for kind, expected in (("bert", "log_probability"), ("llama", "log_probability")):
         model, ids, mask, layers, kw = _setup(tiny_model_factory, tiny_batch, kind)
         default = cp.PageRankAttribution(forward_for(model), layers)
-        assert default.objective == expected
+        assert default.objective == "auto" and default.spec.objective == expected
         explicit = cp.PageRankAttribution(forward_for(model), layers, objective=expected)
         torch.testing.assert_close(default.attribute(ids, **kw), explicit.attribute(ids, **kw), atol=0, rtol=0)
         # the presets explain the logit unless asked, on every architecture; an explicit value wins
-        assert cp.PRTemperedAttentionGradient(forward_for(model), layers).objective == "output"
-        assert cp.PRGradient(forward_for(model), layers, objective="log_probability").objective == "log_probability"
+        assert cp.PRTemperedAttentionGradient(forward_for(model), layers).spec.objective == "output"
+        assert cp.PRGradient(forward_for(model), layers, objective="log_probability").spec.objective == (
+            "log_probability")
 
 
 def test_the_same_objective_reaches_every_consumer_of_the_pass(tiny_model_factory, tiny_batch):
@@ -105,7 +105,7 @@ def test_the_same_objective_reaches_every_consumer_of_the_pass(tiny_model_factor
 @pytest.mark.parametrize("bad", ["logit", "probability", "", 1, None])
 def test_objective_is_checked(bad, tiny_model_factory):
     model = tiny_model_factory("bert")
-    with pytest.raises(cp.PRXAIError, match=r"^objective must be one of 'auto', 'output', 'log_probability', got "):
+    with pytest.raises(cp.PRXAIError, match=r"^objective must be one of 'output', 'log_probability', got "):
         cp.PageRankAttribution(forward_for(model), cp.attention_layers(model), objective=bad)
 
 
@@ -113,11 +113,11 @@ def test_objective_can_be_set_and_is_checked_again(tiny_model_factory):
     model = tiny_model_factory("bert")
     pr = cp.PageRankAttribution(forward_for(model), cp.attention_layers(model), objective="output")
     assert pr.objective == "output"
-    pr.objective = "auto"  # resolved again by the layers: an encoder
-    assert pr.objective == "log_probability"
-    with pytest.raises(cp.PRXAIError, match=r"^objective must be one of 'auto', 'output', 'log_probability', got "):
+    pr.objective = "auto"  # stored as given, resolved by the layers when it runs: an encoder
+    assert pr.objective == "auto" and pr.spec.objective == "log_probability"
+    with pytest.raises(cp.PRXAIError, match=r"^objective must be one of 'output', 'log_probability', got "):
         pr.objective = "logits"
-    assert pr.objective == "log_probability"  # a refused value changes nothing
+    assert pr.objective == "auto" and pr.spec.objective == "log_probability"  # a refused value changes nothing
     with pytest.raises(cp.PRXAIError, match=r"^objective must be one of 'output', 'log_probability', got 'auto'"):
         capture_graph(forward_for(model), cp.attention_layers(model), torch.tensor([[2, 3, 4]]),
                       torch.ones(1, 3, dtype=torch.bool), lambda i, a, g: a.mean(1), objective="auto")

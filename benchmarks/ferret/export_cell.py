@@ -13,15 +13,19 @@ Runs in the project's own venv. For one cell (architecture x dataset) it
    predicted one), ``prob`` and, per method, its ``scores`` (one per token, special tokens included)
    and our per-example metric values; ``explained_position``, the decoder's explained last token that
    our metrics keep in every perturbed input (``None`` for encoders); ``default_method``, the registry name of
-   the method ``PageRankAttribution()`` runs on this model by default (:func:`captum_prxai.methods.default_method`).
+   the method ``PageRankAttribution()`` runs on this model by default (``research_methods.research_default``).
 
 ``--methods`` may name ``default``: the model's default method, resolved the same way.
 """
 import argparse
 import json
+import sys
 from pathlib import Path
 
 import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the benchmarks' own modules
+from research_methods import research_default  # noqa: E402  (registers the research variants)
 
 torch.set_num_threads(1)
 
@@ -34,10 +38,9 @@ from captum_prxai.bench.runner import (
     select_examples,
 )
 from captum_prxai.data import load_dataset
-from captum_prxai.methods import default_method
 from captum_prxai.models import load_default, load_model
 
-#: ``default``: the model's own default, by architecture (:func:`captum_prxai.methods.default_method`; the committed
+#: ``default``: the model's own default, by architecture (``research_methods.research_default``; the committed
 #: cross-check ran with the defaults of 2026-12-06 on all three cells, each on the class's log-probability, before the
 #: seventeenth round's encoder default, which it has not been rerun with)
 METHODS = "default,pr-tag,pr-tag-pm,pr-g,pr-ag,gae,ig,random"
@@ -58,7 +61,7 @@ def main() -> None:
     model.eval()
     data = dataset_half(load_dataset(a.dataset, "test"), "holdout")
     out = Path(a.out)
-    default = default_method(model)
+    default = research_default(model)
     names = list(dict.fromkeys(default if m.strip() == "default" else m.strip() for m in a.methods.split(",")))
     res = run_benchmark(model, tok, data, names, n=a.n, out_dir=out / "ours", model_name=a.model,
                         seed=a.seed, plot=False, progress=False)

@@ -236,6 +236,7 @@ class AttentionGraphAttribution(GradientAttribution):
         return scores
 
     def _capture(self, inputs: Tensor, targets: Optional[Tensor], extra: tuple, mask: Tensor) -> CapturedGraph:
+        objective, propagation = self._backward_options()
         return capture_graph(
             self.forward_func,
             self.layers,
@@ -250,9 +251,13 @@ class AttentionGraphAttribution(GradientAttribution):
             capture=self.capture,
             target_position=self.target_position,
             layer_term=self._layer_term(),
-            objective=self.objective,
-            propagation=self.propagation,
+            objective=objective,
+            propagation=propagation,
         )
+
+    def _backward_options(self) -> tuple[str, str]:
+        """``(objective, propagation)`` of the backward pass."""
+        return self.objective, self.propagation
 
     def _layer_term(self) -> Optional[LayerTerm]:
         """One layer's term, when the method's graph is a sum over layers (then only the sum is kept)."""

@@ -2,9 +2,9 @@
 
 The flow of :class:`PageRankAttribution` is the one of the package, once:
 :func:`~captum_prxai.capture.capture_graph` (one pass) ->
-:func:`~captum_prxai.graph.spec.build_graph` (the graph of its
+:func:`~captum_prxai.graph.build.build_graph` (the graph of its resolved
 :class:`~captum_prxai.graph.spec.GraphSpec`) ->
-:func:`~captum_prxai.graph.spec.score_graph` (PageRank) -> token scores.
+:func:`~captum_prxai.graph.scoring.score_graph` (PageRank) -> token scores.
 :meth:`PageRankAttribution.attribute_graph` returns the graph with the scores,
 for pictures and checks; :meth:`PageRankAttribution.attribute_long` runs the
 same steps over sliding windows.
@@ -13,7 +13,7 @@ same steps over sliding windows.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Optional, Sequence, Union
+from typing import Any, Callable, ClassVar, Optional, Sequence, Union
 
 import torch
 from captum._utils.common import _format_additional_forward_args
@@ -27,48 +27,19 @@ from captum_prxai.attr._base import (
     _find_attention_mask,
     _format_target,
 )
-from captum_prxai.capture import (
-    OBJECTIVES,
-    CapturedGraph,
-    LayerTerm,
-    check_memory,
-    check_objective,
-    layers_are_causal,
-    target_positions,
-)
-from captum_prxai.conservative import PROPAGATIONS, check_propagation
+from captum_prxai.capture import CapturedGraph, LayerTerm, check_memory, target_positions
 from captum_prxai.exceptions import PRXAIError
-from captum_prxai.graph.edges import EdgeWeight
+from captum_prxai.graph.build import BuiltGraph, build_graph, teleport_for, token_adjacency, token_layer
 from captum_prxai.graph.pagerank import pagerank
-from captum_prxai.graph.spec import (
-    DEFAULT_DAMPING,
-    DEFAULT_ATTENTION_POWER,
-    DEFAULT_EDGE_WEIGHT,
-    BuiltGraph,
-    GraphSpec,
-    apply_sign,
-    auto_attention_power,
-    auto_hub_power,
-    auto_negative_weight,
-    auto_objective,
-    auto_propagation,
-    auto_relevance_weight,
-    auto_walk_gate,
-    auto_walks,
-    build_graph,
-    hub_weighted,
-    relevance_weighted,
-    score_graph,
-    teleport_for,
-    token_adjacency,
-    token_layer,
-    walk_weights,
-)
+from captum_prxai.graph.scoring import apply_sign, hub_weighted, relevance_weighted, score_graph, walk_weights
+from captum_prxai.graph.spec import DEFAULT_DAMPING, GraphSpec
 from captum_prxai.graph.windows import plan_windows, stitch_window_graphs
 from captum_prxai.hooks import AttentionExtractor
+from captum_prxai.recommended import AUTO, recommended_spec
 
 __all__ = [
     "DEFAULT_DAMPING",
+    "OPTION_NAMES",
     "GraphExplanation",
     "PageRankAttribution",
     "PRAttention",
@@ -225,315 +196,146 @@ class GraphExplanation:
         return relevance_weighted(self.spec, ones, self.built.input_gradient.double(), self.mask)
 
 
+
+#: The options of :class:`PageRankAttribution`: the fields of :class:`~captum_prxai.graph.spec.GraphSpec`.
+OPTION_NAMES: tuple[str, ...] = tuple(name for name in GraphSpec.__dataclass_fields__ if not name.startswith("_"))
+
+
 class PageRankAttribution(AttentionGraphAttribution):
-    r"""PR-XAI: token importance as PageRank on the attention graph.
+    r"""PR-XAI: token scores from personalised PageRank on the attention graph.
 
-    One forward pass (plus one backward pass for gradient-based edges) is
-    recorded with hooks on the attention layers. Each layer's attention
-    ``A`` (and its gradient ``dA`` with respect to the target output) gives
-    per-head edge weights from the attending token to the attended token,
-    which are averaged over heads. The layers form a graph (see ``graph``),
-    and personalised PageRank with teleport to the explained token (``[CLS]``
-    for encoders, the last token for decoders) scores every input token.
-    With one walk (``walks="positive"``) the scores of an example are
-    non-negative and sum to one over its tokens. The default walks the
-    negative edges too (``walks="auto"``, PR-TAG±): the scores are the
-    positive walk's PageRank minus ``λ`` times the negative walk's, signed,
-    so tokens that argue against the target rank last; ``λ`` is 0.25 for
-    encoders and 1 for decoders (``negative_weight="auto"``), and encoders of
-    12 or more layers temper the attention less, ``γ = 0.25``
-    (``attention_power="auto"``) and keep the positive walk alone where the
-    two walks' scores agree (``walk_gate="auto"``). On encoders each walk's
-    PageRank is weighed by the square root of its graph's global PageRank,
-    raising the tokens the whole graph routes its traffic to
-    (``hub_power="auto"``). On encoders the backward pass holds every
-    attention softmax and LayerNorm scale constant, as CP-LRP's does
-    (``propagation="auto"``), and each token's score is weighed by that
-    pass's gradient x input at the first attention layer,
-    ``1 + R / max|R|`` (``relevance_weight="auto"``): still one forward and
-    one backward pass. Padding gets exactly zero and is never part of
-    the graph.
+    One forward pass, and one backward pass for gradient edges, are recorded with hooks on the attention
+    layers. Each layer's attention ``A`` and its gradient ``dA`` give edges ``i → j`` (token ``i`` attends to
+    ``j``); summed over layers they form the token graph, whose row-normalised transitions are ``P``. The
+    walk teleports to the explained token ``t`` (``[CLS]``, or a decoder's last token) with damping ``d``:
 
-    The paper describes the method at the level of its abstract: attention
-    as a directed graph, edge weights from attention weights and gradients,
-    PageRank for token scores, with attention × gradient (PR-AG) the best
-    variant. Every concrete choice below is ours and is an option; the
-    defaults were picked by measured faithfulness (see the project README).
+    .. math::
+
+        x = (1 - d)\, e_t + d\, P^\top x
+
+    The paper's PR-AG (``spec=GraphSpec()``) returns ``x`` on the edges ``(A ⊙ dA)⁺``. The default,
+    measured per architecture (:func:`~captum_prxai.recommended_spec`), walks the negative edges
+    ``W(A, −dA)`` too, weighs each walk by its graph's hubs ``g`` and each token by its gradient x input
+    ``R``: ``s = (x⁺ ⊙ g⁺ᵖ − λ x⁻ ⊙ g⁻ᵖ) ⊙ (1 + w R / max|R|)``, signed
+    (:mod:`captum_prxai.graph.scoring` gives the steps). Padding gets exactly zero.
 
     Args:
         forward_func (Callable): Returns logits ``(B, C)``; called as
             ``forward_func(inputs, *additional_forward_args)``.
-        layers (nn.Module or sequence of nn.Module): The attention modules,
-            first layer first (:func:`captum_prxai.attention_layers`).
-        edge_weight (str or callable): ``"attention"`` (``A``),
-            ``"gradient"`` (``dA⁺``), ``"attention_gradient"`` (``(A ⊙ dA)⁺``),
-            ``"tempered_attention_gradient"`` (``(A^γ ⊙ dA)⁺``, ``γ =
-            attention_power``), or a callable ``(A, dA) -> W`` on
-            ``(B, H, T, T)`` tensors returning non-negative weights; also
-            ``"gradient_abs"`` and ``"attention_gradient_abs"`` (absolute
-            values). Default: ``"tempered_attention_gradient"``
-            (:data:`~captum_prxai.graph.spec.DEFAULT_EDGE_WEIGHT`, chosen by
-            measurement; docs/default_search.md). The presets fix it.
-        graph (str): ``"token"`` (one node per token, layer maps summed) or
-            ``"layered"`` (one node per token and layer, residual stream as
-            self-edges, solved exactly in one sweep). Default: ``"token"``.
-        damping (float): PageRank damping factor. Default: 0.7 (chosen by the
-            ablation over 0.5-0.95; networkx's customary 0.85 scored lower).
-        teleport (str or Tensor): ``"target"`` (default), ``"uniform"``,
-            ``"input_gradient"`` (positive gradient x input at the first
-            layer, from the same backward pass) or a ``(B, T)`` weight
-            tensor; the PageRank personalization vector.
-        residual (float): Weight of the residual self-edge mixed into each
-            row-normalised layer map, in ``[0, 1)``. Default: 0 for the token
-            graph (raw maps summed), 0.5 for the layered graph.
-        head_reduction (str): ``"mean"`` (default), ``"sum"`` or ``"max"``.
-        target_position (str or int): Which token is explained; see
+        layers (nn.Module or sequence of nn.Module): The attention modules, first layer first
+            (:func:`captum_prxai.attention_layers`).
+        spec (GraphSpec, optional): Every graph option at once; used as given, nothing is resolved.
+        target_position (str or int): The explained token: ``"auto"`` (the first token for encoders, the
+            last real one for decoders), ``"first"``, ``"last"`` or an index.
+        attention_fn, capture, pad_token_id: See
             :class:`~captum_prxai.attr._base.AttentionGraphAttribution`.
-        attention_fn (callable, optional): Extracts attention probabilities
-            from custom modules (see :class:`captum_prxai.hooks.AttentionRecorder`).
-        tol (float): PageRank tolerance. Default: 1e-6.
-        max_iter (int): PageRank iteration limit. Default: 100.
-        capture (str): ``"auto"``, ``"recompute"`` or ``"weights"``; see
-            :class:`~captum_prxai.attr._base.AttentionGraphAttribution`.
-        normalize_layers (bool): Token graph only: scale each layer's map to
-            unit total weight before summing, so all layers count the same.
-            Default: False (raw maps summed).
-        sink (str): ``"drop"`` removes the edges into the first token (the
-            attention sink of decoders), ``"keep"`` leaves them, ``"auto"``
-            (default) drops them when the attention is causal. See
-            :func:`~captum_prxai.graph.builders.drop_sink_edges`.
-        signed (bool): Give each token's PageRank score the sign of its
-            gradient x input at the first layer (from the same backward pass),
-            so tokens that push against the target rank last. PageRank says
-            how much a token matters; the sign says in which direction.
-            Default: False (non-negative scores summing to one).
-        self_loops (str): Token graph only. ``"drop"`` removes each token's
-            edge to itself, ``"keep"`` leaves it, ``"auto"`` (default) drops
-            self-loops when the attention is causal, where they trap the walk
-            (see :func:`~captum_prxai.graph.builders.drop_self_loops`).
-        attention_power (float or str): ``γ`` of
-            ``edge_weight="tempered_attention_gradient"``, ``(A^γ ⊙ dA)⁺``, in
-            ``[0, 2]``. ``"auto"`` (default): the rule by depth chosen on the
-            tune halves (docs/default_search.md, seventh round;
-            :func:`~captum_prxai.graph.spec.auto_attention_power`): 0.25 on
-            encoders with 12 or more attention layers (PR-TAG± (γ=0.25,
-            λ=0.25)), 0.5 otherwise. :attr:`attention_power` holds the
-            resolved value. :class:`PRTemperedAttentionGradient` fixes 0.5
-            unless given it.
-        pad_token_id (int, optional): Padding id, used as the mask when no
-            attention mask reaches :meth:`attribute` (see
-            :class:`~captum_prxai.attr._base.AttentionGraphAttribution`).
-        walks (str): ``"positive"``, ``"both"`` (also walk the negative edges
-            ``W(A, −dA)`` and return the positive walk's PageRank minus
-            ``negative_weight`` times the negative walk's: signed scores, from
-            the same pass; see :class:`~captum_prxai.graph.spec.GraphSpec`) or
-            ``"auto"`` (default): ``"both"`` when the edges have a negative
-            walk (the built-in gradient edges on the token graph,
-            :func:`~captum_prxai.graph.spec.auto_walks`), ``"positive"``
-            otherwise. :attr:`walks` holds the resolved choice. The presets
-            :class:`PRGradient`, :class:`PRAttentionGradient` and
-            :class:`PRTemperedAttentionGradient` walk the positive edges only
-            unless given ``walks``.
-        negative_weight (float or str): With two walks, the weight ``λ ≥ 0``
-            of the negative walk: scores ``P⁺ − λ P⁻``, summing to ``1 − λ``.
-            ``"auto"`` (default): the rule by architecture chosen on the tune
-            halves (docs/default_search.md, fourth round;
-            :func:`~captum_prxai.graph.spec.auto_negative_weight`): 1 when the
-            layers declare causal attention (decoders,
-            :func:`~captum_prxai.capture.layers_are_causal`: PR-TAG±), 0.25
-            otherwise (encoders: PR-TAG± (λ=0.25), with ``hub_power="auto"``
-            PR-TAG± (λ=0.25, hubs 0.5)). :attr:`negative_weight`
-            holds the resolved value.
-        walk_gate (float, str or None): With two walks, keep the positive
-            walk alone (``λ = 0``) on an example where the two walks' scores
-            correlate above this value over its real tokens other than the
-            explained one (:class:`~captum_prxai.graph.spec.GraphSpec`); the
-            same pass. ``None``: two walks on every example. ``"auto"``
-            (default): the rule by depth chosen on the tune halves
-            (docs/default_search.md, ninth round;
-            :func:`~captum_prxai.graph.spec.auto_walk_gate`): 0.5 on encoders
-            with 12 or more attention layers, ``None`` otherwise.
-            :attr:`walk_gate` holds the resolved value.
-        hub_power (float or str): Token graph: weigh each walk's PageRank by
-            the same graph's global PageRank to this power in ``[0, 2]``
-            (``x ⊙ g^p``, renormalised), raising the tokens the whole graph
-            routes its traffic to; the gate still decides on the walks' own
-            PageRank (:class:`~captum_prxai.graph.spec.GraphSpec`). One more
-            PageRank per walk, on the same graph. ``"auto"`` (default): the
-            rule by architecture chosen on the tune halves
-            (docs/default_search.md, eleventh round;
-            :func:`~captum_prxai.graph.spec.auto_hub_power`): 0.5 on encoders,
-            0 on decoders and on the layered graph. :attr:`hub_power` holds
-            the resolved value. The presets fix 0 unless given it.
-        objective (str): What the backward pass differentiates, so what the
-            gradient edges explain: ``"output"`` the target's entry of
-            ``forward_func``'s output as returned (its logit), or
-            ``"log_probability"`` the target class's log-probability,
-            ``log softmax(z)_t`` over the ``C ≥ 2`` outputs (``log p_t`` when
-            ``forward_func`` already returns probabilities;
-            :func:`~captum_prxai.capture.log_probabilities`), whose gradient
-            is the logit's minus the probability-weighted mean of every
-            class's: the part that can change the prediction, and what the
-            deletion metrics measure. With one output per example the output
-            is explained as returned. ``"auto"`` (default): the
-            log-probability on every model, chosen on the tune halves
-            (docs/default_search.md, thirteenth round on encoders, fourteenth
-            on decoders; :func:`~captum_prxai.graph.spec.auto_objective`).
-            :attr:`objective` holds the resolved value. The presets fix
-            ``"output"`` unless given it. The same pass either way.
-        propagation (str): How the backward pass propagates: ``"gradient"``
-            the model's own gradient, or ``"conservative"`` with every
-            attention softmax and LayerNorm scale held constant in the
-            backward pass, their forward values unchanged: CP-LRP's backward
-            pass (Ali et al., ICML 2022; :mod:`captum_prxai.conservative`), so
-            ``dA`` and the gradient x input are those of the network with its
-            attention weights and normalisers fixed. ``"auto"`` (default):
-            the rule by architecture chosen on the tune halves
-            (docs/default_search.md, seventeenth round;
-            :func:`~captum_prxai.graph.spec.auto_propagation`):
-            ``"conservative"`` on encoders, ``"gradient"`` on decoders.
-            :attr:`propagation` holds the resolved value. The presets fix
-            ``"gradient"`` unless given it. The same single pass either way.
-        relevance_weight (float or str): Each token's score times
-            ``1 + w · R / max|R|``, ``R`` its gradient x input at the first
-            attention layer from the same pass (CP-LRP's relevance under
-            ``propagation="conservative"``), ``w`` in ``[0, 1]``
-            (:func:`~captum_prxai.graph.spec.relevance_weighted`). ``"auto"``
-            (default): 1 on encoders, 0 on decoders (seventeenth round;
-            :func:`~captum_prxai.graph.spec.auto_relevance_weight`).
-            :attr:`relevance_weight` holds the resolved value. The presets
-            fix 0 unless given it.
+        **options: Any :class:`~captum_prxai.graph.spec.GraphSpec` field (``edge_weight``, ``walks``,
+            ``damping``, ``teleport``, ...). Each one left out is ``"auto"``, filled in for the model of
+            ``layers`` by :func:`~captum_prxai.recommended_spec` when the attribution runs. They are stored
+            as given (``pr.walks`` is what you passed); :meth:`resolve` returns the spec that runs.
 
-    All graph options live in :attr:`spec`, a
-    :class:`~captum_prxai.graph.spec.GraphSpec`, checked when the attribution
-    is built.
+    Returns (from :meth:`attribute`):
+        Tensor: ``(B, T)`` scores (fp32, or fp64 for a fp64 model), exactly zero on padding.
+
+    Example::
+
+        >>> pr = PageRankAttribution(forward, attention_layers(model))
+        >>> scores = pr.attribute(input_ids, target=1, additional_forward_args=(mask,), attention_mask=mask)
+        >>> pr.resolve()                                    # the GraphSpec that produced them
+        >>> PageRankAttribution(forward, layers, spec=GraphSpec())  # the paper's PR-AG
 
     References:
-        B. Azarkhalili, L. Li, M. W. Libbrecht. *PR-XAI: PageRank-Based
-        Feature Attribution for Transformers.* ACL 2026.
-        L. Page et al. *The PageRank citation ranking.* 1999.
+        B. Azarkhalili, L. Li, M. W. Libbrecht. *PR-XAI: PageRank-Based Feature Attribution for
+        Transformers.* ACL 2026.
+        L. Page, S. Brin, R. Motwani, T. Winograd. *The PageRank citation ranking.* 1999.
     """
+
+    #: options this class fixes unless given (the presets); the others default to ``"auto"``
+    _fixed: ClassVar[dict[str, Any]] = {}
 
     def __init__(
         self,
         forward_func: Callable,
         layers: Union[nn.Module, Sequence[nn.Module]],
-        edge_weight: Union[str, EdgeWeight] = DEFAULT_EDGE_WEIGHT,
-        graph: str = "token",
-        damping: float = DEFAULT_DAMPING,
-        teleport: Union[str, Tensor] = "target",
-        residual: Optional[float] = None,
-        head_reduction: str = "mean",
+        spec: Optional[GraphSpec] = None,
+        *,
         target_position: Union[str, int] = "auto",
         attention_fn: Optional[AttentionExtractor] = None,
-        tol: float = 1e-6,
-        max_iter: int = 100,
         capture: str = "auto",
-        normalize_layers: bool = False,
-        sink: str = "auto",
-        signed: bool = False,
-        self_loops: str = "auto",
         pad_token_id: Optional[int] = None,
-        attention_power: Union[float, str] = "auto",
-        walks: str = "auto",
-        negative_weight: Union[float, str] = "auto",
-        walk_gate: Union[float, str, None] = "auto",
-        hub_power: Union[float, str] = "auto",
-        objective: str = "auto",
-        propagation: str = "auto",
-        relevance_weight: Union[float, str] = "auto",
+        **options: Any,
     ) -> None:
-        super().__init__(forward_func, layers, attention_fn, head_reduction, target_position, capture, pad_token_id)
-        self.objective = objective
-        self.propagation = propagation
-        if isinstance(walks, str) and walks == "auto":
-            walks = auto_walks(edge_weight, graph, signed)
-        if isinstance(negative_weight, str) and negative_weight == "auto":
-            negative_weight = auto_negative_weight(layers_are_causal(self.layers))
-        if isinstance(attention_power, str) and attention_power == "auto":
-            attention_power = auto_attention_power(layers_are_causal(self.layers), len(self.layers))
-        if isinstance(walk_gate, str) and walk_gate == "auto":
-            walk_gate = auto_walk_gate(layers_are_causal(self.layers), len(self.layers))
-        if isinstance(hub_power, str) and hub_power == "auto":
-            hub_power = auto_hub_power(layers_are_causal(self.layers), len(self.layers), graph)
-        if isinstance(relevance_weight, str) and relevance_weight == "auto":
-            relevance_weight = auto_relevance_weight(layers_are_causal(self.layers), len(self.layers), edge_weight)
-        #: every graph option, checked once; the attributes below mirror it
-        self.spec = GraphSpec(
-            edge_weight=edge_weight, head_reduction=head_reduction, graph=graph, residual=residual,
-            normalize_layers=normalize_layers, sink=sink, self_loops=self_loops, teleport=teleport, damping=damping,
-            tol=tol, max_iter=max_iter, signed=signed, attention_power=attention_power, walks=walks,
-            negative_weight=negative_weight, walk_gate=walk_gate, hub_power=hub_power,
-            relevance_weight=relevance_weight,
-        )
+        unknown = sorted(set(options) - set(OPTION_NAMES))
+        if unknown:
+            raise PRXAIError(f"{type(self).__name__} got unknown option(s) {', '.join(map(repr, unknown))}; the "
+                             f"options are the fields of GraphSpec: {', '.join(OPTION_NAMES)}.")
+        if spec is not None and not isinstance(spec, GraphSpec):
+            raise PRXAIError(f"spec must be a GraphSpec, got {type(spec).__name__}.")
+        if spec is not None and options:
+            raise PRXAIError("give either spec or options, not both: spec holds every option "
+                             f"(use spec.replace({', '.join(f'{k}=...' for k in sorted(options))})).")
+        super().__init__(forward_func, layers, attention_fn, "mean", target_position, capture, pad_token_id)
+        self.__dict__["_options"] = {name: options.get(name, self._fixed.get(name, AUTO)) for name in OPTION_NAMES}
+        self.__dict__["_given_spec"] = spec
+        self.resolve()  # a bad option fails here, before any pass through the model
 
-    # The options, read from the spec (one source of truth); setting one rebuilds the spec, checked again.
-    def _option(name: str) -> property:  # type: ignore[misc]
-        def get(self: "PageRankAttribution") -> Any:
-            return getattr(self.spec, name)
+    @classmethod
+    def default_options(cls) -> dict[str, Any]:
+        """``{option: value}`` this class runs with when given none: ``"auto"``, or a preset's fixed value."""
+        return {name: cls._fixed.get(name, AUTO) for name in OPTION_NAMES}
 
-        def set_(self: "PageRankAttribution", value: Any) -> None:
-            self.spec = self.spec.replace(**{name: value})
+    def get_params(self) -> dict[str, Any]:
+        """The options as given (``"auto"`` where left out), and ``spec`` (``None`` unless given)."""
+        return {**self.__dict__["_options"], "spec": self.__dict__["_given_spec"]}
 
-        return property(get, set_, doc=f"The ``{name}`` option (see :class:`~captum_prxai.graph.spec.GraphSpec`).")
-
-    edge_weight = _option("edge_weight")
-    graph = _option("graph")
-    damping = _option("damping")
-    teleport = _option("teleport")
-    residual = _option("residual")
-    tol = _option("tol")
-    max_iter = _option("max_iter")
-    normalize_layers = _option("normalize_layers")
-    sink = _option("sink")
-    signed = _option("signed")
-    self_loops = _option("self_loops")
-    attention_power = _option("attention_power")
-    walks = _option("walks")
-    negative_weight = _option("negative_weight")
-    walk_gate = _option("walk_gate")
-    hub_power = _option("hub_power")
-    relevance_weight = _option("relevance_weight")
-    del _option
-
-    # What the capture's pass does, resolved from "auto" by the layers; set to "auto" again, it is resolved again.
-    def _pass_option(name: str, check: Callable[..., str], choices: tuple, rule: Callable[[bool, int], str],
-                     doc: str) -> property:  # type: ignore[misc]
-        def get(self: "PageRankAttribution") -> str:
-            return self.__dict__["_" + name]
-
-        def set_(self: "PageRankAttribution", value: str) -> None:
-            if check(value, ("auto",) + choices) == "auto":
-                value = rule(layers_are_causal(self.layers), len(self.layers))
-            self.__dict__["_" + name] = value
-
-        return property(get, set_, doc=doc)
-
-    objective = _pass_option(  # type: ignore[assignment]
-        "objective", check_objective, OBJECTIVES, auto_objective,
-        """What the backward pass differentiates, resolved: ``"output"`` or ``"log_probability"``
-        (:data:`captum_prxai.capture.OBJECTIVES`); setting ``"auto"`` resolves it again by the layers
-        (:func:`~captum_prxai.graph.spec.auto_objective`), any other value is checked.""")
-    propagation = _pass_option(  # type: ignore[assignment]
-        "propagation", check_propagation, PROPAGATIONS, auto_propagation,
-        """How the backward pass propagates, resolved: ``"gradient"`` or ``"conservative"``
-        (:data:`captum_prxai.conservative.PROPAGATIONS`); setting ``"auto"`` resolves it again by the layers
-        (:func:`~captum_prxai.graph.spec.auto_propagation`), any other value is checked.""")
-    del _pass_option
+    def resolve(self, model: Optional[nn.Module] = None) -> GraphSpec:
+        """The :class:`~captum_prxai.graph.spec.GraphSpec` that :meth:`attribute` runs with: the given ``spec``, or
+        the options with every ``"auto"`` filled in by :func:`~captum_prxai.recommended_spec` for ``model``
+        (default: the model of ``layers``). Nothing is stored on the attribution's public attributes."""
+        given = self.__dict__["_given_spec"]
+        if given is not None:
+            return given
+        options = self.__dict__["_options"]
+        if model is not None:
+            return recommended_spec(model, **options)
+        key = tuple((name, id(value) if isinstance(value, Tensor) or callable(value) else value)
+                    for name, value in options.items())
+        memo = self.__dict__.get("_resolved")
+        if memo is not None and memo[0] == key:
+            return memo[1]
+        spec = recommended_spec(self.layers, **options)
+        self.__dict__["_resolved"] = (key, spec)
+        return spec
 
     @property
-    def head_reduction(self) -> str:  # type: ignore[override]
-        """The ``head_reduction`` option (see :class:`~captum_prxai.graph.spec.GraphSpec`)."""
-        spec = self.__dict__.get("spec")
-        return spec.head_reduction if spec is not None else self.__dict__["_head_reduction"]
+    def spec(self) -> GraphSpec:
+        """The resolved :class:`~captum_prxai.graph.spec.GraphSpec` (:meth:`resolve`), read-only."""
+        return self.resolve()
 
-    @head_reduction.setter
-    def head_reduction(self, value: str) -> None:
-        spec = self.__dict__.get("spec")
-        if spec is None:  # set by the base class before the spec exists
-            self.__dict__["_head_reduction"] = value
-        else:
-            self.spec = spec.replace(head_reduction=value)
+    @staticmethod
+    def _option(name: str) -> property:
+        def get(self: "PageRankAttribution") -> Any:
+            return self.__dict__["_options"][name]
+
+        def set_(self: "PageRankAttribution", value: Any) -> None:
+            if "_options" not in self.__dict__:  # the base class sets head_reduction before the options exist
+                return
+            if self.__dict__["_given_spec"] is not None:
+                raise PRXAIError(f"this attribution runs the spec it was given; set spec.replace({name}=...) "
+                                 "through a new attribution instead.")
+            previous = self.__dict__["_options"][name]
+            self.__dict__["_options"][name] = value
+            try:
+                self.resolve()  # checked now, as in the constructor
+            except PRXAIError:
+                self.__dict__["_options"][name] = previous
+                raise
+
+        return property(get, set_, doc=f"The ``{name}`` option as given (see :class:`~captum_prxai.GraphSpec`).")
+
+    def _backward_options(self) -> tuple[str, str]:
+        spec = self.spec
+        return spec.objective, spec.propagation
 
     # -- one graph pipeline ---------------------------------------------------------------------
     def _needs_gradients(self) -> bool:
@@ -680,8 +482,8 @@ class PageRankAttribution(AttentionGraphAttribution):
         mask, self.mask_source_ = _find_attention_mask(attention_mask, extra, ids, self._pad_token_id())
         targets = _format_long_targets(target, batch, ids.device)
         content = window - prefix - suffix
-        if stride is not None and (isinstance(stride, bool) or not isinstance(stride, int)):
-            raise PRXAIError(f"stride must be an int, got {stride!r}.")
+        if stride is not None and (isinstance(stride, bool) or not isinstance(stride, int) or stride < 1):
+            raise PRXAIError(f"stride must be a positive int (or None for half a window's content), got {stride!r}.")
         progress = _progress(range(batch), show_progress, "attribute_long")
         scores = torch.zeros(batch, length, dtype=torch.float32, device=ids.device)
         all_logits: list[Tensor] = []
@@ -754,89 +556,67 @@ class PageRankAttribution(AttentionGraphAttribution):
                            negative=None if negative is None else negative.unsqueeze(0), target_position=explained)
         return score_graph(spec, built)[0], torch.cat(logits_parts).mean(0)
 
-class PRAttention(PageRankAttribution):
-    r"""PR-A: :class:`PageRankAttribution` with edges from the attention weights alone.
 
-    Needs a single forward pass and no gradients; no hub weighting unless
-    given ``hub_power``; ``objective`` (``"output"``) and ``propagation``
-    (``"gradient"``) matter only where a backward pass runs
-    (``teleport="input_gradient"``, ``signed=True``).
-    Other keyword arguments as in :class:`PageRankAttribution`.
+for _name in OPTION_NAMES:  # each option is a property over the stored, as-given value
+    setattr(PageRankAttribution, _name, PageRankAttribution._option(_name))
+del _name
+
+#: what every preset fixes: the paper's method on its edges (one walk, the output as returned, the model's own
+#: gradient, no hub or relevance weight), with ``negative_weight`` left to the rules for ``walks="both"``
+_PLAIN = {"walks": "positive", "walk_gate": None, "hub_power": 0.0, "objective": "output",
+          "propagation": "gradient", "relevance_weight": 0.0, "attention_power": 0.5}
+
+
+class _Preset(PageRankAttribution):
+    """A preset: :class:`PageRankAttribution` with its edge weight fixed, the other options of
+    :class:`~captum_prxai.graph.spec.GraphSpec`'s plain method unless given."""
+
+    def __init__(self, forward_func: Callable, layers: Union[nn.Module, Sequence[nn.Module]], **options: Any) -> None:
+        if "edge_weight" in options or "spec" in options:
+            raise PRXAIError(f"{type(self).__name__} fixes edge_weight={self._fixed['edge_weight']!r}; use "
+                             "PageRankAttribution to choose the edges or pass a spec.")
+        super().__init__(forward_func, layers, **options)
+
+
+class PRAttention(_Preset):
+    r"""PR-A: :class:`PageRankAttribution` on the attention weights alone, ``A``.
+
+    One forward pass and no gradient, unless ``teleport="input_gradient"`` or ``signed=True`` asks for one.
+    Other options as in :class:`PageRankAttribution`, each the plain method's unless given.
     """
 
-    def __init__(self, forward_func: Callable, layers: Union[nn.Module, Sequence[nn.Module]],
-                 hub_power: float = 0.0, objective: str = "output", propagation: str = "gradient",
-                 relevance_weight: float = 0.0, **kwargs: Any) -> None:
-        super().__init__(forward_func, layers, edge_weight="attention", hub_power=hub_power, objective=objective,
-                         propagation=propagation, relevance_weight=relevance_weight, **kwargs)
+    _fixed = {**_PLAIN, "edge_weight": "attention"}
 
 
-class PRGradient(PageRankAttribution):
-    r"""PR-G: :class:`PageRankAttribution` with edges from the positive attention gradients ``dA⁺``.
+class PRGradient(_Preset):
+    r"""PR-G: :class:`PageRankAttribution` on the positive attention gradients, ``dA⁺``.
 
-    One walk, on the positive edges (``walks="positive"``), unless given ``walks``; no gate on the walks
-    unless given ``walk_gate``, no hub weighting unless given ``hub_power``, the output as returned (the
-    logit) unless given ``objective``, the model's own gradient and no relevance weight unless given
-    ``propagation`` and ``relevance_weight``.
+    One walk unless given ``walks="both"``; other options as in :class:`PageRankAttribution`, each the plain
+    method's unless given.
     """
 
-    def __init__(self, forward_func: Callable, layers: Union[nn.Module, Sequence[nn.Module]],
-                 walks: str = "positive", walk_gate: Optional[float] = None, hub_power: float = 0.0,
-                 objective: str = "output", propagation: str = "gradient",
-                 relevance_weight: float = 0.0, **kwargs: Any) -> None:
-        super().__init__(forward_func, layers, edge_weight="gradient", walks=walks, walk_gate=walk_gate,
-                         hub_power=hub_power, objective=objective, propagation=propagation,
-                         relevance_weight=relevance_weight, **kwargs)
+    _fixed = {**_PLAIN, "edge_weight": "gradient"}
 
 
-class PRAttentionGradient(PageRankAttribution):
-    r"""PR-AG: :class:`PageRankAttribution` with edges ``(A ⊙ dA)⁺``, attention times its gradient.
+class PRAttentionGradient(_Preset):
+    r"""PR-AG: :class:`PageRankAttribution` on attention times its gradient, ``(A ⊙ dA)⁺``.
 
-    The variant the PR-XAI paper reports as most faithful. One walk, on the
-    positive edges, unless given ``walks``; no gate on the walks unless given
-    ``walk_gate``, no hub weighting unless given ``hub_power``, the logit
-    unless given ``objective``, the model's own gradient and no relevance
-    weight unless given ``propagation`` and ``relevance_weight``. Other
-    keyword arguments as in :class:`PageRankAttribution`.
+    The variant the PR-XAI paper reports as most faithful; ``GraphSpec()``. One walk unless given
+    ``walks="both"``; other options as in :class:`PageRankAttribution`, each the plain method's unless given.
     """
 
-    def __init__(self, forward_func: Callable, layers: Union[nn.Module, Sequence[nn.Module]],
-                 walks: str = "positive", walk_gate: Optional[float] = None, hub_power: float = 0.0,
-                 objective: str = "output", propagation: str = "gradient",
-                 relevance_weight: float = 0.0, **kwargs: Any) -> None:
-        super().__init__(forward_func, layers, edge_weight="attention_gradient", walks=walks, walk_gate=walk_gate,
-                         hub_power=hub_power, objective=objective, propagation=propagation,
-                         relevance_weight=relevance_weight, **kwargs)
+    _fixed = {**_PLAIN, "edge_weight": "attention_gradient"}
 
 
-class PRTemperedAttentionGradient(PageRankAttribution):
-    r"""PR-TAG: :class:`PageRankAttribution` with edges ``(A^γ ⊙ dA)⁺``, attention tempered by ``γ`` times its gradient.
+class PRTemperedAttentionGradient(_Preset):
+    r"""PR-TAG: :class:`PageRankAttribution` on tempered attention times its gradient, ``(A^γ ⊙ dA)⁺``.
 
-    Between PR-G (``γ = 0``) and PR-AG (``γ = 1``); ``attention_power=γ``
-    (default 0.5 on every model, chosen by the worst-case rule of
-    docs/default_search.md; :class:`PageRankAttribution`'s ``"auto"`` gives
-    0.25 on encoders of 12 or more layers). One walk, on the positive edges,
-    unless given ``walks``: ``walks="both"`` is PR-TAG± (its
-    ``negative_weight="auto"``: λ = 0.25 on encoders, 1 on decoders),
-    :class:`PageRankAttribution`'s default on decoders. No gate on the walks
-    unless given ``walk_gate``, no hub weighting unless given ``hub_power``,
-    the logit unless given ``objective``, and the model's own gradient with no
-    relevance weight unless given ``propagation`` and ``relevance_weight``:
-    ``walks="both", hub_power=0.5, objective="log_probability",
-    propagation="conservative", relevance_weight=1`` is the default on
-    encoders of fewer than 12 layers, and the same with
-    ``attention_power=0.25, walk_gate=0.5`` on encoders of 12 or more.
-    Other keyword arguments as in :class:`PageRankAttribution`.
+    Between PR-G (``γ = 0``) and PR-AG (``γ = 1``); ``attention_power=γ``, 0.5 unless given. One walk unless
+    given ``walks="both"`` (PR-TAG±, with ``negative_weight`` λ); other options as in
+    :class:`PageRankAttribution`, each the plain method's unless given.
     """
 
-    def __init__(self, forward_func: Callable, layers: Union[nn.Module, Sequence[nn.Module]],
-                 walks: str = "positive", attention_power: float = DEFAULT_ATTENTION_POWER,
-                 walk_gate: Optional[float] = None, hub_power: float = 0.0, objective: str = "output",
-                 propagation: str = "gradient", relevance_weight: float = 0.0, **kwargs: Any) -> None:
-        super().__init__(forward_func, layers, edge_weight="tempered_attention_gradient", walks=walks,
-                         attention_power=attention_power, walk_gate=walk_gate, hub_power=hub_power,
-                         objective=objective, propagation=propagation,
-                         relevance_weight=relevance_weight, **kwargs)
+    _fixed = {**_PLAIN, "edge_weight": "tempered_attention_gradient"}
 
 
 # -- helpers of attribute_graph / attribute_long ------------------------------------------------------

@@ -18,7 +18,18 @@ with :func:`register_pr_method`), scores computed elsewhere with
 :func:`register_precomputed`.
 """
 
-from captum_prxai.methods.builtin import IG_DEFAULTS, PR_PRESETS, default_method, pr_defaults, pr_factory, register_defaults, register_pr_method
+from captum_prxai.methods.builtin import (
+    DEFAULT_METHOD,
+    FEATURED_METHODS,
+    IG_DEFAULTS,
+    PR_PRESETS,
+    REFERENCE_METHODS,
+    default_method,
+    pr_defaults,
+    pr_factory,
+    register_defaults,
+    register_pr_method,
+)
 from captum_prxai.methods.registry import (
     METHODS,
     ExplainFunc,
@@ -41,6 +52,9 @@ from captum_prxai.methods.registry import (
 )
 
 __all__ = [
+    "DEFAULT_METHOD",
+    "FEATURED_METHODS",
+    "REFERENCE_METHODS",
     "IG_DEFAULTS",
     "METHODS",
     "PR_PRESETS",

@@ -21,7 +21,8 @@ from captum_prxai.methods.registry import (
     register_method,
 )
 
-__all__ = ["IG_DEFAULTS", "pr_factory", "pr_defaults", "register_pr_method", "register_defaults"]
+__all__ = ["DEFAULT_METHOD", "FEATURED_METHODS", "IG_DEFAULTS", "PR_PRESETS", "REFERENCE_METHODS", "default_method",
+           "pr_factory", "pr_defaults", "register_pr_method", "register_defaults"]
 
 #: LayerIntegratedGradients settings of the ``"ig"`` method (overridable per run through ``options``):
 #: the one place the benchmark's, ``explain``'s and the explorer's "IG: 50 steps" is written.
@@ -68,13 +69,23 @@ _PRESET_FIXED = {"PRAttention": ("edge_weight", "attention_power", "walk_gate"),
 
 
 def pr_defaults(class_name: str = "PageRankAttribution", **settings: Any) -> Callable[[], Dict[str, Any]]:
-    """``defaults()`` of a PR-XAI (or attention-baseline) method: its constructor's keywords, then ``settings``."""
+    """``defaults()`` of a PR-XAI (or attention-baseline) method: its constructor's options, then ``settings``.
+
+    A PR-XAI class lists its options with :meth:`~captum_prxai.PageRankAttribution.default_options`
+    (``"auto"`` where :func:`captum_prxai.recommended_spec` fills them in); an attention baseline's are its
+    constructor's keywords.
+    """
 
     def defaults() -> Dict[str, Any]:
         import captum_prxai
 
         cls = getattr(captum_prxai, class_name)
-        return {**_constructor_defaults(cls, _PRESET_FIXED.get(class_name, ())), **settings}
+        fixed = _PRESET_FIXED.get(class_name, ())
+        if hasattr(cls, "default_options"):
+            extra = _constructor_defaults(cls, ("spec", *fixed))
+            options = {k: v for k, v in cls.default_options().items() if k not in fixed}
+            return {**options, **extra, **settings}
+        return {**_constructor_defaults(cls, fixed), **settings}
 
     return defaults
 
@@ -103,81 +114,25 @@ def pr_factory(name: str, label: str, class_name: str = "PageRankAttribution", *
 #: Registry name of the PR-XAI preset for each built-in edge weight (PRAttention, PRGradient, PRAttentionGradient).
 PR_PRESETS: Dict[str, str] = {"attention": "pr-a", "gradient": "pr-g", "attention_gradient": "pr-ag",
                               "tempered_attention_gradient": "pr-tag"}
-_TAG = "tempered_attention_gradient"
-#: Registry name of the preset that walks both signs of an edge weight, by ``γ`` (``attention_power``) and the
-#: weight ``λ`` of its negative walk, the gate on the walks' correlation (``walk_gate``; None: no gate) and the
-#: weight of the graph's hubs (``hub_power``): PR-TAG± (λ = 1, the decoders' former default), PR-TAG± (λ=0.25), PR-TAG±
-#: (γ=0.25, λ=0.25) and, with the gate, PR-TAG± (γ=0.25, λ=0.25, gate 0.5) (the former encoder defaults), and the
-#: two that weigh each walk by its graph's hubs, ``x ⊙ g^0.5``: PR-TAG± (λ=0.25, hubs 0.5) and PR-TAG± (γ=0.25,
-#: λ=0.25, gate 0.5, hubs 0.5) (the former defaults of encoders under 12 layers and of 12 or more), the same two
-#: on the class's log-probability (``objective``; thirteenth round): the encoders' former defaults, and PR-TAG± on the
-#: class's log-probability (fourteenth round): the decoders' default; the encoders' two from CP-LRP's backward pass
-#: (``propagation="conservative"``), alone and with each score weighted by that pass's gradient x input
-#: (``relevance_weight=1``; seventeenth round): the encoders' defaults. The key's last three entries are ``objective``,
-#: ``propagation`` and ``relevance_weight``.
-BOTH_WALKS_PRESETS: Dict[Tuple[str, float, float, Optional[float], float, str, str, float], str] = {
-    (_TAG, 0.5, 1.0, None, 0.0, "output", "gradient", 0.0): "pr-tag-pm",
-    (_TAG, 0.5, 0.25, None, 0.0, "output", "gradient", 0.0): "pr-tag-pm0.25",
-    (_TAG, 0.25, 0.25, None, 0.0, "output", "gradient", 0.0): "pr-tag0.25-pm0.25",
-    (_TAG, 0.25, 0.25, 0.5, 0.0, "output", "gradient", 0.0): "pr-tag0.25-pm0.25-gate0.5",
-    (_TAG, 0.5, 0.25, None, 0.5, "output", "gradient", 0.0): "pr-tag-pm0.25-hubs0.5",
-    (_TAG, 0.25, 0.25, 0.5, 0.5, "output", "gradient", 0.0): "pr-tag0.25-pm0.25-gate0.5-hubs0.5",
-    (_TAG, 0.5, 0.25, None, 0.5, "log_probability", "gradient", 0.0): "pr-tag-pm0.25-hubs0.5-lp",
-    (_TAG, 0.25, 0.25, 0.5, 0.5, "log_probability", "gradient", 0.0): "pr-tag0.25-pm0.25-gate0.5-hubs0.5-lp",
-    (_TAG, 0.5, 1.0, None, 0.0, "log_probability", "gradient", 0.0): "pr-tag-pm-lp",
-    (_TAG, 0.5, 0.25, None, 0.5, "log_probability", "conservative", 0.0): "pr-tag-pm0.25-hubs0.5-lp-cp",
-    (_TAG, 0.25, 0.25, 0.5, 0.5, "log_probability", "conservative", 0.0): "pr-tag0.25-pm0.25-gate0.5-hubs0.5-lp-cp",
-    (_TAG, 0.5, 0.25, None, 0.5, "log_probability", "conservative", 1.0): "pr-tag-pm0.25-hubs0.5-lp-cp-rel",
-    (_TAG, 0.25, 0.25, 0.5, 0.5, "log_probability", "conservative", 1.0): "pr-tag0.25-pm0.25-gate0.5-hubs0.5-lp-cp-rel",
-}
+#: The registry name of the default method: :class:`~captum_prxai.PageRankAttribution` with every option left to
+#: the measured defaults of :func:`captum_prxai.recommended_spec`, resolved for each model when it runs.
+DEFAULT_METHOD = "pr-xai"
+#: The methods a picker shows first (at most eight): the default, the four PR-XAI presets, two attention
+#: baselines and Captum's Integrated Gradients. The rest of the registry is one click further.
+FEATURED_METHODS: Tuple[str, ...] = ("pr-xai", "pr-a", "pr-g", "pr-ag", "pr-tag", "rollout", "gae", "ig")
+#: What ``captum-prxai explain`` runs beside the default when no ``--methods`` are given: the paper's PR-AG and
+#: Captum's Integrated Gradients.
+REFERENCE_METHODS: Tuple[str, ...] = ("pr-ag", "ig")
 
 
-def default_method(model: Optional[nn.Module] = None, *, causal: Optional[bool] = None,
-                   depth: Optional[int] = None) -> str:
-    """Registry name of the method :class:`~captum_prxai.PageRankAttribution` runs with all its defaults on ``model``.
+def default_method(model: Optional[nn.Module] = None) -> str:
+    """Registry name of the method :class:`~captum_prxai.PageRankAttribution` runs with all its defaults.
 
-    The one place the apps (``explain``, the explorer, the dataset runner, the
-    benchmark's matrix) read the default from: the preset whose edges are
-    :data:`captum_prxai.graph.spec.DEFAULT_EDGE_WEIGHT`, walked as the class's
-    ``walks="auto"``, ``negative_weight="auto"`` and ``attention_power="auto"``
-    walk them (``walk_gate="auto"`` gates them, ``hub_power="auto"`` weighs
-    them, ``objective="auto"`` says what their gradient explains,
-    ``propagation="auto"`` how it propagates and ``relevance_weight="auto"``
-    how much the same pass's gradient x input weighs each score): PR-TAG±
-    (λ=0.25, hubs 0.5, log-prob., CP x relevance)
-    (``"pr-tag-pm0.25-hubs0.5-lp-cp-rel"``) for encoders of fewer than 12
-    attention layers and without a model, PR-TAG± (γ=0.25, λ=0.25, gate 0.5,
-    hubs 0.5, log-prob., CP x relevance)
-    (``"pr-tag0.25-pm0.25-gate0.5-hubs0.5-lp-cp-rel"``) for encoders of 12 or
-    more,
-    PR-TAG± (log-prob.) (``"pr-tag-pm-lp"``, λ = 1) for decoders
-    (:func:`captum_prxai.capture.model_is_causal`). ``causal`` and ``depth``
-    (the number of attention layers) say which without a model; each takes
-    precedence over ``model``.
+    The one place the apps (``explain``, the explorer, the dataset runner) read the default from. The method
+    resolves its options for the model it explains (:func:`captum_prxai.recommended_spec`), so the name is the
+    same for every model; ``model`` is accepted for symmetry with :func:`captum_prxai.recommended_spec`.
     """
-    from captum_prxai.capture import model_depth, model_is_causal
-    from captum_prxai.graph.spec import (
-        DEFAULT_EDGE_WEIGHT,
-        auto_attention_power,
-        auto_hub_power,
-        auto_negative_weight,
-        auto_objective,
-        auto_propagation,
-        auto_relevance_weight,
-        auto_walk_gate,
-        auto_walks,
-    )
-
-    if causal is None:
-        causal = model is not None and model_is_causal(model)
-    if depth is None:
-        depth = 0 if model is None else model_depth(model)
-    if auto_walks(DEFAULT_EDGE_WEIGHT) == "positive":
-        return PR_PRESETS[DEFAULT_EDGE_WEIGHT]
-    return BOTH_WALKS_PRESETS[(DEFAULT_EDGE_WEIGHT, auto_attention_power(causal, depth), auto_negative_weight(causal),
-                               auto_walk_gate(causal, depth), auto_hub_power(causal, depth),
-                               auto_objective(causal, depth), auto_propagation(causal, depth),
-                               auto_relevance_weight(causal, depth))]
+    return DEFAULT_METHOD
 
 
 def register_pr_method(name: str, settings: Dict[str, Any], label: Optional[str] = None,
@@ -376,7 +331,7 @@ def _register_perturbation(name: str, label: str, description: str, captum_class
                            aliases: tuple = (), use_feature_mask: bool = True) -> None:
     register_method(name, label, "perturbation", description,
                     _perturbation_factory(name, label, build, defaults, use_feature_mask), aliases,
-                    defaults=_perturbation_defaults(captum_class, defaults))
+                    defaults=_perturbation_defaults(captum_class, defaults), signed=True)
 
 
 def register_defaults() -> None:
@@ -388,79 +343,14 @@ def register_defaults() -> None:
         ("pr-tag", "PR-TAG", "PRTemperedAttentionGradient",
          "PageRank on tempered attention x attention-gradient, (A^0.5 dA)+ (PR-XAI)", ()),
     ]
+    register_method(DEFAULT_METHOD, "PR-XAI (default)", "pr-xai",
+                    "PageRankAttribution with its measured defaults for the model (recommended_spec): "
+                    "two-walk PageRank on tempered attention x gradient edges, one pass; read as a ranking "
+                    "(unsigned, docs/signed.md)",
+                    pr_factory(DEFAULT_METHOD, "PR-XAI (default)"), ("default",),
+                    defaults=pr_defaults("PageRankAttribution"))
     for name, label, cls, desc, aliases in pr:
         register_method(name, label, "pr-xai", desc, pr_factory(name, label, cls), aliases, defaults=pr_defaults(cls))
-    register_method("pr-tag-pm", "PR-TAG±", "pr-xai",
-                    "PR-TAG's PageRank minus that of the negative walk, (A^0.5 (-dA))+: signed scores, one pass "
-                    "(PR-XAI)", pr_factory("pr-tag-pm", "PR-TAG±", "PRTemperedAttentionGradient", walks="both",
-                                           negative_weight=1.0),
-                    defaults=pr_defaults("PRTemperedAttentionGradient", walks="both", negative_weight=1.0))
-    register_method("pr-tag-pm-lp", "PR-TAG± (log-prob.)", "pr-xai",
-                    "PR-TAG± explaining the class's log-probability instead of its logit "
-                    "(objective='log_probability'): the decoders' default, chosen in the fourteenth round of "
-                    "docs/default_search.md; one pass (PR-XAI)",
-                    pr_factory("pr-tag-pm-lp", "PR-TAG± (log-prob.)", "PRTemperedAttentionGradient", walks="both",
-                               negative_weight=1.0, objective="log_probability"),
-                    defaults=pr_defaults("PRTemperedAttentionGradient", walks="both", negative_weight=1.0,
-                                         objective="log_probability"))
-    register_method("pr-tag-pm0.25", "PR-TAG± (λ=0.25)", "pr-xai",
-                    "PR-TAG's PageRank minus 0.25 x that of the negative walk: the encoders' former default, chosen "
-                    "in the fourth round of docs/default_search.md; one pass (PR-XAI)",
-                    pr_factory("pr-tag-pm0.25", "PR-TAG± (λ=0.25)", "PRTemperedAttentionGradient", walks="both",
-                               negative_weight=0.25),
-                    defaults=pr_defaults("PRTemperedAttentionGradient", walks="both", negative_weight=0.25))
-    register_method("pr-tag0.25-pm0.25", "PR-TAG± (γ=0.25, λ=0.25)", "pr-xai",
-                    "PR-TAG± (λ=0.25) on edges tempered less, (A^0.25 dA)+: a former default of encoders of 12 or "
-                    "more layers, chosen in the seventh round of docs/default_search.md; one pass (PR-XAI)",
-                    pr_factory("pr-tag0.25-pm0.25", "PR-TAG± (γ=0.25, λ=0.25)", "PRTemperedAttentionGradient",
-                               walks="both", negative_weight=0.25, attention_power=0.25),
-                    defaults=pr_defaults("PRTemperedAttentionGradient", walks="both", negative_weight=0.25,
-                                         attention_power=0.25))
-    register_method("pr-tag0.25-pm0.25-gate0.5", "PR-TAG± (γ=0.25, λ=0.25, gate 0.5)", "pr-xai",
-                    "PR-TAG± (γ=0.25, λ=0.25), or its positive walk alone on an example where the two walks' "
-                    "scores correlate above 0.5: the former default of encoders of 12 or more layers, chosen in the "
-                    "ninth round of docs/default_search.md; one pass (PR-XAI)",
-                    pr_factory("pr-tag0.25-pm0.25-gate0.5", "PR-TAG± (γ=0.25, λ=0.25, gate 0.5)",
-                               "PRTemperedAttentionGradient", walks="both", negative_weight=0.25, attention_power=0.25,
-                               walk_gate=0.5),
-                    defaults=pr_defaults("PRTemperedAttentionGradient", walks="both", negative_weight=0.25,
-                                         attention_power=0.25, walk_gate=0.5))
-    hubs = [("pr-tag-pm0.25-hubs0.5", "PR-TAG± (λ=0.25, hubs 0.5)", "PR-TAG± (λ=0.25)", "under 12 layers",
-             dict(walks="both", negative_weight=0.25)),
-            ("pr-tag0.25-pm0.25-gate0.5-hubs0.5", "PR-TAG± (γ=0.25, λ=0.25, gate 0.5, hubs 0.5)",
-             "PR-TAG± (γ=0.25, λ=0.25, gate 0.5)", "of 12 or more layers",
-             dict(walks="both", negative_weight=0.25, attention_power=0.25, walk_gate=0.5))]
-    for name, label, base, depth, settings in hubs:
-        register_method(name, label, "pr-xai",
-                        f"{base} with each walk's PageRank weighted by its graph's global PageRank, x * g^0.5 "
-                        f"(hub_power=0.5): a former default of encoders {depth}, chosen in the eleventh round of "
-                        "docs/default_search.md; one pass (PR-XAI)",
-                        pr_factory(name, label, "PRTemperedAttentionGradient", hub_power=0.5, **settings),
-                        defaults=pr_defaults("PRTemperedAttentionGradient", hub_power=0.5, **settings))
-        lp_name, lp_label = f"{name}-lp", label[:-1] + ", log-prob.)"
-        register_method(lp_name, lp_label, "pr-xai",
-                        f"{label} explaining the class's log-probability instead of its logit "
-                        f"(objective='log_probability'): a former default of encoders {depth}, chosen in the "
-                        "thirteenth round of docs/default_search.md; one pass (PR-XAI)",
-                        pr_factory(lp_name, lp_label, "PRTemperedAttentionGradient", hub_power=0.5,
-                                   objective="log_probability", **settings),
-                        defaults=pr_defaults("PRTemperedAttentionGradient", hub_power=0.5,
-                                             objective="log_probability", **settings))
-        for suffix, weight, what in (
-                ("-cp", 0.0, f": measured for encoders {depth}"),
-                ("-cp-rel", 1.0, f", each score times 1 + R / max|R|, R that pass's gradient x input "
-                                 f"(relevance_weight=1): the default of encoders {depth}, chosen")):
-            cp_name, cp_label = lp_name + suffix, lp_label[:-1] + (", CP)" if not weight else ", CP x relevance)")
-            register_method(cp_name, cp_label, "pr-xai",
-                            f"{lp_label} from a backward pass with each attention softmax and LayerNorm scale held "
-                            f"constant (propagation='conservative', CP-LRP's backward pass, Ali et al. 2022){what} "
-                            "in the seventeenth round of docs/default_search.md; one pass (PR-XAI)",
-                            pr_factory(cp_name, cp_label, "PRTemperedAttentionGradient", hub_power=0.5,
-                                       objective="log_probability", propagation="conservative",
-                                       relevance_weight=weight, **settings),
-                            defaults=pr_defaults("PRTemperedAttentionGradient", hub_power=0.5,
-                                                 objective="log_probability", propagation="conservative",
-                                                 relevance_weight=weight, **settings))
     att = [
         ("raw-attention", "Raw attention", "RawAttention", "last-layer attention of the explained token",
          ("attention",)),
@@ -476,10 +366,10 @@ def register_defaults() -> None:
                         defaults=pr_defaults(cls))
     register_method("ig", "Integrated Gradients", "gradient",
                     f"Captum LayerIntegratedGradients on the word embeddings, {IG_DEFAULTS['n_steps']} steps, "
-                    "[PAD] reference", _ig_factory, ("integrated-gradients",), defaults=_ig_defaults)
+                    "[PAD] reference", _ig_factory, ("integrated-gradients",), defaults=_ig_defaults, signed=True)
     register_method("ixg", "Input x Gradient", "gradient",
                     "Captum LayerGradientXActivation on the word embeddings", _ixg_factory,
-                    ("input-x-gradient",), defaults=dict)
+                    ("input-x-gradient",), defaults=dict, signed=True)
     register_method("saliency", "Saliency", "gradient",
                     "|gradient| of the word embeddings (Captum LayerGradientXActivation, multiply_by_inputs=False)",
                     _saliency_factory, defaults=dict)

@@ -136,6 +136,10 @@ class MethodSpec:
             ``None``: the options are not checked (custom methods).
         fingerprint: What else determines the method's scores, e.g. the
             content hash of a precomputed file (part of the benchmark's cache key).
+        signed: Whether the scores carry a sign (evidence for the explained
+            output positive, against it negative), so that a picture draws
+            them on a diverging scale centred on 0; unsigned scores are drawn
+            on a sequential scale from 0.
     """
 
     name: str
@@ -146,6 +150,7 @@ class MethodSpec:
     aliases: tuple = ()
     defaults: Optional[Callable[[], Dict[str, Any]]] = None
     fingerprint: str = ""
+    signed: bool = False
 
 
 #: name -> spec, in display order
@@ -155,7 +160,7 @@ METHODS: Dict[str, MethodSpec] = {}
 def register_method(name: str, label: str, family: str, description: str, factory: Factory,
                     aliases: Sequence[str] = (), overwrite: bool = False,
                     defaults: Optional[Callable[[], Dict[str, Any]]] = None,
-                    fingerprint: str = "") -> MethodSpec:
+                    fingerprint: str = "", signed: bool = False) -> MethodSpec:
     """Add a method to the registry.
 
     Args:
@@ -169,6 +174,7 @@ def register_method(name: str, label: str, family: str, description: str, factor
         defaults: ``defaults() -> {option: value}``, the options the method
             accepts (see :class:`MethodSpec`); ``None`` accepts any option.
         fingerprint: See :class:`MethodSpec`.
+        signed: Whether the scores are signed (see :class:`MethodSpec`).
 
     Returns:
         The :class:`MethodSpec`.
@@ -179,7 +185,7 @@ def register_method(name: str, label: str, family: str, description: str, factor
     if key in METHODS and not overwrite:
         raise PRXAIError(f"method {key!r} is already registered; pass overwrite=True to replace it.")
     spec = MethodSpec(key, label, family, description, factory, tuple(a.lower() for a in aliases),
-                      defaults, fingerprint)
+                      defaults, fingerprint, bool(signed))
     METHODS[key] = spec
     return spec
 

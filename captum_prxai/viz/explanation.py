@@ -63,10 +63,11 @@ def default_method(model: Any = None) -> str:
 
 
 def default_methods(model: Any = None) -> List[str]:
-    """The default method for ``model`` first, then the other registered PR-XAI methods in registry order."""
+    """What ``explain`` runs without ``--methods``: the default method first, then at most two references
+    (:data:`captum_prxai.methods.REFERENCE_METHODS`: the paper's PR-AG and Captum's Integrated Gradients)."""
+    registry = _registry()
     first = default_method(model)
-    others = [spec.name for spec in _registry().METHODS.values() if spec.family == "pr-xai" and spec.name != first]
-    return [first, *others]
+    return [first, *[name for name in registry.REFERENCE_METHODS if name != first][:2]]
 
 
 def graph_method(methods: Sequence[str]) -> str:
@@ -80,7 +81,7 @@ def graph_method(methods: Sequence[str]) -> str:
     for name in methods:
         if registry.resolve_method(name).family == "pr-xai":
             return registry.resolve_method(name).name
-    pr = default_methods()
+    pr = [name for name in default_methods() if registry.resolve_method(name).family == "pr-xai"]
     given = ",".join(methods)
     raise PRXAIError(
         f"the graph view is for PR-XAI methods (it draws the graph PageRank ran on), and --methods {given} has "
