@@ -119,7 +119,7 @@ def test_explain_graph(tiny_model_dir, tmp_path, capsys):
     "argv, message",
     [
         (["   "], "the text is empty"),
-        (["a good film", "--methods", "pr-ag,nope"], "unknown method 'nope'; choose from: pr-xai, pr-ag"),
+        (["a good film", "--methods", "pr-ag,nope"], "unknown method 'nope'; choose from: pr-xai, pr-a, pr-g, pr-ag"),
         (["a good film", "--methods", " , "], "no method given"),
         (["a good film " * 12], "tokens but this model accepts at most 32"),
         (["a good film", "--target", "5"], "--target 5 is out of range: this model has 2 classes"),

@@ -337,9 +337,10 @@ def _register_perturbation(name: str, label: str, description: str, captum_class
 def register_defaults() -> None:
     """Register the built-in methods (called once, on import of :mod:`captum_prxai.methods`)."""
     pr = [
-        ("pr-ag", "PR-AG", "PRAttentionGradient", "PageRank on attention x attention-gradient (PR-XAI)", ()),
         ("pr-a", "PR-A", "PRAttention", "PageRank on attention weights (PR-XAI)", ()),
         ("pr-g", "PR-G", "PRGradient", "PageRank on attention gradients (PR-XAI)", ()),
+        ("pr-ag", "PR-AG", "PRAttentionGradient",
+         "PageRank on attention x attention-gradient, the paper's method (PR-XAI)", ()),
         ("pr-tag", "PR-TAG", "PRTemperedAttentionGradient",
          "PageRank on tempered attention x attention-gradient, (A^0.5 dA)+ (PR-XAI)", ()),
     ]
