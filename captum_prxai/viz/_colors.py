@@ -80,11 +80,7 @@ def registered_signed(method: str | None) -> bool | None:
     spec = METHODS.get(key)
     if spec is None:
         spec = next((s for s in METHODS.values() if key in s.aliases or s.label == method), None)
-    if spec is None:
-        return None
-    # temporary fallback until MethodSpec.signed lands with the registry: the scores decide
-    signed = getattr(spec, "signed", None)
-    return None if signed is None else bool(signed)
+    return None if spec is None else bool(spec.signed)
 
 
 def resolve_signed(signed: bool | None, method: str | None, scores: Sequence[float]) -> bool:

@@ -89,3 +89,18 @@ def test_annotate_finds_each_word_once_and_refuses_missing_or_repeated_words(sc)
         sc.annotate(words, "s", ["dull"], [])
     with pytest.raises(ValueError, match="'a' is 2 times"):
         sc.annotate(["a", "film", "a"], "s", ["a"], [])
+
+
+def test_the_default_is_registered_as_the_committed_measurement_decides(sc):
+    """docs/signed.md's rule: the default is signed if most words against the explained class score below 0."""
+    from pathlib import Path
+
+    from captum_prxai.methods import METHODS, default_method
+
+    table = (Path(sc.__file__).parent / "results" / "signed_contrast.md").read_text(encoding="utf-8")
+    lines = table.split("## All explanations", 1)[1].strip().splitlines()
+    head = [cell.strip() for cell in lines[0].split("|")]
+    row = next([cell.strip() for cell in line.split("|")] for line in lines if line.startswith("| PR-XAI default |"))
+    against = float(row[head.index("against < 0")].rstrip("%")) / 100
+    assert 0 <= against <= 1
+    assert bool(METHODS[default_method()].signed) is (against > 0.5)
