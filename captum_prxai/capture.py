@@ -21,12 +21,14 @@ from typing import Any, Callable, Optional, Sequence, Union
 
 import torch
 from torch import Tensor, nn
+from torch.utils.checkpoint import CheckpointError
 
 from captum_prxai._attention_math import tile_bytes as _tile_bytes
 from captum_prxai._checks import all_finite
 from captum_prxai.conservative import check_propagation, conservative_propagation
 from captum_prxai.exceptions import PRXAIError, PRXAIWarning
 from captum_prxai.hooks import (
+    CHECKPOINTING_MESSAGE,
     AttentionExtractor,
     AttentionRecorder,
     GradientOverflow,
@@ -545,7 +547,7 @@ def _capture_pass(
     with torch.enable_grad() if with_gradients else torch.no_grad():
         with recorder:
             with conservative_propagation() if check_propagation(propagation) == "conservative" else nullcontext():
-                output = forward_func(inputs, *additional_forward_args)
+                output = _run_forward(forward_func, inputs, additional_forward_args, layers)
             objective_values, logits, chosen = _select_target(output, targets, inputs.shape[0],
                                                               check_objective(objective))
             if with_gradients:
@@ -555,8 +557,10 @@ def _capture_pass(
                         "(are they detached, or computed under torch.no_grad()/inference_mode inside forward_func?); "
                         "gradient-based edges need them. Return the model's logits as they are."
                     )
-                recorder.backward(objective_values.sum(),
-                                  loss_scale(logits, layers, inputs, most_scale))
+                try:
+                    recorder.backward(objective_values.sum(), loss_scale(logits, layers, inputs, most_scale))
+                except CheckpointError:  # the recorder refuses recomputed layers; this is torch's own word for it
+                    raise PRXAIError(CHECKPOINTING_MESSAGE) from None
     recorder.collected()  # raises if a layer produced no map
     if layer_term is not None:
         for index, m in enumerate(recorder.maps):
@@ -580,6 +584,52 @@ def _capture_pass(
         target=chosen,
         summed=layer_term is not None,
     )
+
+
+def _run_forward(forward_func: Callable, inputs: Tensor, additional_forward_args: tuple,
+                 layers: Sequence[nn.Module]) -> Any:
+    """``forward_func(inputs, *additional_forward_args)``; an error that the inputs explain becomes a
+    :class:`PRXAIError` saying so (see :func:`_input_problem`), any other error is left as it is."""
+    try:
+        return forward_func(inputs, *additional_forward_args)
+    except PRXAIError:
+        raise
+    except (RuntimeError, TypeError, ValueError, IndexError) as error:
+        problem = _input_problem(inputs, layers)
+        if problem is None:
+            raise
+        raise PRXAIError(problem) from error
+
+
+def _input_problem(inputs: Tensor, layers: Sequence[nn.Module]) -> Optional[str]:
+    """Why the model cannot take ``inputs``, when it is one of the usual mistakes; else ``None``.
+
+    Asked only once ``forward_func`` has failed, so a ``forward_func`` that
+    converts its inputs itself (``ids.long()``, a projection of its own) is
+    never refused: ids of a dtype ``nn.Embedding`` does not index with,
+    embeddings of another dtype than the model's weights (outside autocast),
+    or of another width than the model's input embeddings (its config's
+    ``embedding_size``, else ``hidden_size``).
+    """
+    if not inputs.is_floating_point():
+        if inputs.dtype not in (torch.int64, torch.int32):
+            return (f"Token ids of dtype {inputs.dtype} cannot index the model's embeddings, which take torch.long "
+                    "(or torch.int32); pass input_ids.long().")
+        return None
+    weight = next((p for layer in layers for p in layer.parameters() if p.is_floating_point()), None)
+    if weight is not None and inputs.dtype != weight.dtype and not torch.is_autocast_enabled(inputs.device.type):
+        return (f"The input embeddings are {inputs.dtype} but the model's weights are {weight.dtype}; cast them with "
+                f"inputs.to({weight.dtype}) (or the model with model.to({inputs.dtype})).")
+    config = getattr(layers[0], "config", None)
+    for name in ("embedding_size", "hidden_size"):
+        width = getattr(config, name, None)
+        if isinstance(width, int) and width > 0:
+            if inputs.shape[-1] != width:
+                return (f"The input embeddings are {inputs.shape[-1]} wide but this model's input embeddings are "
+                        f"{width} wide (config.{name}); pass the model's own, "
+                        "model.get_input_embeddings()(input_ids).")
+            break
+    return None
 
 
 #: what a layer's slot in the recorder holds once ``layer_term`` has taken its map

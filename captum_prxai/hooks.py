@@ -504,6 +504,46 @@ def _exclusive(layers: Sequence[nn.Module]) -> Iterator[None]:
         yield
 
 
+@contextlib.contextmanager
+def _not_reentrant(layers: Sequence[nn.Module]) -> Iterator[None]:
+    """Refuse a capture of layers that a capture in this thread already hooks (``attribute`` inside ``forward_func``).
+
+    The locks of :func:`_exclusive` are re-entrant, so a nested capture on the
+    same model would get through them, and each recorder would count the
+    other's calls.
+    """
+    hooked = getattr(_thread_state, "hooked", None)
+    if hooked is None:
+        hooked = _thread_state.hooked = set()
+    keys = {id(layer) for layer in layers}
+    if keys & hooked:
+        raise PRXAIError(
+            "An attribution was started from inside the forward_func of another attribution on the same model "
+            "(re-entrant use): each would see the other's pass through the hooked layers. Run them one after "
+            "the other; forward_func should only run the model."
+        )
+    hooked.update(keys)
+    try:
+        yield
+    finally:
+        hooked.difference_update(keys)
+
+
+#: What a capture says when the model recomputes its layers for the backward pass.
+CHECKPOINTING_MESSAGE = (
+    "The model recomputes its layers during the backward pass (gradient checkpointing, which Hugging Face models "
+    "apply in training mode), so each hooked layer would run twice and the captured maps would not be those of "
+    "one pass. Call model.eval() first (in training mode dropout also makes the scores random), or "
+    "model.gradient_checkpointing_disable()."
+)
+
+
+def _in_backward() -> bool:
+    """Whether this thread is running a backward pass (a module called now is being recomputed for it)."""
+    task = getattr(torch._C, "_current_graph_task_id", None)
+    return task is not None and task() != -1
+
+
 # --------------------------------------------------------------------------------------------
 # Tile budget
 # --------------------------------------------------------------------------------------------
@@ -686,6 +726,7 @@ class AttentionRecorder:
         stack = contextlib.ExitStack()
         try:
             stack.enter_context(_exclusive(self.layers))
+            stack.enter_context(_not_reentrant(self.layers))
             if self.capture == "recompute":
                 _register_capture_implementation()
                 stack.enter_context(eager_attention(self.layers, CAPTURE_IMPLEMENTATION))
@@ -764,6 +805,8 @@ class AttentionRecorder:
         flag_position = _parameter_position(layer.forward, "output_attentions")
 
         def hook(module: nn.Module, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+            if self.with_gradients and (_in_backward() or (module.training and not torch.is_grad_enabled())):
+                raise PRXAIError(CHECKPOINTING_MESSAGE)
             index = self._take_slot(module)
             if index is None:  # more calls than listed positions: refused once the pass is over
                 return args, kwargs
@@ -1061,7 +1104,7 @@ def _require_grad_on_hidden_states(args: tuple, kwargs: dict,
 
 
 def _join_graph(value: Tensor, flagged: list[Tensor]) -> Tensor:
-    """``value`` requiring grad: itself, flagged in place where it can be (see :func:`_require_grad_on_hidden_states`)."""
+    """``value`` requiring grad: itself, flagged in place where it can be (:func:`_require_grad_on_hidden_states`)."""
     if value.requires_grad:
         return value
     if value.is_leaf and value._base is None:

@@ -159,3 +159,114 @@ def test_a_gradient_that_overflows_under_the_scale_runs_the_pass_again_with_a_sm
     assert len(calls) >= 2  # the first pass overflowed and was run again, with smaller scales
     assert torch.isfinite(scores).all()
     assert float((scores - expected).abs().max()) <= _FP16_TOLERANCE
+
+
+# -- the library's unclear errors --------------------------------------------------------------------------
+
+
+def _snapshot(model: torch.nn.Module) -> dict:
+    from test_reliability import snapshot
+
+    return snapshot(model)
+
+
+@pytest.mark.parametrize("kind", ["bert", "llama"])
+def test_gradient_checkpointing_in_train_mode_is_one_clear_error(kind):
+    """Hugging Face checkpoints its layers in training mode: the backward pass would run each layer again."""
+    model = _tiny(kind)
+    (getattr(model, "activation_checkpointing_enable", None) or model.gradient_checkpointing_enable)()
+    model.train()
+    before = _snapshot(model)
+    ids, mask, _, target = _batch()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # dropout in training mode warns, as it should
+        with pytest.raises(PRXAIError, match="gradient checkpointing") as caught:
+            cp.PRGradient(forward_for(model), cp.attention_layers(model)).attribute(
+                ids, target=target, additional_forward_args=(mask,), attention_mask=mask)
+        assert "model.eval()" in str(caught.value)
+        assert _snapshot(model) == before
+        model.eval()  # the advice works
+        scores = cp.PRGradient(forward_for(model), cp.attention_layers(model)).attribute(
+            ids, target=target, additional_forward_args=(mask,), attention_mask=mask)
+    assert torch.isfinite(scores).all()
+
+
+def _embeddings_forward(model):
+    def forward(inputs, attention_mask=None):
+        if inputs.is_floating_point():
+            return model(inputs_embeds=inputs, attention_mask=attention_mask).logits
+        return model(input_ids=inputs, attention_mask=attention_mask).logits
+
+    return forward
+
+
+@pytest.mark.parametrize("case, phrase", [
+    ("uint8-ids", "Token ids of dtype torch.uint8 cannot index"),
+    ("fp64-embeddings", "are torch.float64 but the model's weights are torch.float32"),
+    ("narrow-embeddings", "are 12 wide but this model's input embeddings are 16 wide"),
+])
+def test_inputs_the_model_cannot_take_are_one_clear_error(case, phrase):
+    model = _model("bert")
+    ids, mask, _, target = _batch()
+    inputs = {
+        "uint8-ids": ids.to(torch.uint8),
+        "fp64-embeddings": model.get_input_embeddings()(ids).detach().double(),
+        "narrow-embeddings": torch.rand(2, ids.shape[1], 12),
+    }[case]
+    before = _snapshot(model)
+    with pytest.raises(PRXAIError, match=phrase):
+        cp.PRGradient(_embeddings_forward(model), cp.attention_layers(model)).attribute(
+            inputs, target=target, additional_forward_args=(mask,), attention_mask=mask)
+    assert _snapshot(model) == before
+
+
+def test_a_forward_func_that_converts_its_inputs_itself_is_not_refused():
+    """The checks above speak only once the model has failed: ``make_forward_func`` casts ids to long."""
+    model = _model("bert")
+    ids, mask, _, target = _batch()
+    attribution = cp.PRGradient(make_forward_func(model), cp.attention_layers(model))
+    small = attribution.attribute(ids.to(torch.uint8), target=target, additional_forward_args=(mask,),
+                                  attention_mask=mask)
+    assert torch.equal(small, attribution.attribute(ids, target=target, additional_forward_args=(mask,),
+                                                    attention_mask=mask))
+
+
+def test_attribute_inside_forward_func_is_refused_as_re_entrant_use():
+    model, other = _model("bert"), _model("llama")
+    ids, mask, _, target = _batch()
+    inner_same = cp.PRGradient(forward_for(model), cp.attention_layers(model))
+    inner_other = cp.PRGradient(forward_for(other), cp.attention_layers(other))
+    inner = []
+
+    def nested(attribution):
+        def forward(input_ids, attention_mask=None):
+            inner.append(attribution.attribute(input_ids, target=1, attention_mask=attention_mask))
+            return model(input_ids, attention_mask=attention_mask).logits
+
+        return forward
+
+    before = _snapshot(model)
+    with pytest.raises(PRXAIError, match="re-entrant use") as caught:
+        cp.PRGradient(nested(inner_same), cp.attention_layers(model)).attribute(
+            ids, target=target, additional_forward_args=(mask,), attention_mask=mask)
+    assert "ALBERT" not in str(caught.value)
+    assert _snapshot(model) == before
+    # another model inside forward_func is no re-entrant use
+    scores = cp.PRGradient(nested(inner_other), cp.attention_layers(model)).attribute(
+        ids, target=target, additional_forward_args=(mask,), attention_mask=mask)
+    assert torch.isfinite(scores).all() and len(inner) == 1
+    assert torch.equal(scores, cp.PRGradient(forward_for(model), cp.attention_layers(model)).attribute(
+        ids, target=target, additional_forward_args=(mask,), attention_mask=mask))
+
+
+@pytest.mark.parametrize("metric", ["comprehensiveness", "sufficiency", "deletion_curve", "aopc", "log_odds",
+                                    "accuracy_after_removal", "evaluate_faithfulness"])
+def test_deletion_metrics_refuse_an_example_with_no_token(metric):
+    from captum_prxai import metrics
+
+    model = _model("bert")
+    ids, mask, special, _ = _batch()
+    mask[1] = 0  # the second example has no token at all
+    scores = torch.rand(ids.shape)
+    with pytest.raises(PRXAIError, match="attention_mask row 1 is all zero"):
+        getattr(metrics, metric)(make_forward_func(model), ids, mask, special, scores, torch.tensor([1, 2]))

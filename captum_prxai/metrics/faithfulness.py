@@ -162,6 +162,15 @@ def _setup(
     if special_tokens_mask is not None:
         _check_2d("special_tokens_mask", special_tokens_mask, input_ids.shape)
     _check_2d("scores", scores, input_ids.shape)
+    empty = (attention_mask == 0).all(dim=1)
+    if bool(empty.any()):
+        rows = empty.nonzero().flatten().tolist()
+        raise PRXAIError(
+            f"attention_mask row{'s' if len(rows) > 1 else ''} {', '.join(map(str, rows[:10]))}"
+            f"{', ...' if len(rows) > 10 else ''} {'are' if len(rows) > 1 else 'is'} all zero: an example with no "
+            "token has no prediction to explain or remove tokens from. Drop it (or fix its mask: 1 for tokens, "
+            "0 for padding)."
+        )
     probs = _forward_probs(forward_func, input_ids, attention_mask, batch_size)
     return _Setup(input_ids, attention_mask, special_tokens_mask, scores.detach(),
                   _resolve_target(target, probs), probs)
