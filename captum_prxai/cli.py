@@ -6,7 +6,11 @@ and exposes ``HELP`` (one line), ``add_arguments(parser)`` and
 inside ``run`` only, so building the parser (and ``captum-prxai --help``)
 stays fast. Errors of the :class:`~captum_prxai.exceptions.PRXAIError` kind
 print as one line, without a traceback, and exit with status 2; an
-:class:`OSError` from the file system prints as one line with status 1.
+:class:`OSError` from the file system prints as one line with status 1. The
+line is printed with its control characters escaped
+(:func:`~captum_prxai.commands._output.printable`), so a quoted text or path
+can neither drive the terminal nor break the line. Options several commands
+share (``--device``, ``--window-stride``) are checked here, before any work.
 """
 
 from __future__ import annotations
@@ -51,6 +55,19 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _check_shared_options(args: argparse.Namespace) -> None:
+    """Refuse bad values of the options several commands share, before a command starts its work."""
+    device = getattr(args, "device", None)
+    if isinstance(device, str) and device != "auto":
+        from captum_prxai._checks import check_device
+
+        check_device(device)
+    stride = getattr(args, "window_stride", None)
+    if stride is not None and stride < 1:
+        raise PRXAIError(f"--window-stride must be a positive number of tokens, got {stride}; leave it out for the "
+                         "default (half a window).")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -58,10 +75,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "command", None):
         parser.print_help()
         return 1
+    from captum_prxai.commands._output import printable
+
     try:
+        _check_shared_options(args)
         return int(args._run(args) or 0)
     except PRXAIError as err:
-        print(f"captum-prxai {args.command}: error: {err}", file=sys.stderr)
+        print(f"captum-prxai {args.command}: error: {printable(err, newlines=True)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
@@ -74,7 +94,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OSError as err:
         # the file system refused (disk full, permission changed mid-run): one line, not a traceback
         where = f": {err.filename}" if getattr(err, "filename", None) else ""
-        print(f"captum-prxai {args.command}: error: {err.strerror or err}{where}", file=sys.stderr)
+        print(f"captum-prxai {args.command}: error: {printable(f'{err.strerror or err}{where}')}", file=sys.stderr)
         return 1
 
 

@@ -270,3 +270,133 @@ def test_deletion_metrics_refuse_an_example_with_no_token(metric):
     scores = torch.rand(ids.shape)
     with pytest.raises(PRXAIError, match="attention_mask row 1 is all zero"):
         getattr(metrics, metric)(make_forward_func(model), ids, mask, special, scores, torch.tensor([1, 2]))
+
+
+# -- the command line's unclear errors ---------------------------------------------------------------------
+
+
+def _cli(capsys, *argv):
+    from captum_prxai.cli import main
+
+    code = main([*map(str, argv)])
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def _one_line(code: int, err: str, command: str, phrase: str) -> str:
+    assert code == 2, err
+    assert "Traceback" not in err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith(f"captum-prxai {command}: error: ")
+    assert phrase in lines[0], lines[0]
+    return lines[0]
+
+
+@pytest.fixture
+def cpu_only_torch(monkeypatch):
+    """PyTorch as a CPU-only build sees it, whatever this machine has."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(torch.version, "cuda", None)
+
+
+@pytest.fixture
+def corpus(tmp_path):
+    path = tmp_path / "texts.csv"
+    path.write_text("text\na good film\na dull film\n", encoding="utf-8")
+    return path
+
+
+def _device_argv(command: str, device: str, corpus, out) -> list:
+    if command == "attribute-dataset":
+        return [command, corpus, "-o", out, "--model", "/nonexistent", "--device", device]
+    if command == "benchmark":
+        return [command, "--model", "/nonexistent", "--out", out, "--device", device]
+    return [command, "--device", device]
+
+
+@pytest.mark.parametrize("command", ["attribute-dataset", "benchmark", "bench-speed"])
+@pytest.mark.parametrize("device, phrase", [
+    ("cuda", "device 'cuda' was asked for, but this PyTorch"),
+    ("cuda:1", "device 'cuda:1' was asked for"),
+    ("tpu", "unknown device 'tpu'; use cpu, cuda"),
+    ("gpu0", "unknown device 'gpu0'"),
+])
+def test_a_device_this_torch_cannot_use_is_one_line_before_any_work(capsys, tmp_path, corpus, cpu_only_torch,
+                                                                     command, device, phrase):
+    out = tmp_path / "out"
+    code, _, err = _cli(capsys, *_device_argv(command, device, corpus, out))
+    line = _one_line(code, err, command, phrase)
+    assert "use cpu" in line
+    assert not out.exists()
+
+
+def test_check_device_accepts_the_devices_this_torch_has():
+    from captum_prxai._checks import check_device
+
+    assert check_device("cpu") == torch.device("cpu")
+    if torch.cuda.is_available():
+        assert check_device("cuda").type == "cuda"
+    else:
+        with pytest.raises(PRXAIError, match="use cpu"):
+            check_device("cuda")
+
+
+@pytest.mark.parametrize("stride", ["0", "-4"])
+def test_window_stride_below_one_is_one_line(capsys, tmp_path, corpus, stride):
+    out = tmp_path / "out"
+    code, _, err = _cli(capsys, "attribute-dataset", corpus, "-o", out, "--model", "/nonexistent",
+                        "--long", "windows", "--window-stride", stride)
+    _one_line(code, err, "attribute-dataset", f"--window-stride must be a positive number of tokens, got {stride}")
+    assert not out.exists()
+
+
+def test_a_model_that_is_a_file_is_not_offered_a_training_command(capsys, tmp_path):
+    passwd = tmp_path / "passwd"
+    passwd.write_text("root:x:0:0:root:/root:/bin/bash\n")
+    code, _, err = _cli(capsys, "explain", "a good film", "--model", passwd)
+    line = _one_line(code, err, "explain", f"no model '{passwd}': it is a file, not a checkpoint folder")
+    assert "--name" not in line and "Train one" not in line
+
+
+def test_a_model_folder_or_path_that_is_not_a_checkpoint_says_what_is_missing(capsys, tmp_path):
+    code, _, err = _cli(capsys, "explain", "a good film", "--model", tmp_path)
+    line = _one_line(code, err, "explain", "the folder has no config.json, so it is not a checkpoint")
+    assert "--name" not in line
+    (tmp_path / "config.json").write_text("{}")
+    code, _, err = _cli(capsys, "explain", "a good film", "--model", tmp_path)
+    _one_line(code, err, "explain", "the folder has no weights (model.safetensors or pytorch_model.bin)")
+    code, _, err = _cli(capsys, "explain", "a good film", "--model", tmp_path / "missing" / "model")
+    line = _one_line(code, err, "explain", "no such folder")
+    assert "--name" not in line
+
+
+def test_an_unknown_model_name_is_offered_the_training_command_on_one_line(capsys, monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)  # no folder of that name here
+    code, _, err = _cli(capsys, "explain", "a good film", "--model", "my-sentiment")
+    _one_line(code, err, "explain", "Train one with: captum-prxai train --encoder minilm --dataset movie-sentences "
+                                    "--name my-sentiment")
+
+
+def test_control_bytes_and_nul_in_an_error_are_escaped_not_echoed(capsys, tmp_path):
+    # a text whose bytes the terminal could not decode (Python's surrogateescape), with an escape sequence
+    code, _, err = _cli(capsys, "explain", "good \udcff\x1b[31m film", "--model", tmp_path / "unused")
+    line = _one_line(code, err, "explain", "the text is not valid in the terminal's encoding")
+    assert "\x1b" not in err and "\\x1b[31m" in line and "\\xff" in line
+    # a path with an escape sequence and one with NUL, quoted by the messages as given
+    blocker = tmp_path / "notes.txt"
+    blocker.write_text("a file")
+    code, _, err = _cli(capsys, "explain", "a good film", "--html", f"{blocker}/\x1b[2J\x07/why.html")
+    line = _one_line(code, err, "explain", "cannot make its folder")
+    assert "\x1b" not in err and "\x07" not in err and "\\x1b[2J\\x07" in line
+    code, _, err = _cli(capsys, "explain", "a good film", "--json", tmp_path / "a\x00b.json")
+    line = _one_line(code, err, "explain", "a file name cannot hold a NUL byte")
+    assert "\x00" not in err and "a\\x00b.json" in line
+
+
+def test_printable_escapes_only_what_a_terminal_would_act_on():
+    from captum_prxai.commands._output import printable
+
+    assert printable("café — naïve 🙂 ok") == "café — naïve 🙂 ok"
+    assert printable("a\x00b\x1b[0m\r\n\t\x7f\x9b\udcfe") == "a\\x00b\\x1b[0m\\x0d\\x0a\\x09\\x7f\\x9b\\xfe"
+    assert printable("line one\nline two", newlines=True) == "line one\nline two"

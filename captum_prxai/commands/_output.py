@@ -16,7 +16,43 @@ from typing import Any, Callable, Optional, Sequence
 
 from captum_prxai.exceptions import PRXAIError
 
-__all__ = ["check_output_dir", "check_output_file", "write_output"]
+__all__ = ["check_output_dir", "check_output_file", "printable", "write_output"]
+
+
+def printable(text: Any, newlines: bool = False) -> str:
+    """``text`` safe to print on one terminal line: control characters, NUL and undecodable bytes escaped.
+
+    An error message may quote what the user gave (a text, a path, a line of a
+    file); printed raw, an escape sequence in it would drive the terminal and a
+    newline would break the one-line message. Control characters (C0, DEL,
+    C1), other non-printable characters and the surrogates Python uses for
+    undecodable bytes (``surrogateescape``) become ``\\xNN``, ``\\uNNNN`` or
+    ``\\UNNNNNNNN``: an undecodable byte shows as the byte it was. Printable
+    text, non-ASCII letters included, is unchanged. ``newlines=True`` keeps
+    line breaks (the command line's own messages indent a command to run on a
+    line of its own; quoted input is quoted with :func:`repr` or this function).
+    """
+    out = []
+    for char in str(text):
+        code = ord(char)
+        if char == " " or char.isprintable() or (newlines and char == "\n"):
+            out.append(char)
+        elif 0xDC80 <= code <= 0xDCFF:  # a byte that did not decode (surrogateescape): show the byte
+            out.append(f"\\x{code - 0xDC00:02x}")
+        elif code < 0x100:
+            out.append(f"\\x{code:02x}")
+        elif code < 0x10000:
+            out.append(f"\\u{code:04x}")
+        else:
+            out.append(f"\\U{code:08x}")
+    return "".join(out)
+
+
+def _path(path: Any, option: str) -> Path:
+    """``path`` as a :class:`Path` (``~`` expanded); a NUL byte, which no file name can hold, is refused."""
+    if "\x00" in str(path):
+        raise PRXAIError(f"{option} {printable(path)}: a file name cannot hold a NUL byte.")
+    return Path(path).expanduser()
 
 
 def _writable_ancestor(target: Path, option: str, given: Any) -> None:
@@ -46,7 +82,7 @@ def check_output_file(path: Any, option: str, formats: Optional[Sequence[str]] =
             cannot be made or written (a file stands in its way, or no write
             permission), or its extension is not one of ``formats``.
     """
-    target = Path(path).expanduser()
+    target = _path(path, option)
     if formats is not None:
         ext = target.suffix.lower().lstrip(".")
         if ext not in formats:
@@ -68,7 +104,7 @@ def check_output_dir(path: Any, option: str) -> Path:
     Raises:
         PRXAIError: ``path`` is a file, or it cannot be made or written in.
     """
-    target = Path(path).expanduser()
+    target = _path(path, option)
     if target.exists() and not target.is_dir():
         raise PRXAIError(f"{option} {path} is a file; give a folder (it is made if missing).")
     if target.is_dir():

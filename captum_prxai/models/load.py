@@ -327,11 +327,28 @@ def load_model(path_or_name: str | Path):
     for path in candidates:
         if _is_checkpoint(path):
             return _load_checkpoint(path)
-    trained = sorted(p.name for p in cache_dir("models", create=False).glob("*") if _is_checkpoint(p)) \
-        if cache_dir("models", create=False).is_dir() else []
+    raise _no_model(str(path_or_name))
+
+
+def _no_model(given: str) -> PRXAIError:
+    """What :func:`load_model` says when ``given`` names nothing loadable: a file, a folder that is not a
+    checkpoint, a path that does not exist, or a name no trained model has (only then: how to train one)."""
+    models = cache_dir("models", create=False)
+    trained = sorted(p.name for p in models.glob("*") if _is_checkpoint(p)) if models.is_dir() else []
     hint = f" Trained models in the cache: {', '.join(trained)}." if trained else ""
-    raise PRXAIError(
-        f"no model {str(path_or_name)!r}: it is neither a local checkpoint folder nor a trained "
-        f"model in {cache_dir('models', create=False)}.{hint} Train one with:\n"
-        f"  captum-prxai train --encoder minilm --dataset movie-sentences --name {Path(str(path_or_name)).name}"
+    path = Path(given).expanduser()
+    choices = ("Give a checkpoint folder (config.json and model.safetensors, as save_pretrained writes them), the "
+               "name of a model trained with 'captum-prxai train', or 'default'.")
+    if path.is_file():
+        return PRXAIError(f"no model {given!r}: it is a file, not a checkpoint folder. {choices}{hint}")
+    if path.is_dir():
+        missing = "config.json" if not (path / "config.json").is_file() else \
+            "weights (model.safetensors or pytorch_model.bin)"
+        return PRXAIError(f"no model {given!r}: the folder has no {missing}, so it is not a checkpoint; save one with "
+                          f"model.save_pretrained(folder) and tokenizer.save_pretrained(folder).{hint}")
+    if any(sep in given for sep in ("/", "\\")) or given.startswith((".", "~")) or not given.strip():
+        return PRXAIError(f"no model {given!r}: no such folder. {choices}{hint}")
+    return PRXAIError(
+        f"no model {given!r}: it is neither a local checkpoint folder nor a trained model in {models}.{hint} "
+        f"Train one with: captum-prxai train --encoder minilm --dataset movie-sentences --name {given}"
     )
