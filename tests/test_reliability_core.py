@@ -16,7 +16,7 @@ import torch
 import captum_prxai as cp
 from captum_prxai.exceptions import PRXAIError
 from captum_prxai.methods import MethodContext, available_methods, build_method, make_forward_func
-from conftest import VOCAB, _tiny, forward_for
+from conftest import ARCHITECTURES, VOCAB, _tiny, forward_for
 
 #: cheap settings for the sampling methods, so that every registered method runs on a tiny model in seconds
 _CHEAP = {"ig": {"n_steps": 8}, "shapley": {"n_samples": 2}, "kernel-shap": {"n_samples": 16},
@@ -77,6 +77,22 @@ def test_frozen_parameters_give_the_scores_of_an_unfrozen_model_for_every_method
     assert [(n, p.requires_grad) for n, p in model.named_parameters()] == flags_before
 
 
+@pytest.mark.parametrize("kind", ARCHITECTURES)
+def test_a_frozen_model_gives_the_default_scores_on_every_architecture(kind):
+    """The default (and PR-G) on each tiny architecture: post-norm encoders, MPNet's own attention, decoders."""
+    from captum_prxai.methods import default_method
+
+    model = _model(kind)
+    names = (default_method(model), "pr-g")
+    unfrozen = [_scores(name, model) for name in names]
+    model.requires_grad_(False)
+    try:
+        for name, expected in zip(names, unfrozen):
+            assert torch.allclose(_scores(name, model), expected, atol=1e-6, rtol=0), (kind, name)
+    finally:
+        model.requires_grad_(True)
+
+
 def test_a_frozen_pass_leaves_the_callers_embeddings_unflagged():
     """The flag a frozen pass needs is put on the model's own tensor, never on the caller's inputs."""
     model = _model("bert")
@@ -99,9 +115,9 @@ def test_a_frozen_pass_leaves_the_callers_embeddings_unflagged():
 
 #: fp16 vs fp32 tolerance on scores that sum to 1 per example: fp16 keeps 11 significant bits, so each rounding
 #: of the forward pass moves an activation by up to u = 2**-11 (about 4.9e-4) of itself; the gradient-free PR-A
-#: differs by about 3e-5 on these models, the gradient methods by at most 4e-4 once the backward pass no longer
-#: underflows. 4u (about 2e-3) bounds that with room, and is 50 to 100 times below the differences an
-#: underflowing backward pass gave (0.12 for the default, 0.26 for PR-G on the tiny BERT).
+#: differs by about 3e-5 on these models, the gradient methods by at most 7e-4 (seven tiny architectures) once the
+#: backward pass no longer underflows. 4u (about 2e-3) bounds that with room, and is 60 to 130 times below the
+#: differences an underflowing backward pass gave (0.12 for the default, 0.26 for PR-G on the tiny BERT).
 _FP16_TOLERANCE = 4 * 2.0**-11
 
 
@@ -116,6 +132,16 @@ def test_fp16_scores_agree_with_fp32_on_a_small_logit_model(kind, name):
     full, low = _scores(name, model), _scores(name, half)
     assert torch.isfinite(low).all()
     assert float((full - low.float()).abs().max()) <= _FP16_TOLERANCE, name
+
+
+@pytest.mark.parametrize("kind", ARCHITECTURES)
+def test_fp16_default_scores_agree_with_fp32_on_every_architecture(kind):
+    from captum_prxai.methods import default_method
+
+    model = _model(kind)
+    name = default_method(model)
+    low = _scores(name, copy.deepcopy(model).half())
+    assert float((_scores(name, model) - low.float()).abs().max()) <= _FP16_TOLERANCE
 
 
 def test_the_loss_scale_brings_small_logits_up_and_leaves_fp32_and_bf16_alone():
