@@ -24,6 +24,20 @@ def tiny(tmp_path_factory):
     return build_tiny(tmp_path_factory.mktemp("explorer-tiny"))
 
 
+@pytest.fixture(scope="module", autouse=True)
+def two_walk_methods():
+    """PR-TAG± (both walks) and PR-TAG± with λ=0.25 and hubs 0.5, registered for these tests only."""
+    from captum_prxai.methods import register_pr_method
+
+    register_pr_method("explorer-test-pm", {"walks": "both", "negative_weight": 1.0}, "PR-TAG± (test)",
+                       class_name="PRTemperedAttentionGradient")
+    register_pr_method("explorer-test-pm-hubs", {"walks": "both", "negative_weight": 0.25, "hub_power": 0.5},
+                       "PR-TAG± hubs (test)", class_name="PRTemperedAttentionGradient")
+    yield
+    METHODS.pop("explorer-test-pm", None)
+    METHODS.pop("explorer-test-pm-hubs", None)
+
+
 @pytest.fixture
 def app(tiny):
     model, tokenizer, datasets = tiny
@@ -67,7 +81,7 @@ def test_info_lists_the_bench_registry_and_limits(client):
     by_name = {m["name"]: m for m in info["methods"]}
     assert by_name["pr-ag"]["params"] == ["damping", "teleport", "graph", "head_reduction", "hub_power"]
     # the gate on the walks is a parameter of the methods that walk both signs only
-    assert by_name["pr-tag-pm"]["params"] == ["damping", "teleport", "graph", "head_reduction", "hub_power",
+    assert by_name["explorer-test-pm"]["params"] == ["damping", "teleport", "graph", "head_reduction", "hub_power",
                                               "walk_gate"]
     assert by_name["ig"]["params"] == ["ig_steps", "ig_baseline"] and by_name["occlusion"]["params"] == ["window"]
     assert by_name["shapley"]["params"] == ["permutations"] and by_name["lime"]["params"] == ["samples"]
@@ -431,11 +445,11 @@ def test_graph_view_of_the_layered_graph(client):
 
 @pytest.mark.parametrize("gate, weight", [(-1.0, 0.0), (1.0, 1.0)])
 def test_graph_view_says_when_the_gate_kept_the_positive_walk_alone(client, gate, weight):
-    out = client.post("/api/graph", json={"text": "the story was not good", "method": "pr-tag-pm",
+    out = client.post("/api/graph", json={"text": "the story was not good", "method": "explorer-test-pm",
                                           "params": {"walk_gate": gate}}).json
     assert out["walk_weight"] == weight
     assert ("the two walks agree (correlation above" in out["title"]) is (weight == 0.0)
-    unsigned = client.post("/api/graph", json={"text": "the story was not good", "method": "pr-tag-pm"}).json
+    unsigned = client.post("/api/graph", json={"text": "the story was not good", "method": "explorer-test-pm"}).json
     assert unsigned["walk_weight"] == 1.0  # no gate: λ of PR-TAG±
 
 
@@ -444,10 +458,10 @@ def test_graph_view_says_when_the_token_scores_carry_the_relevance_weight(client
     a method without the weight does not."""
     from captum_prxai.methods import default_method
 
-    name = default_method(causal=False, depth=2)
+    name = default_method(client.application.extensions["prxai_explorer"].model)
     out = client.post("/api/graph", json={"text": "the story was not good", "method": name}).json
     assert out["method"] == name and "token scores times 1 + R/max|R| (R: gradient x input)" in out["title"]
-    plain = client.post("/api/graph", json={"text": "the story was not good", "method": "pr-tag-pm"}).json
+    plain = client.post("/api/graph", json={"text": "the story was not good", "method": "explorer-test-pm"}).json
     assert "R/max|R|" not in plain["title"]
 
 
@@ -461,15 +475,15 @@ def test_graph_view_of_both_walks_draws_each_walk_and_says_which(client, tiny):
     text = "the story was not good"
     drawn = {}
     for walk in ("positive", "negative"):
-        out = client.post("/api/graph", json={"text": text, "method": "pr-tag-pm", "top_edges": 4, "nodes": 200,
+        out = client.post("/api/graph", json={"text": text, "method": "explorer-test-pm", "top_edges": 4, "nodes": 200,
                                               "walk": walk}).json
         assert out["walk"] == walk and out["walks"] == ["positive", "negative"]
         assert f"{walk} walk (the scores are the positive walk's PageRank minus the negative walk's" in out["title"]
         drawn[walk] = out
     assert drawn["positive"]["scores"] == drawn["negative"]["scores"]
     enc = tokenizer(text, return_tensors="pt")
-    attribution = build_method("pr-tag-pm", model, make_forward_func(model), MethodContext()).attribution
-    target = explain(client, text=text, methods=["pr-tag-pm"])["input"]["target"]
+    attribution = build_method("explorer-test-pm", model, make_forward_func(model), MethodContext()).attribution
+    target = explain(client, text=text, methods=["explorer-test-pm"])["input"]["target"]
     graph = attribution.attribute_graph(enc["input_ids"], target=target,
                                         additional_forward_args=(enc["attention_mask"],))
     walks = {"positive": graph.adjacency, "negative": graph.negative_adjacency}
@@ -486,8 +500,8 @@ def test_graph_view_of_both_walks_draws_each_walk_and_says_which(client, tiny):
     assert one["walks"] == ["positive"] and "walk" not in one["title"]
     resp = client.post("/api/graph", json={"text": text, "method": "pr-ag", "walk": "negative"})
     assert resp.status_code == 400 and "has no negative walk to draw" in resp.json["error"]
-    resp = client.post("/api/graph", json={"text": text, "method": "pr-tag-pm", "walk": "both"})
-    assert resp.status_code == 400 and "walk must be 'positive' or 'negative'" in resp.json["error"]
+    resp = client.post("/api/graph", json={"text": text, "method": "explorer-test-pm", "walk": "both"})
+    assert resp.status_code == 400 and "'walk' must be one of positive, negative; got 'both'" in resp.json["error"]
 
 
 def test_graph_view_of_the_hub_weighted_walks_sizes_nodes_by_what_was_scored(client, tiny):
@@ -497,11 +511,11 @@ def test_graph_view_of_the_hub_weighted_walks_sizes_nodes_by_what_was_scored(cli
 
     model, tokenizer, _ = tiny
     text = "the story was not good"
-    out = client.post("/api/graph", json={"text": text, "method": "pr-tag-pm0.25-hubs0.5", "nodes": 3,
+    out = client.post("/api/graph", json={"text": text, "method": "explorer-test-pm-hubs", "nodes": 3,
                                           "walk": "negative"}).json
     assert "negative walk (the scores are the positive walk's PageRank x its graph's global PageRank^0.5 (hubs)" \
         in out["title"]
-    attribution = build_method("pr-tag-pm0.25-hubs0.5", model, make_forward_func(model), MethodContext()).attribution
+    attribution = build_method("explorer-test-pm-hubs", model, make_forward_func(model), MethodContext()).attribution
     enc = tokenizer(text, return_tensors="pt")
     graph = attribution.attribute_graph(enc["input_ids"], target=explain(client, text=text, methods=["pr-ag"])[
         "input"]["target"], additional_forward_args=(enc["attention_mask"],))
@@ -715,7 +729,7 @@ def test_cross_origin_posts_are_refused(client):
     assert resp.status_code == 403
     resp = client.post("/api/explain", json=body, headers={"Origin": "http://localhost"})  # the test client's host
     assert resp.status_code in (200, 202), resp.json
-    assert client.get("/api/info", headers={"Origin": "http://evil.example"}).status_code == 200  # reads are fine
+    assert client.get("/api/info", headers={"Origin": "http://localhost"}).status_code == 200  # its own page
 
 
 # ----------------------------------------------------------------------------- lanes, cancel, estimates
@@ -798,10 +812,10 @@ def test_load_concurrent_mixed_jobs_finish_or_are_cancelled(tiny, slow_method):
     results, errors = {}, []
 
     with ServerThread(app, port=0) as server:
-        def call(path, body=None):
+        def call(path, body=None, session="a" * 32):  # each worker is a client with its own session
             req = urllib.request.Request(server.url + path.lstrip("/"), method="GET" if body is None else "POST",
                                          data=None if body is None else json_.dumps(body).encode(),
-                                         headers={"Content-Type": "application/json"})
+                                         headers={"Content-Type": "application/json", "X-PRXAI-Session": session})
             with urllib.request.urlopen(req, timeout=60) as resp:
                 return json_.loads(resp.read())
 
@@ -811,11 +825,11 @@ def test_load_concurrent_mixed_jobs_finish_or_are_cancelled(tiny, slow_method):
 
         def worker(i):
             try:
-                job = call("/api/explain", bodies[i])
+                job = call("/api/explain", bodies[i], session=f"{i:032x}")
                 ids[i] = job["id"]
                 while job["status"] not in ("done", "cancelled"):
                     time.sleep(0.05)
-                    job = call(f"/api/jobs/{job['id']}")
+                    job = call(f"/api/jobs/{job['id']}", session=f"{i:032x}")
                 results[i] = job
             except Exception as err:  # noqa: BLE001 - collected and asserted below
                 errors.append(repr(err))
@@ -828,7 +842,7 @@ def test_load_concurrent_mixed_jobs_finish_or_are_cancelled(tiny, slow_method):
         deadline = time.monotonic() + 180
         while True:
             assert time.monotonic() < deadline and not errors, errors
-            snaps = {i: call(f"/api/jobs/{job_id}") for i, job_id in list(ids.items())}
+            snaps = {i: call(f"/api/jobs/{job_id}", session=f"{i:032x}") for i, job_id in list(ids.items())}
             if len(snaps) == len(bodies) and all(
                     {r["method"] for r in snap["results"]} >= fast & set(bodies[i]["methods"])
                     for i, snap in snaps.items()):
@@ -889,7 +903,8 @@ def test_ig_runs_in_memory_bounded_batches_with_the_same_scores(tiny):
     assert engine.batch_size_for(4 * tokens, backward=True) <= engine.batch_size_for(tokens, backward=True)
     body = {"text": "a great film but a dull plot", "methods": ["ig", "occlusion"], "params": {"ig_steps": 8}}
     a = wait(roomy, roomy.post("/api/explain", json=body).json)
-    b = wait(tight.test_client(), tight.test_client().post("/api/explain", json=body).json)
+    tight_client = tight.test_client()
+    b = wait(tight_client, tight_client.post("/api/explain", json=body).json)
     batch = {r["method"]: r["batch"] for r in b["results"]}
     assert batch["ig"] == engine.batch_size_for(tokens, backward=True) < 8
     assert {r["method"]: r["batch"] for r in a["results"]}["ig"] == 8
@@ -1075,3 +1090,377 @@ def test_ig_baseline_form(client, tiny):
                              n_steps=6, method="gausslegendre").sum(-1)[0]
     assert mask["scores"] == pytest.approx(expected.tolist(), rel=1e-4, abs=1e-6)
     assert mask["scores"] != pad["scores"]
+
+
+# ----------------------------------------------------------------------------- third round (issue 64, issue 62)
+def _session_client(app, n):
+    """A test client whose requests carry the page session header of client ``n``."""
+    client = app.test_client(use_cookies=False)
+    client.environ_base["HTTP_X_PRXAI_SESSION"] = f"{n:032x}"
+    return client
+
+
+def test_picker_features_at_most_8_methods_and_marks_the_default(client):
+    """Issue 62: the picker shows the featured methods first (at most 8), the default marked, the rest by family."""
+    from captum_prxai.methods import FEATURED_METHODS, default_method
+
+    info = client.get("/api/info").json
+    model = client.application.extensions["prxai_explorer"].model
+    assert info["featured"] == [m for m in FEATURED_METHODS if m in METHODS] and 0 < len(info["featured"]) <= 8
+    assert info["default_method"] == default_method(model) and info["default_method"] in info["featured"]
+    assert info["featured"][0] == info["default_method"]
+    labels = {m["name"]: m["label"] for m in info["methods"]}
+    assert all(labels[m] == METHODS[m].label for m in info["featured"])
+    assert set(info["family_names"]) == {m["family"] for m in info["methods"]}
+    js = client.get("/static/app.js").get_data(as_text=True)
+    assert "More methods" in js and "(default)" in js and "info.family_names[fam]" in js
+
+
+def test_methods_say_whether_they_are_signed_and_cards_use_that_scale(client):
+    """Item 10: the colour scale follows MethodSpec.signed: diverging for signed methods, sequential for unsigned."""
+    info = client.get("/api/info").json
+    assert {m["name"]: m["signed"] for m in info["methods"]} == {n: METHODS[n].signed for n in METHODS}
+    unsigned = next(n for n in ("pr-a", "rollout") if not METHODS[n].signed)
+    signed = next(n for n in ("ig", "pr-xai") if METHODS[n].signed)
+    job = explain(client, text="the story was not good", methods=[unsigned, signed], params={"ig_steps": 4})
+    by = {r["method"]: r for r in job["results"]}
+    assert 'data-signed="false"' in by[unsigned]["html"] and by[unsigned]["scale"]["signed"] is False
+    assert 'data-signed="true"' in by[signed]["html"] and by[signed]["scale"]["signed"] is True
+    assert "sequential scale from 0" in by[unsigned]["scale"]["text"]
+    assert "diverging scale centred on 0" in by[signed]["scale"]["text"]
+
+
+def test_a_shared_colour_scale_per_row_and_across_rows(client):
+    """Item 10: 'row' puts one scale on a row's cards (on each method's share of its total |score|), 'all' one on
+    every row; each card says which it uses."""
+    job = explain(client, text="the story was not good", methods=["pr-a", "rollout", "ig"], params={"ig_steps": 4})
+    own = {r["method"]: r["scale"] for r in job["results"]}
+    assert all(s["mode"] == "own" and "its own" in s["text"] for s in own.values())
+    row = client.get(f"/api/jobs/{job['id']}?scale=row").json
+    shares = {m: s["share"] for m, s in own.items()}
+    widest = max(shares, key=shares.__getitem__)
+    for r in row["results"]:
+        scale = r["scale"]
+        assert scale["mode"] == "row" and "shared by this row" in scale["text"]
+        assert scale["top"] >= own[r["method"]]["top"] * (1 - 1e-9)  # no card is clipped by the shared scale
+        # the top is the same share of every method's total |score|: the largest share in the row
+        assert scale["top"] / own[r["method"]]["top"] * shares[r["method"]] == pytest.approx(shares[widest])
+    assert next(r for r in row["results"] if r["method"] == widest)["scale"]["top"] == pytest.approx(
+        own[widest]["top"])
+    everything = client.get(f"/api/jobs/{job['id']}?scale=all&share=0.9").json
+    for r in everything["results"]:
+        assert "shared by every row shown" in r["scale"]["text"] and "90%" in r["scale"]["text"]
+    heat = [re.findall(r"background-color:(rgb\([^)]*\))", r["html"]) for r in (row, everything)
+            for r in r["results"][:1]]
+    assert heat[0] != heat[1]  # a larger shared top pales the colours
+    assert client.get(f"/api/jobs/{job['id']}?scale=global").status_code == 400
+    assert client.get(f"/api/jobs/{job['id']}?scale=all&share=2").status_code == 400
+    page = client.post("/api/export", json={"job": job["id"], "scale": "row"}).get_data(as_text=True)
+    assert page.count("shared by this row") == 3  # the export says so on each heatmap too
+
+
+def test_top_tokens_are_one_list_for_the_cards_and_the_export(client):
+    """Item 11: the cards' top tokens leave out [CLS]/[SEP], follow 'merge word pieces', and are the export's."""
+    from captum_prxai.viz.tokens import top_words
+    from captum_prxai.explorer.app import TOP_TOKENS
+
+    job = explain(client, text="a playing film", methods=["pr-a", "rollout"])
+    tokens, explained = job["input"]["tokens"], job["input"]["explained_position"]
+    for merge in (False, True):
+        shown = client.get(f"/api/jobs/{job['id']}?merge_subwords={str(merge).lower()}").json
+        for r in shown["results"]:
+            assert [tuple(t) for t in r["top"]] == top_words(tokens, r["scores"], merge, TOP_TOKENS, explained)
+            words = [w for w, _ in r["top"]]
+            assert not {"[CLS]", "[SEP]"} & set(words)
+            assert ("playing" in words) is merge and ("##ing" in words or "ing" in words) is not merge
+        page = client.post("/api/export", json={"job": job["id"], "merge_subwords": merge}).get_data(as_text=True)
+        table = page.split('class="prx-top"', 1)[1].split("</table>", 1)[0]
+        assert 3 <= min(len(r["top"]) for r in shown["results"]) <= TOP_TOKENS
+        for k in range(min(len(r["top"]) for r in shown["results"])):
+            row = [re.escape(r["top"][k][0]) for r in shown["results"]]
+            assert re.search(r"<tr><td class=\"prx-num\">%d</td><td>%s <small>.*?</small></td><td>%s <small>"
+                             % (k + 1, row[0], row[1]), table), (k, row)
+
+
+def test_the_header_style_does_not_collapse_the_top_token_bars(client):
+    """Item 3: no rule of the page's own style matches the cards' top-token box but the box's own
+    (the header's '.top' rule made it a flex box that collapsed the bars to 0 px; the browser test measures them)."""
+    css = client.get("/static/style.css").get_data(as_text=True)
+    assert not re.search(r"(^|[\s,}])\.top\b(?!-)", css)  # the header's class is .topbar now
+    assert "details.top-tokens" in css
+    assert b'class="topbar"' in client.get("/").data
+
+
+def test_bad_display_options_are_400_before_any_job(tiny):
+    """Item 6: a palette or scale of the wrong type or value is a 400 on every endpoint, before any job starts;
+    an empty value is refused too, never taken as the default."""
+    model, tokenizer, datasets = tiny
+    app = create_app(model, tokenizer, datasets)
+    client = app.test_client()
+    runner = app.extensions["prxai_explorer_jobs"]
+    done = explain(client, text="a good film", methods=["pr-a"])
+    for bad in (["x"], {"a": 1}, [], "", "rainbow", 3, True):
+        before = len(runner._jobs)
+        for path in ("/api/explain", "/api/export"):
+            resp = client.post(path, json={"text": "a bad film", "methods": ["pr-g"], "palette": bad})
+            assert resp.status_code == 400, (path, bad, resp.status_code)
+            assert "'palette' must be one of default, colorblind" in resp.json["error"]
+        resp = client.post("/api/explain", json={"text": "a bad film", "methods": ["pr-g"], "scale": bad})
+        assert resp.status_code == 400 and "'scale' must be one of own, row, all" in resp.json["error"]
+        assert client.post("/api/export", json={"job": done["id"], "palette": bad}).status_code == 400
+        assert len(runner._jobs) == before  # nothing was submitted
+    assert client.get(f"/api/jobs/{done['id']}?palette=x").status_code == 400
+    assert client.get(f"/api/jobs/{done['id']}?palette=").status_code == 200  # an empty query argument: left out
+    resp = client.post("/api/explain", json={"example": {"dataset": [], "index": 0}, "methods": ["pr-a"]})
+    assert resp.status_code == 400 and "'example.dataset' must be a dataset name" in resp.json["error"]
+    resp = client.post("/api/graph", json={"text": "a good film", "method": "pr-a", "layout": ""})
+    assert resp.status_code == 400 and "'layout' must be one of line, circle" in resp.json["error"]
+
+
+def test_gets_from_another_origin_are_refused(tiny):
+    """Item 7: a foreign page cannot make /api/examples (or any /api/ read) predict a dataset."""
+    model, tokenizer, datasets = tiny
+    app = create_app(model, tokenizer, datasets)
+    client = app.test_client()
+    engine = app.extensions["prxai_explorer"]
+    url = "/api/examples?dataset=tiny-reviews&predicted=1&limit=50"
+    for headers in ({"Origin": "http://evil.example"}, {"Referer": "http://evil.example/page"},
+                    {"Sec-Fetch-Site": "cross-site"}, {"Sec-Fetch-Site": "same-site"}, {"Origin": "null"}):
+        resp = client.get(url, headers=headers)
+        assert resp.status_code == 403 and "cross-origin request" in resp.json["error"], headers
+    assert engine.prediction_calls == 0  # no CPU was spent
+    assert client.get("/api/info", headers={"Sec-Fetch-Site": "cross-site"}).status_code == 403
+    assert client.get(url, headers={"Sec-Fetch-Site": "same-origin"}).status_code == 200
+    assert engine.prediction_calls > 0
+    # the page itself may be opened from a link or embedded (a notebook at another port)
+    assert client.get("/", headers={"Sec-Fetch-Site": "cross-site"}).status_code == 200
+
+
+def test_notebook_server_prints_no_request_lines_and_allows_ipv6_loopback(tiny, capfd):
+    """Item 8: Werkzeug's request lines stay out of a notebook cell; a notebook at http://[::1] may embed the page."""
+    import logging
+    import urllib.request
+
+    from captum_prxai.explorer import ServerThread
+
+    model, tokenizer, datasets = tiny
+    logging.getLogger("werkzeug").setLevel(logging.INFO)  # as in a fresh kernel: werkzeug would log each request
+    with ServerThread(create_app(model, tokenizer, datasets), port=0) as server:
+        with urllib.request.urlopen(server.url + "api/info", timeout=30) as resp:
+            assert resp.status == 200
+            csp = resp.headers["Content-Security-Policy"]
+    out, err = capfd.readouterr()
+    assert "GET /api/info" not in out + err
+    assert "http://[::1]:*" in csp
+
+
+def test_jobs_belong_to_their_session(tiny, slow_method):
+    """Item 2: another client cannot read or cancel a job by its id."""
+    model, tokenizer, datasets = tiny
+    app = create_app(model, tokenizer, datasets)
+    mine, other = _session_client(app, 1), _session_client(app, 2)
+    job = mine.post("/api/explain", json={"text": "a good film", "methods": ["explorer-test-slow"]}).json
+    assert slow_method["started"].wait(30)
+    assert other.get(f"/api/jobs/{job['id']}").status_code == 404
+    resp = other.post(f"/api/jobs/{job['id']}/cancel")
+    assert resp.status_code == 404 and "in this page's session" in resp.json["error"]
+    assert other.post("/api/export", json={"job": job["id"]}).status_code == 404
+    assert mine.get(f"/api/jobs/{job['id']}").json["status"] == "running"  # untouched
+    anonymous = app.test_client()  # no header: the server gives it a session cookie of its own
+    resp = anonymous.get(f"/api/jobs/{job['id']}")
+    assert resp.status_code == 404 and "prxai_session=" in resp.headers.get("Set-Cookie", "")
+    assert "prxai_session=" in app.test_client().get("/").headers.get("Set-Cookie", "")
+    slow_method["release"].set()
+    assert wait(mine, job)["status"] == "done"
+
+
+def test_one_client_cannot_evict_another_clients_running_job(tiny, slow_method):
+    """Item 2: 250 cached requests of one client forget only its own finished jobs; a running job is never
+    forgotten; a client has a quota of unfinished jobs."""
+    from captum_prxai.explorer.app import ACTIVE_JOBS_PER_CLIENT
+
+    model, tokenizer, datasets = tiny
+    app = create_app(model, tokenizer, datasets)
+    victim, flood = _session_client(app, 1), _session_client(app, 2)
+    running = victim.post("/api/explain", json={"text": "a good film", "methods": ["explorer-test-slow"]}).json
+    assert slow_method["started"].wait(30)
+    finished = explain(victim, text="a bad film", methods=["pr-a"])
+    first = explain(flood, text="fun fun fun", methods=["pr-a"])
+    for _ in range(250):  # cached: done at once
+        resp = flood.post("/api/explain", json={"text": "fun fun fun", "methods": ["pr-a"]})
+        assert resp.status_code == 200
+    assert victim.get(f"/api/jobs/{running['id']}").json["status"] == "running"
+    assert victim.get(f"/api/jobs/{finished['id']}").status_code == 200
+    assert flood.get(f"/api/jobs/{first['id']}").status_code == 404  # the flood's own oldest went
+    # a quota of unfinished jobs per client
+    queued = [victim.post("/api/explain", json={"text": f"a good film {'!' * k}", "methods": ["lime"],
+                                                "params": {"samples": 10}})
+              for k in range(ACTIVE_JOBS_PER_CLIENT - 1)]
+    assert all(r.status_code == 202 for r in queued)  # queued behind the slow method on the slow lane
+    resp = victim.post("/api/explain", json={"text": "the plot was dull", "methods": ["lime"]})
+    assert resp.status_code == 429 and "jobs running or queued" in resp.json["error"]
+    assert flood.post("/api/explain", json={"text": "the plot was dull", "methods": ["pr-g"]}).status_code in (200, 202)
+    slow_method["release"].set()
+    for r in queued:
+        assert wait(victim, r.json)["status"] == "done"
+
+
+def test_export_of_an_explain_body_goes_through_the_limits(tiny):
+    """Item 1: the export's explain body is refused as /api/explain refuses it (422, 409), and runs as a job."""
+    model, tokenizer, datasets = tiny
+    body = {"text": "a good film and a great story", "methods": ["shapley"], "params": {"permutations": 200}}
+    strict = create_app(model, tokenizer, datasets, max_method_seconds=1e-6).test_client()
+    for path in ("/api/explain", "/api/export"):
+        resp = strict.post(path, json=body)
+        assert resp.status_code == 422 and resp.json["error"].startswith("Shapley sampling would take about"), path
+    asking = create_app(model, tokenizer, datasets, confirm_seconds=0.0)
+    client = asking.test_client()
+    resp = client.post("/api/export", json=dict(body, params={"permutations": 2}))
+    assert resp.status_code == 409 and resp.json["needs_confirmation"] is True
+    resp = client.post("/api/export", json=dict(body, params={"permutations": 2}, confirmed=True))
+    assert resp.status_code == 200 and resp.headers["Content-Disposition"].startswith("attachment")
+    assert 'data-method="Shapley sampling"' in resp.get_data(as_text=True)
+    assert asking.extensions["prxai_explorer_jobs"].queued() == {"slow": 0}  # it ran on the many-pass lane
+
+
+def test_an_export_whose_client_leaves_is_cancelled(tiny, slow_method):
+    """Item 1: an export computing an explain body stops when its client closes the connection."""
+    import json as json_
+    import socket as socket_
+    import urllib.request
+
+    from captum_prxai.explorer import ServerThread
+
+    model, tokenizer, datasets = tiny
+    with ServerThread(create_app(model, tokenizer, datasets), port=0) as server:
+        body = json_.dumps({"text": "a good film", "methods": ["explorer-test-slow"]}).encode()
+        sock = socket_.create_connection(("127.0.0.1", server.port), timeout=30)
+        sock.sendall(b"POST /api/export HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                     b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+        assert slow_method["started"].wait(30)
+
+        def stats():
+            with urllib.request.urlopen(server.url + "api/stats", timeout=30) as resp:
+                return json_.loads(resp.read())
+
+        assert stats()["running"] == ["explorer-test-slow"]
+        sock.close()  # the client leaves
+        deadline = time.monotonic() + 30
+        while stats()["running"]:
+            assert time.monotonic() < deadline, "the export's job still runs after its client left"
+            time.sleep(0.05)
+        calls = slow_method["calls"]
+        time.sleep(0.3)
+        assert slow_method["calls"] == calls and not slow_method["release"].is_set()  # stopped by the cancel
+
+
+def test_export_with_two_models_holds_both(tiny):
+    """Item 5: exporting the jobs of two models gives one section per model, each with its heatmaps."""
+    import copy
+
+    model, tokenizer, datasets = tiny
+    other = copy.deepcopy(model)
+    with torch.no_grad():
+        other.classifier.weight.mul_(-1.0)
+    client = create_app(model, tokenizer, datasets, model_name="tuned",
+                        compare={"flipped": (other, tokenizer)}).test_client()
+    body = {"text": "a good film", "methods": ["pr-a", "rollout"]}
+    a, b = explain(client, **body), explain(client, **body, model="flipped")
+    page = client.post("/api/export", json={"job": [a["id"], b["id"]], "scale": "all"}).get_data(as_text=True)
+    sections = re.findall(r'<section class="prx-model" data-model="([^"]+)">(.*?)</section>', page, re.S)
+    assert [name for name, _ in sections] == ["tuned", "flipped"]
+    for (name, html), job in zip(sections, (a, b)):
+        assert html.count('class="prx-heatmap"') == 2 and f"model: {name}" in html
+        assert f"predicted: <b>{job['input']['predicted_name']}</b>" in html
+        exported = [float(x) for x in re.findall(r'data-score="([^"]+)"', html)]
+        assert exported == pytest.approx([v for r in job["results"] for v in r["scores"]], rel=1e-6)
+    assert page.count("shared by every row shown") == 4
+    resp = client.post("/api/export", json={"job": [a["id"], b["id"], a["id"]]})
+    assert resp.status_code == 400 and "1 to 2 job ids" in resp.json["error"]
+
+
+def test_estimates_are_stable_and_calibrated_from_finished_jobs(tiny):
+    """Item 4: one slow forward pass does not move the estimate; after a method ran, its estimate is its time."""
+    model, tokenizer, datasets = tiny
+    app = create_app(model, tokenizer, datasets, max_method_seconds=3600, confirm_seconds=3600)
+    client = app.test_client()
+    engine = app.extensions["prxai_explorer"]
+    body = {"text": "a great film but a dull plot", "methods": ["ig"], "params": {"ig_steps": 40}}
+    for _ in range(6):  # the first passes at this length are timed
+        client.post("/api/estimate", json=body)
+    first = client.post("/api/estimate", json=body).json["estimates"][0]
+    tokens = len(tokenizer(body["text"])["input_ids"])
+    engine._time_forward(tokens, 100.0)  # a pass slowed down by another process
+    assert client.post("/api/estimate", json=body).json["estimates"][0]["seconds"] == first["seconds"]
+    assert first["calibrated_runs"] == 0
+    done = explain(client, **body)
+    measured = done["results"][0]["seconds"]
+    after = client.post("/api/estimate", json=dict(body, params={"ig_steps": 41})).json["estimates"][0]
+    assert after["calibrated_runs"] == 1
+    assert after["seconds"] == pytest.approx(measured * 41 / 40, rel=1e-9), (
+        engine._calibration, engine._forward_seconds, done["results"], first, after)
+
+
+def test_the_pages_largest_setting_is_not_refused_on_an_idle_server(tiny):
+    """Item 4: /api/estimate gives the page its maximum for the text; the explorer accepts it, and refuses more."""
+    model, tokenizer, datasets = tiny
+    app = create_app(model, tokenizer, datasets, confirm_seconds=3600)
+    client = app.test_client()
+    engine = app.extensions["prxai_explorer"]
+    text = "a great film but a dull plot and a boring script"
+    for _ in range(6):
+        client.post("/api/estimate", json={"text": text, "methods": ["pr-a"]})
+    tokens = len(tokenizer(text)["input_ids"])
+    engine.max_method_seconds = 150 * 3 * engine.forward_seconds(tokens)  # about 150 IG steps fit
+    est = client.post("/api/estimate", json={"text": text, "methods": ["ig", "pr-a"]}).json["estimates"]
+    largest = est[0]["largest"]
+    assert largest["param"] == "ig_steps" and 100 <= largest["value"] < 150 and est[1]["largest"] is None
+    for _ in range(5):
+        client.post("/api/estimate", json={"text": text, "methods": ["pr-a"]})  # more timings: no swing
+    resp = client.post("/api/explain", json={"text": text, "methods": ["ig"], "params": {"ig_steps": 300}})
+    assert resp.status_code == 422
+    resp = client.post("/api/explain", json={"text": text, "methods": ["ig"], "params": {"ig_steps": largest["value"]}})
+    assert resp.status_code in (200, 202), resp.json
+    assert wait(client, resp.json)["status"] == "done"
+    js = client.get("/static/app.js").get_data(as_text=True)
+    assert 'api("/api/estimate", body)' in js and "input.max = String(top)" in js
+
+
+def test_progress_and_countdown_of_a_single_long_method(tiny):
+    """Items 4 and 9: while one long method runs, its progress grows and its time left counts down."""
+    model, tokenizer, datasets = tiny
+    app = create_app(model, tokenizer, datasets, memory_budget_mb=0.02, confirm_seconds=3600)
+    client = app.test_client()
+    text = "a great film but a dull plot and a boring script with very good acting"
+    job = client.post("/api/explain", json={"text": text, "methods": ["ig"], "params": {"ig_steps": 300}}).json
+    seen = []
+    deadline = time.monotonic() + 120
+    while True:
+        snap = client.get(f"/api/jobs/{job['id']}").json
+        if snap["status"] not in ("queued", "running"):
+            break
+        if 0 < snap["progress"] < 1:
+            seen.append((snap["progress"], snap["estimated_seconds_left"]))
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    assert snap["status"] == "done" and snap["progress"] == 1.0 and snap["estimated_seconds_left"] == 0
+    assert len(seen) >= 3, seen  # polled while it ran
+    progress = [p for p, _ in seen]
+    assert progress == sorted(progress) and progress[-1] > progress[0]
+    assert seen[-1][1] < seen[0][1]  # the time left counts down
+
+
+def test_a_cancel_before_any_result_leaves_nothing_to_export(tiny, slow_method):
+    """Item 9: after a cancel that finished nothing, the export refuses (the page disables Export and Show graph)."""
+    model, tokenizer, datasets = tiny
+    client = create_app(model, tokenizer, datasets).test_client()
+    job = client.post("/api/explain", json={"text": "a good film", "methods": ["explorer-test-slow"]}).json
+    assert slow_method["started"].wait(30)
+    snap = client.get(f"/api/jobs/{job['id']}").json
+    assert snap["progress"] > 0  # the bar moves during the one running method
+    final = wait(client, client.post(f"/api/jobs/{job['id']}/cancel").json)
+    assert final["status"] == "cancelled" and final["results"] == []
+    resp = client.post("/api/export", json={"job": job["id"]})
+    assert resp.status_code == 400 and "nothing to export" in resp.json["error"]
+    js = client.get("/static/app.js").get_data(as_text=True)
+    assert '$("export").disabled = !anyResult' in js and '$("graph-btn").disabled = !anyResult' in js

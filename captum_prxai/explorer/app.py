@@ -18,21 +18,28 @@ Endpoints (all JSON unless noted; errors are ``{"error": "..."}`` with a 4xx sta
   in the background (``409`` with the estimate when the job would take
   longer than ``confirm_seconds`` and ``confirmed`` is not true; ``422`` when
   a method is over ``max_method_seconds``).
-* ``GET /api/jobs/<id>?merge_subwords=&palette=`` polls a job;
-  ``POST /api/jobs/<id>/cancel`` cancels it.
+* ``GET /api/jobs/<id>?merge_subwords=&palette=&scale=&share=`` polls a job;
+  ``POST /api/jobs/<id>/cancel`` cancels it. A job belongs to the client
+  that created it (its session: the ``X-PRXAI-Session`` header the page
+  sends, else the ``prxai_session`` cookie the server sets); another
+  client gets 404 for its id. A client may have
+  :data:`ACTIVE_JOBS_PER_CLIENT` unfinished jobs (429 beyond them).
 * ``POST /api/graph`` -- the same input plus ``"method"`` (a PR-XAI method),
   ``"top_edges"``, ``"nodes"``, ``"layout"``, ``"walk"`` (``"positive"`` or, for a method that walks
   both signs, ``"negative"``): the graph PageRank ran on, as SVG.
-* ``POST /api/export`` -- ``{"job": id, "merge_subwords", "palette", "graph":
-  {"method", "top_edges", "nodes", "layout", "walk"} | null}``: the job's results as
-  shown, as a standalone HTML download (also accepts the explain body, and
-  then computes it). Built in memory.
+* ``POST /api/export`` -- ``{"job": id | [id, ...], "merge_subwords", "palette", "scale", "graph":
+  {"method", "top_edges", "nodes", "layout", "walk"} | null}``: the jobs' results as
+  shown (several ids: the models side by side, one section each), as a
+  standalone HTML download. It also accepts the explain body: that runs as
+  a job of the client, with the same cost limits, lanes and cancel as
+  ``/api/explain``, and is cancelled when the client leaves. Built in memory.
 * ``GET /api/stats`` -- cache and memory counters.
 
 Every request body must be a JSON object without ``NaN`` / ``Infinity``,
 unpaired surrogates, or nesting deeper than :data:`MAX_DEPTH`; state-changing
-requests from another origin (``Origin`` / ``Referer`` of another host) are
-refused. The server never reads or writes a path taken from a request.
+requests and every ``/api/`` request from another origin (``Origin`` /
+``Referer`` of another host, or a browser's ``Sec-Fetch-Site`` of another
+site) are refused. The server never reads or writes a path taken from a request.
 """
 
 from __future__ import annotations
@@ -40,6 +47,8 @@ from __future__ import annotations
 import json
 import logging
 import re
+import socket
+import uuid
 from importlib import resources
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 from urllib.parse import urlsplit
@@ -48,9 +57,11 @@ from captum_prxai.exceptions import PRXAIError
 from captum_prxai.explorer.engine import DatasetStore, Encoded, Engine, InputTooLong, JobCancelled, TooCostly
 from captum_prxai.viz.html import escape as _esc
 from captum_prxai.explorer.jobs import Job, JobRunner
+from captum_prxai.explorer.params import PARAMS
 from captum_prxai.explorer.params import check_flag, check_params, param_specs
 
-__all__ = ["create_app", "LOOPBACK_HOSTS", "STATIC_FILES", "MAX_DEPTH", "PALETTES", "parse_json_body",
+__all__ = ["create_app", "LOOPBACK_HOSTS", "STATIC_FILES", "MAX_DEPTH", "PALETTES", "SCALES", "TOP_TOKENS",
+           "ACTIVE_JOBS_PER_CLIENT", "SESSION_HEADER", "SESSION_COOKIE", "featured_methods", "parse_json_body",
            "recolor_heatmap"]
 
 logger = logging.getLogger("captum_prxai.explorer")
@@ -64,6 +75,8 @@ STATIC_FILES = {
     "style.css": "text/css; charset=utf-8",
 }
 MAX_METHODS = 16
+#: The page's largest settings are those estimated under this share of ``max_method_seconds``.
+ESTIMATE_HEADROOM = 0.8
 #: Deepest nesting of arrays / objects accepted in a request body.
 MAX_DEPTH = 16
 #: Heatmap palettes: name -> (colour for, colour against, unsigned top colour). "colorblind" is blue/orange
@@ -72,9 +85,21 @@ PALETTES: Dict[str, Optional[Tuple[Tuple[int, int, int], Tuple[int, int, int], T
     "default": None,
     "colorblind": ((33, 102, 172), (230, 97, 1), (33, 102, 172)),
 }
+#: Colour scales of the heatmaps: each its own, shared by the heatmaps of one row (one text), or by every row shown.
+SCALES = ("own", "row", "all")
+#: Top tokens listed per method, on the cards and in the export (the same list).
+TOP_TOKENS = 5
+#: Jobs one client (page session) may have running or queued at once.
+ACTIVE_JOBS_PER_CLIENT = 8
+#: Request header carrying the page's session (a random id the page makes when it loads).
+SESSION_HEADER = "X-PRXAI-Session"
+#: Cookie carrying the session of a client that sends no session header.
+SESSION_COOKIE = "prxai_session"
 _CSP = ("default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data: blob:; "
         "connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'none'; "
-        "frame-ancestors 'self' http://localhost:* http://127.0.0.1:*")
+        "frame-ancestors 'self' http://localhost:* http://127.0.0.1:* http://[::1]:*")
+_FAMILY_NAMES = {"pr-xai": "PR-XAI", "attention": "Attention baselines", "gradient": "Captum gradients",
+                 "perturbation": "Captum perturbations", "control": "Control"}
 
 
 class _HTTPError(PRXAIError):
@@ -82,6 +107,71 @@ class _HTTPError(PRXAIError):
         super().__init__(message)
         self.status = status
         self.extra = extra
+
+
+def featured_methods(registered: Iterable[str]) -> List[str]:
+    """The registered methods a picker shows first (:data:`captum_prxai.methods.FEATURED_METHODS`)."""
+    from captum_prxai import methods
+
+    featured = getattr(methods, "FEATURED_METHODS", None)
+    if featured is None:  # registry without the featured list yet
+        featured = ("pr-xai", "pr-a", "pr-g", "pr-ag", "pr-tag", "rollout", "gae", "ig")
+    names = set(registered)
+    return [m for m in featured if m in names]
+
+
+def _session() -> str:
+    """The requesting client's session: the page's ``X-PRXAI-Session`` header, else the cookie (a new one if none)."""
+    from flask import g, request
+
+    for sid in (request.headers.get(SESSION_HEADER, ""), request.cookies.get(SESSION_COOKIE, "")):
+        if re.fullmatch(r"[0-9a-f]{32}", sid or ""):
+            return sid
+    if "prxai_new_session" not in g:
+        g.prxai_new_session = uuid.uuid4().hex
+    return g.prxai_new_session
+
+
+def _client_gone() -> bool:
+    """Whether the client of the current request closed its connection (Werkzeug's server; else ``False``)."""
+    from flask import request
+
+    sock = request.environ.get("werkzeug.socket")
+    if sock is None:
+        return False
+    try:
+        return sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
+    except (BlockingIOError, InterruptedError):
+        return False
+    except OSError:
+        return True
+
+
+def _text_option(source: Mapping[str, Any], key: str, default: str, choices: Sequence[str]) -> str:
+    """A string option of a request: ``default`` only when left out (or null); a value not in ``choices`` is refused."""
+    value = source.get(key)
+    if value is None:
+        return default
+    if not isinstance(value, str) or value not in choices:
+        raise PRXAIError(f"{key!r} must be one of {', '.join(choices)}; got {str(value)[:30]!r}.")
+    return value
+
+
+def _top_table_html(results: Sequence[Mapping[str, Any]], info: Mapping[str, Any]) -> str:
+    """The results' top tokens (their ``"top"`` lists, as the cards show them) side by side, as an HTML table."""
+    def _fmt_score(x: float) -> str:
+        return "0" if x == 0 else f"{x:.4g}" if abs(x) >= 1e-3 else f"{x:.3e}"
+
+    head = "".join(f"<th>{_esc(r['label'])}</th>" for r in results)
+    rows = []
+    for k in range(max((len(r["top"]) for r in results), default=0)):
+        cells = "".join(f"<td>{_esc(r['top'][k][0])} <small>({_esc(_fmt_score(r['top'][k][1]))})</small></td>"
+                        if k < len(r["top"]) else "<td></td>" for r in results)
+        rows.append(f'<tr><td class="prx-num">{k + 1}</td>{cells}</tr>')
+    left_out = ("special tokens and the explained token" if info.get("explained_position") is not None
+                else "special tokens")
+    return ('<table class="prx-top"><caption style="text-align:left">Top tokens per method (largest |score|, '
+            f"{left_out} left out)</caption><tr><th>#</th>{head}</tr>{''.join(rows)}</table>")
 
 
 def _static(name: str) -> bytes:
@@ -264,13 +354,14 @@ class _Explorer:
     def make_runner(eng: Engine) -> JobRunner:
         def run_method(job: Job, name: str) -> Dict[str, Any]:
             return eng.explain(job.payload["enc"], job.payload["target"], name, job.payload["params"],
-                               cancel=job.cancel_event)
+                               cancel=job.cancel_event, progress=lambda n: job.add_rows(name, n))
 
         def lane_of(name: str) -> str:
             spec = eng.resolve(name)
             return eng.lane_of(spec.name, spec.family)
 
-        return JobRunner(run_method, lane_of=lane_of, cancelled=(JobCancelled,))
+        return JobRunner(run_method, lane_of=lane_of, cancelled=(JobCancelled,),
+                         active_per_owner=ACTIVE_JOBS_PER_CLIENT)
 
     def pick(self, source: Any) -> Tuple[str, Engine, JobRunner]:
         name = source.get("model") if hasattr(source, "get") else None
@@ -319,7 +410,8 @@ class _Explorer:
             ex = data["example"]
             if not isinstance(ex, dict) or not isinstance(ex.get("index"), int) or isinstance(ex.get("index"), bool):
                 raise PRXAIError("'example' must be {\"dataset\": name, \"index\": integer}.")
-            name = ex.get("dataset") or self.dataset
+            name = ex.get("dataset")
+            name = self.dataset if name is None else name
             if not isinstance(name, str):
                 raise PRXAIError("'example.dataset' must be a dataset name.")
             ds = self.store.get(name)
@@ -375,20 +467,37 @@ class _Explorer:
 
     @staticmethod
     def display_options(source: Mapping[str, Any], job: Optional[Job] = None, query: bool = False
-                        ) -> Tuple[bool, str]:
-        """``(merge_subwords, palette)`` of a JSON body, or of query arguments (``query``: "true" / "false")."""
+                        ) -> Tuple[bool, str, str, Optional[float]]:
+        """``(merge_subwords, palette, scale, share)`` of a JSON body, or of query arguments.
+
+        Each option takes its default only when it is left out (or null; an
+        empty query argument); any other value of the wrong type or not among
+        the choices is refused (400), never taken as the default. ``share``
+        is the colour scale's top, as a share of each method's total
+        ``|score|``, for ``scale="all"`` (the page sends the largest of the rows it shows).
+        """
         default = job.payload["merge"] if job else False
         if not query:
             merge = check_flag(source, "merge_subwords", default)
+            share = source.get("share")
         else:
             raw = source.get("merge_subwords", "")
             if raw not in ("", "true", "false"):
                 raise PRXAIError(f"'merge_subwords' must be true or false, got {str(raw)[:20]!r}.")
             merge = default if raw == "" else raw == "true"
-        palette = source.get("palette") or "default"
-        if palette not in PALETTES:
-            raise PRXAIError(f"palette must be one of {', '.join(PALETTES)}, got {str(palette)[:30]!r}.")
-        return merge, str(palette)
+            source = {k: v for k, v in source.items() if v != ""}
+            share = source.get("share")
+            if share is not None:
+                if not re.fullmatch(r"\d{1,3}(\.\d{1,17})?(e-?\d{1,3})?", str(share)):
+                    raise PRXAIError(f"'share' must be a number between 0 and 1, got {str(share)[:30]!r}.")
+                share = float(share)
+        palette = _text_option(source, "palette", "default", tuple(PALETTES))
+        scale = _text_option(source, "scale", "own", SCALES)
+        if share is not None:
+            if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 <= float(share) <= 1:
+                raise PRXAIError(f"'share' must be a number between 0 and 1, got {str(share)[:30]!r}.")
+            share = float(share)
+        return merge, palette, scale, share
 
     # ------------------------------------------------------------------ answers
     @staticmethod
@@ -404,26 +513,119 @@ class _Explorer:
 
     @staticmethod
     def render(tokens: Sequence[str], result: Mapping[str, Any], merge: bool, palette: str,
-               explained_position: Optional[int] = None) -> str:
+               explained_position: Optional[int] = None, top: Optional[float] = None) -> str:
         from captum_prxai.viz.html import token_heatmap_html
 
         html = token_heatmap_html(tokens, result["scores"], method=result["label"], seconds=result["seconds"],
-                                  merge_subwords=merge, explained_position=explained_position)
+                                  merge_subwords=merge, explained_position=explained_position,
+                                  signed=bool(result.get("signed")), top=top)
         return recolor_heatmap(html, palette)
 
-    def job_json(self, job: Job, merge: Optional[bool] = None, palette: str = "default") -> Dict[str, Any]:
+    @staticmethod
+    def scale_of(tokens: Sequence[str], result: Mapping[str, Any], merge: bool,
+                 explained_position: Optional[int]) -> Dict[str, float]:
+        """``{"top", "total", "share"}`` of one result's own colour scale.
+
+        ``top`` is the score that gets the full colour on its own scale,
+        ``total`` the sum of ``|score|`` over the words the scale counts
+        (special tokens and the explained token left out), ``share`` their ratio.
+        """
+        from captum_prxai.viz import _colors
+        from captum_prxai.viz.tokens import explained_word, is_special_token, shown_words
+
+        words, values, groups = shown_words(tokens, result["scores"], merge)
+        explained = explained_word(groups, explained_position)
+        signed = bool(result.get("signed"))
+        top = _colors.display_max(words, values, signed, explained=explained)
+        ordinary = [abs(v) if signed else max(v, 0.0) for i, (w, v) in enumerate(zip(words, values))
+                    if i != explained and not is_special_token(w)]
+        total = sum(ordinary) or sum(abs(v) if signed else max(v, 0.0) for v in values)
+        return {"top": top, "total": total, "share": top / total if total > 0 else 0.0}
+
+    def decorate(self, results: Sequence[Dict[str, Any]], info: Mapping[str, Any], merge: bool, palette: str,
+                 scale: str, share: Optional[float]) -> None:
+        """Add each result's ``html``, ``scale`` and ``top`` tokens as shown with these display options.
+
+        ``scale`` ``"own"``: each heatmap its own colour scale (full colour at
+        its largest score); ``"row"``: one scale for the results given (one
+        text), on the share of each method's total ``|score|``, so a method
+        that puts more of its attribution on one word shows it darker;
+        ``"all"``: the same, with the largest share ``share`` of every row shown.
+        """
+        from captum_prxai.viz.tokens import top_words
+
+        tokens, explained = info["tokens"], info.get("explained_position")
+        own = [self.scale_of(tokens, r, merge, explained) for r in results]
+        row = max((o["share"] for o in own), default=0.0)
+        shared = max(row, share or 0.0) if scale == "all" else row
+        for result, o in zip(results, own):
+            signed = bool(result.get("signed"))
+            kind = "diverging scale centred on 0" if signed else "sequential scale from 0"
+            if scale == "own" or shared <= 0 or o["total"] <= 0:
+                top, text = o["top"], f"{kind}, its own: full colour at {o['top']:.3g}"
+            else:
+                top = shared * o["total"]
+                where = "this row" if scale == "row" else "every row shown"
+                text = (f"{kind}, shared by {where}: full colour at {100 * shared:.0f}% of the method's total "
+                        f"|score| ({top:.3g} here)")
+            result["html"] = self.render(tokens, result, merge, palette, explained, top)
+            result["scale"] = {"mode": scale, "signed": signed, "top": top, "share": o["share"], "text": text}
+            result["top"] = [[w, v] for w, v in top_words(tokens, result["scores"], merge, TOP_TOKENS, explained)]
+
+    def job_json(self, job: Job, merge: Optional[bool] = None, palette: str = "default", scale: str = "own",
+                 share: Optional[float] = None) -> Dict[str, Any]:
         snap = job.snapshot()
         info = job.payload["input"]
         merge = job.payload["merge"] if merge is None else merge
-        for result in snap["results"]:
-            result["html"] = self.render(info["tokens"], result, merge, palette, info.get("explained_position"))
+        self.decorate(snap["results"], info, merge, palette, scale, share)
         snap["input"] = info
         snap["request"] = job.payload["request"]
-        snap["merge_subwords"], snap["palette"] = merge, palette
+        snap["merge_subwords"], snap["palette"], snap["scale"] = merge, palette, scale
         snap["model"] = job.payload["model"]
         snap["current_label"] = (self.engines[job.payload["model"]].resolve(snap["current"]).label
                                  if snap["current"] else None)
         return snap
+
+    def start_job(self, data: Mapping[str, Any], owner: str) -> Tuple[Job, List[Dict[str, Any]]]:
+        """Check an explain body and submit its job for ``owner``: the one path by which a request computes.
+
+        The body's display options are checked first, then the cost: a
+        method over ``max_method_seconds`` is refused (422), a job over
+        ``confirm_seconds`` needs ``"confirmed": true`` (409), and the client
+        must be under its quota of unfinished jobs (429). The methods run on
+        their lanes and stop at a cancel.
+
+        Returns:
+            ``(job, estimates)``.
+        """
+        name_, eng, run = self.pick(data)
+        params, methods, text, source, enc = self.parse_request(eng, data)
+        self.display_options(data)
+        confirmed = check_flag(data, "confirmed")
+        run.check_quota(owner)
+        probs = eng.predict(enc)
+        target = self.resolve_target(data, probs)
+        ests = self.estimates_of(eng, enc, target, methods, params)
+        eng.check_cost(ests)
+        total = sum(e["seconds"] for e in ests)
+        if total > eng.confirm_seconds and not confirmed:
+            costly = "; ".join(e["text"] for e in ests if e["seconds"] > 1)
+            raise _HTTPError(409, f"this will take about {total:.0f} s ({costly}). Run it anyway, or lower the "
+                                  "settings.", estimates=ests, seconds=total, needs_confirmation=True)
+        request_echo = {k: data[k] for k in ("methods", "params", "target", "truncate", "text", "example")
+                        if k in data}
+        request_echo.update(methods=methods, params=params, target=data.get("target"), model=name_)
+        job = Job(methods, {"enc": enc, "target": target, "params": params,
+                            "merge": check_flag(data, "merge_subwords"), "request": request_echo,
+                            "model": name_,
+                            "input": self.input_info(eng, text, source, enc, probs, target)},
+                  estimates={e["method"]: e["seconds"] for e in ests}, owner=owner,
+                  expected_rows={e["method"]: e["rows"] for e in ests})
+        for name in methods:  # cached results are there at once
+            if eng.cached(enc, target, name, params) is not None:
+                job.record(name, eng.explain(enc, target, name, params))
+        run.submit(job)
+        return job, ests
 
     @staticmethod
     def estimates_of(eng: Engine, enc: Encoded, target: int, methods: Sequence[str], params: Mapping[str, Any]
@@ -436,18 +638,76 @@ class _Explorer:
             out.append(e)
         return out
 
-    def find_job(self, job_id: str) -> Job:
+    def find_job(self, job_id: str, owner: str) -> Job:
+        """The job ``job_id`` of the client ``owner`` (404 for an unknown id and for another client's job alike)."""
         if not re.fullmatch(r"[0-9a-f]{32}", job_id):
             raise _HTTPError(404, f"no job {job_id[:40]!r}.")
-        job = next((r.get(job_id) for r in self.runners.values() if r.get(job_id) is not None), None)
+        job = next((r.get(job_id, owner) for r in self.runners.values() if r.get(job_id, owner) is not None), None)
         if job is None:
-            raise _HTTPError(404, f"no job {job_id!r}; it may have expired, explain again.")
+            raise _HTTPError(404, f"no job {job_id!r} in this page's session; it may have expired, explain again.")
         return job
+
+    def export_page(self, jobs: Sequence[Job], merge: bool, palette: str, scale: str, share: Optional[float],
+                    graph_spec: Optional[Mapping[str, Any]]) -> str:
+        """The standalone HTML page of ``jobs`` (one per model) as the page shows them.
+
+        One section per job: its model, prediction and explained class, its
+        finished heatmaps with the colour scales of the screen (``scale``),
+        and its top tokens (the cards' lists); then the graph, drawn for the
+        first job with ``graph_spec``.
+        """
+        from captum_prxai.viz.html import STYLE
+
+        sections = []
+        results_of = [[dict(j.results[m]) for m in j.methods if m in j.results] for j in jobs]
+        if scale == "all":  # one scale for every section, as the page's columns share it
+            share = max([share or 0.0] + [self.scale_of(j.payload["input"]["tokens"], r, merge,
+                                                        j.payload["input"].get("explained_position"))["share"]
+                                          for j, rs in zip(jobs, results_of) for r in rs])
+        first = jobs[0].payload
+        labels = self.engines[first["model"]].label_names
+        text, source = first["input"]["text"], first["input"]["source"]
+        for job, results in zip(jobs, results_of):
+            info = job.payload["input"]
+            self.decorate(results, info, merge, palette, scale, share)
+            names = info["label_names"]
+            described = ", ".join(f"{r['label']} ({', '.join(f'{k}={v}' for k, v in r['params'].items())})"
+                                  if r["params"] else r["label"] for r in results)
+            missing = [self.engines[job.payload["model"]].resolve(m).label for m in job.methods
+                       if m not in job.results]
+            note = f"; not finished when exported: {_esc(', '.join(missing))}" if missing else ""
+            head = f"<h2>model: {_esc(job.payload['model'])}</h2>" if len(jobs) > 1 else ""
+            cards = "".join(f'{r["html"]}<p class="prx-meta prx-scale">colours: {_esc(r["scale"]["text"])}</p>'
+                            for r in results)
+            sections.append(
+                f'<section class="prx-model" data-model="{_esc(job.payload["model"])}">{head}'
+                f'<p class="prx-meta">model: {_esc(job.payload["model"])}; predicted: '
+                f'<b>{_esc(info["predicted_name"])}</b> (p = {info["probabilities"][info["predicted"]]:.3f}); '
+                f'explained class: {_esc(names[info["target"]])}; {info["n_tokens"]} tokens; '
+                f"methods: {_esc(described)}{note}</p>{cards}{_top_table_html(results, info)}</section>")
+        extra = ""
+        if graph_spec:
+            eng = self.engines[first["model"]]
+            drawn = self.graph_of(eng, first["enc"], first["target"], first["params"], graph_spec)
+            extra = (f"<h2>{_esc(drawn['label'])} graph</h2><p class=\"prx-meta prx-graph-title\">"
+                     f"{_esc(drawn['title'])}</p><div class=\"prx-graph\">{drawn['svg']}</div>")
+        title = f"Why {labels[first['target']]}? {text[:80]}{'...' if len(text) > 80 else ''}"
+        where = (f"source: {_esc(source['dataset'])} #{source['index']} (true class {_esc(source['label_name'])})"
+                 if source["kind"] == "example" else "typed text")
+        body = (f"<h1>{_esc(title)}</h1><p class=\"prx-meta\">{where}</p>" + "".join(sections) + extra
+                + '<p class="prx-foot">Generated by the captum-prxai explorer (PR-XAI: PageRank-based attribution '
+                  "for transformers).</p>")
+        return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+                '<meta name="viewport" content="width=device-width, initial-scale=1">'
+                f"<title>{_esc(title)}</title><style>{STYLE}"
+                ".prx-graph svg{max-width:100%;height:auto;display:block}</style></head>"
+                f'<body><main class="prx-page">{body}</main></body></html>\n')
 
     @staticmethod
     def graph_of(eng: Engine, enc: Encoded, target: int, params: Mapping[str, Any], spec: Mapping[str, Any]
                  ) -> Dict[str, Any]:
-        method = spec.get("method") or eng.default_pr_method()
+        method = spec.get("method")
+        method = eng.default_pr_method() if method is None else method
         if not isinstance(method, str):
             raise PRXAIError("'method' must be a method name.")
         kwargs: Dict[str, Any] = {}
@@ -456,12 +716,8 @@ class _Explorer:
             if isinstance(value, bool) or not isinstance(value, int):
                 raise PRXAIError(f"'{key}' must be an integer, got {str(value)[:40]!r}.")
             kwargs[key] = value
-        layout = spec.get("layout") or "line"
-        if not isinstance(layout, str):
-            raise PRXAIError("'layout' must be 'line' or 'circle'.")
-        walk = spec.get("walk") or "positive"
-        if not isinstance(walk, str):
-            raise PRXAIError("'walk' must be 'positive' or 'negative'.")
+        layout = _text_option(spec, "layout", "line", ("line", "circle"))
+        walk = _text_option(spec, "walk", "positive", ("positive", "negative"))
         return eng.graph_svg(enc, target, method, params, layout=layout, walk=walk, **kwargs)
 
 
@@ -524,7 +780,8 @@ def _register_request_guards(app: Any, explorer: _Explorer) -> None:
             if name not in hosts and host not in hosts:
                 return jsonify(error=f"host {host[:80]!r} is not allowed; open the explorer at "
                                      "http://127.0.0.1:<port>/."), 403
-        if request.method not in ("GET", "HEAD", "OPTIONS"):
+        if request.method not in ("GET", "HEAD", "OPTIONS") or request.path.startswith("/api/"):
+            # reads too: a foreign page must not make the explorer predict a dataset (CPU) or read results
             origin = request.headers.get("Origin")
             source = origin if origin is not None else request.headers.get("Referer")
             if source is not None:
@@ -532,10 +789,18 @@ def _register_request_guards(app: Any, explorer: _Explorer) -> None:
                 if (parts.netloc or "").lower() != (request.host or "").lower():
                     return jsonify(error=f"cross-origin request from {source[:80]!r} refused; use the explorer's "
                                          "own page."), 403
+            site = request.headers.get("Sec-Fetch-Site", "").lower()
+            if site in ("cross-site", "same-site"):
+                return jsonify(error=f"cross-origin request ({site}) refused; use the explorer's own page."), 403
         return None
 
     @app.after_request
     def _headers(resp: Any):
+        from flask import g
+
+        new = g.get("prxai_new_session")
+        if new is not None or (request.path == "/" and not request.cookies.get(SESSION_COOKIE)):
+            resp.set_cookie(SESSION_COOKIE, new or uuid.uuid4().hex, httponly=True, samesite="Strict", path="/")
         resp.headers.setdefault("Content-Security-Policy", _CSP)
         resp.headers["X-Content-Type-Options"] = "nosniff"
         resp.headers["Referrer-Policy"] = "same-origin"
@@ -581,8 +846,10 @@ def _register_data_routes(app: Any, ex: _Explorer) -> None:
             model=ex.model_name, model_class=type(ex.model).__name__, label_names=engine.label_names,
             datasets=ex.store.names, dataset=ex.dataset, split=ex.store.split,
             methods=list(registered.values()), default_methods=ex.defaults,
+            default_method=engine.default_pr_method(), featured=featured_methods(registered),
+            family_names={f: _FAMILY_NAMES.get(f, f) for f in dict.fromkeys(m["family"] for m in registered.values())},
             params=param_specs(), graph_methods=[m["name"] for m in registered.values() if m["family"] == "pr-xai"],
-            palettes=list(PALETTES),
+            palettes=list(PALETTES), scales=list(SCALES),
             limits={"max_chars": engine.max_chars, "max_tokens": engine.max_tokens, "max_methods": MAX_METHODS,
                     "max_method_seconds": engine.max_method_seconds, "confirm_seconds": engine.confirm_seconds,
                     "memory_budget_mb": round(engine.memory_budget / 2 ** 20, 1)},
@@ -619,7 +886,8 @@ def _register_data_routes(app: Any, ex: _Explorer) -> None:
     @app.get("/api/stats")
     def stats():
         name_, eng, run = ex.pick(request.args)
-        return jsonify(dict(eng.stats(), model=name_, queued=run.queued()))
+        return jsonify(dict(eng.stats(), model=name_, queued=run.queued(),
+                            running=[m for _, m in run.running()]))
 
 
 def _register_explain_routes(app: Any, ex: _Explorer) -> None:
@@ -633,47 +901,28 @@ def _register_explain_routes(app: Any, ex: _Explorer) -> None:
         params, methods, _, _, enc = ex.parse_request(eng, data)
         target = ex.resolve_target(data, eng.predict(enc))
         ests = ex.estimates_of(eng, enc, target, methods, params)
+        limit = eng.max_method_seconds * ESTIMATE_HEADROOM
+        for e in ests:  # the page's maximum for this text: the largest setting that is never refused
+            largest = eng.largest_setting(enc, e["method"], params, limit)
+            e["largest"] = None if largest is None else {"param": largest[0], "value": largest[1]}
         return jsonify(estimates=ests, seconds=sum(e["seconds"] for e in ests), n_tokens=len(enc.tokens))
 
     @app.post("/api/explain")
     def explain():
         data = ex.payload()
-        name_, eng, run = ex.pick(data)
-        params, methods, text, source, enc = ex.parse_request(eng, data)
-        confirmed = check_flag(data, "confirmed")
-        probs = eng.predict(enc)
-        target = ex.resolve_target(data, probs)
-        ests = ex.estimates_of(eng, enc, target, methods, params)
-        eng.check_cost(ests)
-        total = sum(e["seconds"] for e in ests)
-        if total > eng.confirm_seconds and not confirmed:
-            costly = "; ".join(e["text"] for e in ests if e["seconds"] > 1)
-            raise _HTTPError(409, f"this will take about {total:.0f} s ({costly}). Run it anyway, or lower the "
-                                  "settings.", estimates=ests, seconds=total, needs_confirmation=True)
-        request_echo = {k: data[k] for k in ("methods", "params", "target", "truncate", "text", "example")
-                        if k in data}
-        request_echo.update(methods=methods, params=params, target=data.get("target"), model=name_)
-        job = Job(methods, {"enc": enc, "target": target, "params": params,
-                            "merge": check_flag(data, "merge_subwords"), "request": request_echo,
-                            "model": name_,
-                            "input": ex.input_info(eng, text, source, enc, probs, target)},
-                  estimates={e["method"]: e["seconds"] for e in ests})
-        for name in methods:  # cached results are there at once
-            if eng.cached(enc, target, name, params) is not None:
-                job.record(name, eng.explain(enc, target, name, params))
-        run.submit(job)
+        job, ests = ex.start_job(data, _session())
         body = ex.job_json(job, *ex.display_options(data, job))
         body["estimates"] = ests
         return jsonify(body), 200 if job.status == "done" else 202
 
     @app.get("/api/jobs/<job_id>")
     def job_status(job_id: str):
-        job = ex.find_job(job_id)
+        job = ex.find_job(job_id, _session())
         return jsonify(ex.job_json(job, *ex.display_options(request.args, job, query=True)))
 
     @app.post("/api/jobs/<job_id>/cancel")
     def job_cancel(job_id: str):
-        job = ex.find_job(job_id)
+        job = ex.find_job(job_id, _session())
         ex.runners[job.payload["model"]].cancel(job)
         return jsonify(ex.job_json(job))
 
@@ -693,59 +942,32 @@ def _register_graph_routes(app: Any, ex: _Explorer) -> None:
 
     @app.post("/api/export")
     def export():
-        from captum_prxai.viz.html import comparison_page
-
         data = ex.payload()
-        merge, palette = ex.display_options(data)
-        if data.get("job") is not None:  # exactly what the page shows: the job's finished results
-            if not isinstance(data["job"], str):
-                raise PRXAIError("'job' must be a job id.")
-            job = ex.find_job(data["job"])
-            shown_model, eng = job.payload["model"], ex.engines[job.payload["model"]]
-            enc, target, params = job.payload["enc"], job.payload["target"], job.payload["params"]
-            info_ = job.payload["input"]
-            text, source, probs = info_["text"], info_["source"], info_["probabilities"]
-            results = [job.results[m] for m in job.methods if m in job.results]
-            if not results:
-                raise PRXAIError("no method of this job has finished yet; nothing to export.")
-            missing = [m for m in job.methods if m not in job.results]
-        else:  # an explain body: computed now (for scripts)
-            shown_model, eng, _ = ex.pick(data)
-            params, methods, text, source, enc = ex.parse_request(eng, data)
-            probs = eng.predict(enc)
-            target = ex.resolve_target(data, probs)
-            results = [eng.explain(enc, target, name, params) for name in methods]
-            missing = []
+        merge, palette, scale, share = ex.display_options(data)
         graph_spec = data.get("graph")
         if isinstance(graph_spec, str):
             graph_spec = {"method": graph_spec}
         if graph_spec is not None and not isinstance(graph_spec, dict):
             raise PRXAIError("'graph' must be null or {\"method\", \"top_edges\", \"nodes\", \"layout\", \"walk\"}.")
-        extra = ""
-        if graph_spec:
-            drawn = ex.graph_of(eng, enc, target, params, graph_spec)
-            extra = (f"<h2>{_esc(drawn['label'])} graph</h2><p class=\"prx-meta\">{_esc(drawn['title'])}</p>"
-                     f"<div class=\"prx-graph\">{drawn['svg']}</div>")
-        labels = eng.label_names
-        predicted = max(range(len(probs)), key=probs.__getitem__)
-        described = ", ".join(f"{r['label']} ({', '.join(f'{k}={v}' for k, v in r['params'].items())})"
-                              if r["params"] else r["label"] for r in results)
-        title = f"Why {labels[target]}? {text[:80]}{'...' if len(text) > 80 else ''}"
-        note = ""
-        if missing:
-            note = f"; not finished when exported: {_esc(', '.join(missing))}"
-        page = comparison_page(
-            enc.tokens, {r["label"]: r["scores"] for r in results}, title=title,
-            predicted_label=labels[predicted], probability=probs[predicted],
-            timings={r["label"]: r["seconds"] for r in results}, merge_subwords=merge,
-            explained_position=eng.explained_position(enc),
-            extra_html="<style>.prx-graph svg{max-width:100%;height:auto;display:block}</style>" + extra
-            + f'<p class="prx-meta">model: {_esc(shown_model)}; explained class: {_esc(labels[target])}; '
-            f"methods: {_esc(described)}{note}"
-            + (f"; source: {_esc(source['dataset'])} #{source['index']} (true class {_esc(source['label_name'])})"
-               if source["kind"] == "example" else "") + "</p>",
-        )
-        page = recolor_heatmap(page, palette)
+        owner = _session()
+        if data.get("job") is not None:  # exactly what the page shows: the jobs' finished results
+            ids = data["job"] if isinstance(data["job"], list) else [data["job"]]
+            if not ids or len(ids) > len(ex.engines) or not all(isinstance(i, str) for i in ids):
+                raise PRXAIError(f"'job' must be a job id, or a list of 1 to {len(ex.engines)} job ids "
+                                 "(one per model shown).")
+            jobs = [ex.find_job(i, owner) for i in ids]
+        else:  # an explain body: run as this client's job, under the same limits, lanes and cancel as /api/explain
+            job, _ = ex.start_job(data, owner)
+            run = ex.runners[job.payload["model"]]
+            while not job.finished_event.wait(0.2):
+                if _client_gone():
+                    run.cancel(job)
+                    raise _HTTPError(400, "the client closed the connection; the export's job was cancelled.")
+            jobs = [job]
+        if not any(j.results for j in jobs):
+            raise PRXAIError("no method of this job has finished yet; nothing to export.")
+        page = ex.export_page(jobs, merge, palette, scale, share, graph_spec)
+        text = jobs[0].payload["input"]["text"]
         slug = re.sub(r"[^a-z0-9]+", "-", text[:40].lower()).strip("-") or "text"
         resp = Response(page, content_type="text/html; charset=utf-8")
         resp.headers["Content-Disposition"] = f'attachment; filename="prxai-{slug}.html"'

@@ -46,10 +46,25 @@ from captum_prxai.exceptions import PRXAIError
 from captum_prxai.explorer.params import method_options
 
 __all__ = ["Engine", "Encoded", "DatasetStore", "InputTooLong", "JobCancelled", "TooCostly", "as_dataset",
-           "model_max_tokens", "release_memory", "rss_bytes", "share_weights"]
+           "method_signed", "model_max_tokens", "release_memory", "rss_bytes", "share_weights"]
 
 #: Methods that run many forward passes (besides the perturbation family): the slow lane.
 MANY_PASS = ("ig", "attention-flow")
+#: Forward passes timed per input length for the estimates (their median is used).
+TIMED_PASSES = 5
+#: Recent runs per method whose measured over estimated time calibrates its estimates.
+CALIBRATION_RUNS = 9
+
+
+def method_signed(spec: Any) -> bool:
+    """Whether a registered method's scores are signed (drawn on the diverging scale centred on 0).
+
+    Read from :attr:`captum_prxai.methods.MethodSpec.signed`.
+    """
+    signed = getattr(spec, "signed", None)
+    if signed is None:  # registry without the flag yet: the families whose scores take both signs
+        return spec.family in ("gradient", "perturbation") or "pm" in spec.name or spec.name in ("pr-g", "pr-tag")
+    return bool(signed)
 
 
 class InputTooLong(PRXAIError):
@@ -276,6 +291,11 @@ class _Lane:
     lock: Any
 
 
+def _median(values: Sequence[float]) -> float:
+    ordered, n = sorted(values), len(values)
+    return ordered[n // 2] if n % 2 else 0.5 * (ordered[n // 2 - 1] + ordered[n // 2])
+
+
 def _duration(seconds: float) -> str:
     if seconds < 90:
         return f"{seconds:.0f} s"
@@ -359,7 +379,10 @@ class Engine:
         self.attributions = _LRU(cache_size)
         self.predictions: Dict[Tuple[str, int], Tuple[int, List[float]]] = {}
         self.prediction_calls = 0  #: model forward passes for example predictions
-        self._forward_seconds: Dict[int, float] = {}  #: tokens -> seconds of one forward pass (batch of one)
+        #: tokens -> seconds of the first forward passes (batch of one) at that length; their median is used
+        self._forward_seconds: Dict[int, List[float]] = {}
+        #: method -> measured seconds over uncalibrated estimate of its recent runs (their median scales its estimates)
+        self._calibration: Dict[str, List[float]] = {}
 
     def _guarded(self, model: Any) -> Callable[..., Any]:
         from captum_prxai.methods import make_forward_func
@@ -371,6 +394,10 @@ class Engine:
             cancel = getattr(self._local, "cancel", None)
             if cancel is not None and cancel.is_set():
                 raise JobCancelled("cancelled")
+            progress = getattr(self._local, "progress", None)
+            if progress is not None:
+                ids = args[0] if args else kwargs.get("input_ids")
+                progress(int(ids.shape[0]) if hasattr(ids, "shape") and len(ids.shape) else 1)
             return base(*args, **kwargs)
 
         return forward
@@ -383,7 +410,8 @@ class Engine:
 
         return [
             {"name": s.name, "label": s.label, "family": s.family, "description": s.description,
-             "params": list(method_param_names(s.name, s.family)), "lane": self.lane_of(s.name, s.family)}
+             "params": list(method_param_names(s.name, s.family)), "lane": self.lane_of(s.name, s.family),
+             "signed": method_signed(s)}
             for s in METHODS.values()
         ]
 
@@ -458,7 +486,7 @@ class Engine:
         with lane.lock, torch.no_grad():
             start = time.perf_counter()
             logits = lane.forward(enc.input_ids, enc.attention_mask)
-            self._forward_seconds[int(enc.input_ids.shape[1])] = time.perf_counter() - start
+            self._time_forward(int(enc.input_ids.shape[1]), time.perf_counter() - start)
         return [float(p) for p in torch.softmax(logits.double(), -1)[0].tolist()]
 
     def _predict_texts(self, texts: Sequence[str]) -> List[Tuple[int, List[float]]]:
@@ -636,11 +664,19 @@ class Engine:
         """Examples per internal batch that fit ``memory_budget_mb`` at this input length (at least 1)."""
         return max(1, int(self.memory_budget // max(1, self.pass_bytes(tokens, backward))))
 
+    def _time_forward(self, tokens: int, seconds: float) -> None:
+        """Keep the first :data:`TIMED_PASSES` timings of a forward pass at this length (later ones are not needed)."""
+        samples = self._forward_seconds.setdefault(tokens, [])
+        if len(samples) < TIMED_PASSES:
+            samples.append(float(seconds))
+
     def forward_seconds(self, tokens: int) -> float:
-        """Measured (or, from the nearest measured length, scaled) seconds of one forward pass."""
-        known = dict(self._forward_seconds)
-        if tokens in known:
-            return known[tokens]
+        """Seconds of one forward pass: the median of the passes timed at this length, or scaled from the nearest.
+
+        The median of up to :data:`TIMED_PASSES` timings, which are then kept,
+        so the estimate of one request does not swing with one slow pass.
+        """
+        known = {t: sorted(v) for t, v in list(self._forward_seconds.items()) if v}
         if not known:
             import torch
 
@@ -649,10 +685,40 @@ class Engine:
             with lane.lock, torch.no_grad():
                 start = time.perf_counter()
                 lane.forward(ids, torch.ones_like(ids))
-                known[tokens] = self._forward_seconds[tokens] = time.perf_counter() - start
-            return known[tokens]
-        nearest = min(known, key=lambda t: abs(t - tokens))
-        return known[nearest] * tokens / nearest
+                self._time_forward(tokens, time.perf_counter() - start)
+            return self._forward_seconds[tokens][0]
+        nearest = tokens if tokens in known else min(known, key=lambda t: abs(t - tokens))
+        return _median(known[nearest]) * tokens / nearest
+
+    def calibration(self, name: str) -> Tuple[float, int]:
+        """``(factor, runs)``: the median of measured over estimated seconds of ``name``'s recent runs (1.0 if none).
+
+        Clamped to ``[0.05, 20]``, so one odd run cannot make a method look
+        free or impossible.
+        """
+        ratios = list(self._calibration.get(name, []))
+        if not ratios:
+            return 1.0, 0
+        return max(0.05, min(20.0, _median(ratios))), len(ratios)
+
+    def _calibrate(self, name: str, enc: Encoded, params: Mapping[str, Any], seconds: float) -> None:
+        count, _ = self.evaluations(enc, name, params)
+        raw = count * self.forward_seconds(int(enc.input_ids.shape[1]))
+        if raw > 0 and seconds > 0:
+            ratios = self._calibration.setdefault(name, [])
+            ratios.append(seconds / raw)
+            del ratios[:-CALIBRATION_RUNS]
+
+    def forward_rows(self, enc: Encoded, name: str, params: Mapping[str, Any]) -> int:
+        """Inputs a method's model calls evaluate in all (its progress counts them); 1 for one-pass methods."""
+        spec, used, _, _ = self.method_key(name, params)
+        count, _ = self.evaluations(enc, spec.name, params)
+        if spec.name == "ig":
+            return int(used.get("ig_steps", 50))
+        if spec.family == "perturbation" and spec.name in ("occlusion", "feature-ablation", "shapley", "kernel-shap",
+                                                             "lime"):
+            return count
+        return 1
 
     def evaluations(self, enc: Encoded, name: str, params: Mapping[str, Any]) -> Tuple[int, str]:
         """``(model evaluations, how they add up)`` of one method on ``enc``.
@@ -691,10 +757,42 @@ class Engine:
         """
         spec, used, _, _ = self.method_key(name, params)
         count, detail = self.evaluations(enc, spec.name, params)
-        seconds = count * self.forward_seconds(int(enc.input_ids.shape[1]))
+        factor, runs = self.calibration(spec.name)
+        seconds = count * self.forward_seconds(int(enc.input_ids.shape[1])) * factor
         return {"method": spec.name, "label": spec.label, "evaluations": count, "seconds": seconds,
-                "detail": detail, "lane": self.lane_of(spec.name, spec.family),
+                "detail": detail, "lane": self.lane_of(spec.name, spec.family), "calibration": factor,
+                "calibrated_runs": runs, "rows": self.forward_rows(enc, spec.name, params),
                 "text": f"{spec.label}: about {_duration(seconds)} ({detail})"}
+
+    def largest_setting(self, enc: Encoded, name: str, params: Mapping[str, Any], seconds: float
+                        ) -> Optional[Tuple[str, int]]:
+        """``(parameter, value)``: the largest value of the method's cost parameter whose estimate fits ``seconds``.
+
+        For IG's steps, Shapley's permutations, KernelSHAP / LIME's samples and
+        occlusion's window (whose cost falls as it grows, so its range's top is
+        returned). ``None`` for a method without such a parameter, or when even
+        the smallest value does not fit.
+        """
+        from captum_prxai.explorer.params import PARAMS
+
+        spec = self.resolve(name)
+        key = {"ig": "ig_steps", "shapley": "permutations", "kernel-shap": "samples", "lime": "samples",
+               "occlusion": "window"}.get(spec.name)
+        if key is None:
+            return None
+        lo, hi = int(PARAMS[key].minimum), int(PARAMS[key].maximum)
+        if key == "window":
+            return key, hi
+
+        def fits(v: int) -> bool:
+            return self.estimate(enc, spec.name, dict(params, **{key: v}))["seconds"] <= seconds
+
+        if not fits(lo):
+            return None
+        while lo < hi:  # the estimate grows with the value: bisect
+            mid = (lo + hi + 1) // 2
+            lo, hi = (mid, hi) if fits(mid) else (lo, mid - 1)
+        return key, lo
 
     def check_cost(self, estimates: Sequence[Mapping[str, Any]]) -> None:
         """Refuse a method estimated over ``max_method_seconds`` (:class:`TooCostly`)."""
@@ -723,7 +821,8 @@ class Engine:
         return self.attributions.peek(self.cache_key(enc, target, spec.name, used))
 
     def explain(self, enc: Encoded, target: int, name: str, params: Mapping[str, Any],
-                cancel: Optional[threading.Event] = None) -> Dict[str, Any]:
+                cancel: Optional[threading.Event] = None,
+                progress: Optional[Callable[[int], None]] = None) -> Dict[str, Any]:
         """Scores of one method (cached), on the method's lane.
 
         Args:
@@ -733,6 +832,8 @@ class Engine:
             params: The page's parameters.
             cancel: Set it to stop the method at its next model call
                 (:class:`JobCancelled` is raised).
+            progress: Called before each model call with the number of inputs
+                it evaluates (the progress of a running method).
 
         Returns:
             ``{"method", "label", "family", "params", "scores", "seconds", "cached", "batch"}``.
@@ -763,6 +864,7 @@ class Engine:
                                       seed=self._context.seed, options={spec.name: options})
         lane = self.lanes[lane_name]
         self._local.cancel = cancel
+        self._local.progress = progress
         try:
             with lane.lock:
                 if cancel is not None and cancel.is_set():
@@ -776,12 +878,14 @@ class Engine:
                 del explainer, scores
         finally:
             self._local.cancel = None
+            self._local.progress = None
             if lane_name == "slow":
                 release_memory()
         if not all(math.isfinite(v) for v in values):
             raise PRXAIError(f"method {spec.label} returned NaN or infinite scores for this input.")
+        self._calibrate(spec.name, enc, params, seconds)
         result = {"method": spec.name, "label": spec.label, "family": spec.family, "params": used,
-                  "scores": values, "seconds": seconds, "batch": batch}
+                  "scores": values, "seconds": seconds, "batch": batch, "signed": method_signed(spec)}
         self.attributions.put(key, result)
         return dict(result, cached=False)
 
@@ -891,8 +995,10 @@ class Engine:
             top_layer = max(layers_of)
             explained = next((i for i, (p, l) in enumerate(zip(positions, layers_of))
                               if p == explained and l == top_layer), None)
+        # the title goes beside the SVG (as text that wraps), not into it: a long title drawn in the figure is
+        # wider than the figure and gets cut off on both sides
         svg = attention_graph_svg([labels[i] for i in chosen], sub, [float(ranks[i]) for i in chosen],
-                                  top_edges=top_edges, layout=layout, title=title,
+                                  top_edges=top_edges, layout=layout, title=None,
                                   explained_position=chosen.index(explained) if explained in chosen else None)
         return {"method": spec.name, "label": spec.label, "svg": svg, "title": title,
                 "graph": "layered" if layered else "token", "walk": walk,

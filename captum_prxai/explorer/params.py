@@ -174,12 +174,16 @@ def method_param_names(name: str, family: str) -> Tuple[str, ...]:
 
 
 def _walks_both(name: str) -> bool:
-    """Whether the registered PR-XAI method ``name`` walks both signs (its ``walks`` setting is ``"both"``)."""
+    """Whether the registered PR-XAI method ``name`` may walk both signs (its ``walks`` is ``"both"`` or ``"auto"``).
+
+    ``"auto"`` (the default method) resolves per model, and walks both signs
+    on the models it was measured on, so its gate is offered too.
+    """
     from captum_prxai.methods import METHODS
 
     method = METHODS.get(name)
     defaults = method.defaults() if method is not None and method.defaults is not None else {}
-    return defaults.get("walks") == "both"
+    return defaults.get("walks") in ("both", "auto")
 
 
 def method_options(name: str, family: str, params: Mapping[str, Any]

@@ -11,8 +11,21 @@ from captum_prxai.exceptions import PRXAIError
 __all__ = ["ServerThread", "make_server"]
 
 
+def _quiet_handler() -> Any:
+    """Werkzeug's request handler without its line per request (a notebook would print them into the cell)."""
+    from werkzeug.serving import WSGIRequestHandler
+
+    class QuietHandler(WSGIRequestHandler):
+        def log_request(self, code: Any = "-", size: Any = "-") -> None:
+            return None
+
+    return QuietHandler
+
+
 def make_server(app: Any, host: str = "127.0.0.1", port: int = 8765) -> Any:
     """A threaded Werkzeug WSGI server for ``app`` bound to ``host:port`` (``port=0``: a free port).
+
+    Requests are not logged one line each (the page polls); errors still are.
 
     Raises:
         PRXAIError: The port is taken or the address cannot be bound.
@@ -20,7 +33,7 @@ def make_server(app: Any, host: str = "127.0.0.1", port: int = 8765) -> Any:
     from werkzeug.serving import make_server as _make
 
     try:
-        return _make(host, int(port), app, threaded=True)
+        return _make(host, int(port), app, threaded=True, request_handler=_quiet_handler())
     except OSError as err:
         if err.errno == errno.EADDRINUSE or "in use" in str(err).lower():
             raise PRXAIError(f"port {port} on {host} is already in use; pick another with --port "

@@ -35,13 +35,16 @@ function showError(message) {
   box.hidden = false;
 }
 
+// this page's session: jobs belong to it, so another tab (or anyone who sees a job id) cannot read or cancel them
+const SESSION = [...crypto.getRandomValues(new Uint8Array(16))].map((b) => b.toString(16).padStart(2, "0")).join("");
+
 class ApiError extends Error {
   constructor(message, status, body) { super(message); this.status = status; this.body = body; }
 }
 
 async function api(path, body) {
-  const opts = body === undefined ? {} : {
-    method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body),
+  const opts = body === undefined ? { headers: { "X-PRXAI-Session": SESSION } } : {
+    method: "POST", headers: { "Content-Type": "application/json", "X-PRXAI-Session": SESSION }, body: JSON.stringify(body),
   };
   const resp = await fetch(path, opts);
   const type = resp.headers.get("Content-Type") || "";
@@ -70,6 +73,13 @@ async function init() {
     $("target").append(el("option", { value: String(i) }, name));
   });
   for (const p of info.palettes) $("palette").append(el("option", { value: p }, p === "colorblind" ? "colour-blind safe (blue / orange)" : "red / green"));
+  const scaleNames = { own: "each card its own", row: "shared by the row", all: "shared by all rows" };
+  for (const sc of info.scales) {
+    $("scale").append(el("option", { value: sc }, scaleNames[sc] || sc));
+    $("batch-scale").append(el("option", { value: sc }, scaleNames[sc] || sc));
+  }
+  $("scale").value = "own";
+  $("batch-scale").value = "all";  // the batch view compares rows: one scale across them by default
   buildMethods(info);
   buildParams(info);
   if (info.models.length > 1) {
@@ -93,23 +103,42 @@ async function init() {
   await switchDataset();
 }
 
+function methodLabel(m) {
+  // the registry's label; the default method is marked even where its label does not say so
+  return m.name === state.info.default_method && !/default/i.test(m.label) ? `${m.label} (default)` : m.label;
+}
+
+function methodBox(m, info) {
+  const box = el("input", { type: "checkbox", "data-method": m.name, id: `m-${m.name}` });
+  box.checked = info.default_methods.includes(m.name);
+  const label = el("label", { class: m.name === info.default_method ? "check default" : "check", for: `m-${m.name}`,
+                              title: m.description });
+  label.append(box, document.createTextNode(methodLabel(m)));
+  return label;
+}
+
 function buildMethods(info) {
+  // the featured methods (at most about 8, the default first and marked), then the rest under a collapsed
+  // "More methods" group, by family
+  const featured = info.featured.map((n) => info.methods.find((m) => m.name === n)).filter(Boolean);
+  const main = el("fieldset", { class: "featured" });
+  main.append(el("legend", {}, "Methods"));
+  for (const m of featured) main.append(methodBox(m, info));
+  $("methods").append(main);
+  const rest = info.methods.filter((m) => !info.featured.includes(m.name));
+  if (!rest.length) return;
+  const more = el("details", { class: "more-methods" });
+  more.append(el("summary", {}, `More methods (${rest.length})`));
   const families = [];
-  for (const m of info.methods) if (!families.includes(m.family)) families.push(m.family);
-  const names = { "pr-xai": "PR-XAI", attention: "Attention baselines", gradient: "Captum gradients",
-                  perturbation: "Captum perturbations", control: "Control" };
+  for (const m of rest) if (!families.includes(m.family)) families.push(m.family);
   for (const fam of families) {
     const set = el("fieldset");
-    set.append(el("legend", {}, names[fam] || fam));
-    for (const m of info.methods.filter((x) => x.family === fam)) {
-      const box = el("input", { type: "checkbox", "data-method": m.name, id: `m-${m.name}` });
-      box.checked = info.default_methods.includes(m.name);
-      const label = el("label", { class: "check", for: `m-${m.name}`, title: m.description });
-      label.append(box, document.createTextNode(m.label));
-      set.append(label);
-    }
-    $("methods").append(set);
+    set.append(el("legend", {}, info.family_names[fam] || fam));
+    for (const m of rest.filter((x) => x.family === fam)) set.append(methodBox(m, info));
+    more.append(set);
   }
+  more.open = rest.some((m) => info.default_methods.includes(m.name));
+  $("methods").append(more);
 }
 
 function buildParams(info) {
@@ -183,6 +212,8 @@ function bindEvents() {
   // display options: re-rendered from the shown job, never recomputed
   $("merge").addEventListener("change", rerender);
   $("palette").addEventListener("change", rerender);
+  $("scale").addEventListener("change", rerender);
+  $("batch-scale").addEventListener("change", rescaleBatch);
   $("graph-btn").addEventListener("click", drawGraph);
   for (const id of ["graph-method", "graph-edges", "graph-nodes", "graph-layout", "graph-walk"]) $(id).addEventListener("change", markGraphStale);
   $("export").addEventListener("click", exportPage);
@@ -358,6 +389,27 @@ function compareColumn(name) {
   return col;
 }
 
+const COST_PARAMS = ["ig_steps", "permutations", "samples"];
+
+async function applyLimits(body) {
+  // the page's maximum of each cost setting, for this text: the largest the server estimates under its limit,
+  // so a setting the page offers is never refused
+  const costly = body.methods.some((n) => {
+    const m = state.info.methods.find((x) => x.name === n);
+    return m && m.params.some((p) => COST_PARAMS.includes(p));
+  });
+  if (!costly) return;
+  const est = await api("/api/estimate", body);
+  for (const e of est.estimates) {
+    if (!e.largest || !COST_PARAMS.includes(e.largest.param)) continue;
+    const input = document.querySelector(`[data-param="${e.largest.param}"]`);
+    const spec = state.info.params.find((p) => p.key === e.largest.param);
+    const top = Math.min(spec.max, e.largest.value);
+    input.max = String(top);
+    input.title = `at most ${top} for this text (the explorer's limit is ${state.info.limits.max_method_seconds} s per method)`;
+  }
+}
+
 function hideConfirm() { state.pendingConfirm = null; $("confirm").hidden = true; }
 
 async function explain(confirmedBody) {
@@ -368,6 +420,7 @@ async function explain(confirmedBody) {
   if (!body.example && !body.text.trim()) { clearResults(); showError("Type a text or pick an example first."); return; }
   $("explain").disabled = true;
   try {
+    await applyLimits(body);
     const job = await api("/api/explain", body);
     clearResults();
     state.job = job;
@@ -395,6 +448,7 @@ async function explain(confirmedBody) {
       const snaps = await Promise.all([state.job, ...state.others].map((j) => final(j) ? j : api(`/api/jobs/${j.id}?${q}`)));
       if (state.job && state.job.id === job.id) { state.job = snaps[0]; state.others = snaps.slice(1); renderAll(); }
     }
+    if ($("scale").value === "all" && state.others.length) await rerender();  // one scale across the columns
   } catch (err) {
     if (err.status === 409 && err.body && err.body.needs_confirmation) {
       clearResults();
@@ -410,15 +464,23 @@ async function explain(confirmedBody) {
   }
 }
 
-function displayQuery() {
-  return new URLSearchParams({ merge_subwords: $("merge").checked ? "true" : "false", palette: $("palette").value });
+function displayQuery(scale = $("scale").value, share = null) {
+  const q = { merge_subwords: $("merge").checked ? "true" : "false", palette: $("palette").value, scale };
+  if (share !== null) q.share = String(share);
+  return new URLSearchParams(q);
+}
+
+function sharedTop(jobs) {
+  // the largest share of a method's total |score| on one word, over every row shown (scale "all")
+  return Math.min(1, Math.max(0, ...jobs.flatMap((j) => j.results.map((r) => r.scale.share))));
 }
 
 async function rerender() {
   if (!state.job) return;
   try {
-    const q = displayQuery();
-    const snaps = await Promise.all([state.job, ...state.others].map((j) => api(`/api/jobs/${j.id}?${q}`)));
+    const all = [state.job, ...state.others];
+    const q = displayQuery($("scale").value, $("scale").value === "all" ? sharedTop(all) : null);
+    const snaps = await Promise.all(all.map((j) => api(`/api/jobs/${j.id}?${q}`)));
     if (state.job && snaps[0].id === state.job.id) { state.job = snaps[0]; state.others = snaps.slice(1); renderAll(); }
   } catch (err) { showError(err.message); }
 }
@@ -465,20 +527,16 @@ function renderPrediction(input, box) {
   box.hidden = false;
 }
 
-function topTokens(tokens, scores, k, explained = null) {
-  // the k tokens with the largest |score| (special tokens included), as a small bar chart; the explained
-  // token (a decoder's last word, which PageRank methods rank first through their teleport) is marked
-  // and does not set the bar scale (its bar clips at full width)
-  const order = scores.map((s, i) => i).sort((a, b) => Math.abs(scores[b]) - Math.abs(scores[a])).slice(0, k);
-  const scaled = order.filter((i) => i !== explained);
-  const top = Math.max(1e-12, ...(scaled.length ? scaled : order).map((i) => Math.abs(scores[i])));
-  const chart = el("div", { class: "bars", "data-top-tokens": String(order.length) });
-  for (const i of order) {
+function topTokens(top) {
+  // the server's list (the export's too): the words with the largest |score|, special tokens and the explained
+  // token left out, merged into words when "merge word pieces" is ticked; bars scaled to the first
+  const most = Math.max(1e-12, ...top.map(([, v]) => Math.abs(v)));
+  const chart = el("div", { class: "bars", "data-top-tokens": String(top.length) });
+  for (const [word, value] of top) {
     const row = el("div", { class: "bar-row" });
-    const bar = el("div", { class: scores[i] < 0 ? "hbar neg" : "hbar pos" });
-    bar.style.width = `${Math.min(100, (100 * Math.abs(scores[i])) / top).toFixed(1)}%`;
-    const name = i === explained ? `${tokens[i]} (explained)` : tokens[i];
-    row.append(el("span", { class: "bar-tok", title: i === explained ? "the explained token" : "" }, name), el("div", { class: "bar-track" }), el("span", { class: "bar-val" }, scores[i].toPrecision(2)));
+    const bar = el("div", { class: value < 0 ? "hbar neg" : "hbar pos", "data-value": String(value) });
+    bar.style.width = `${Math.min(100, (100 * Math.abs(value)) / most).toFixed(1)}%`;
+    row.append(el("span", { class: "bar-tok" }, word), el("div", { class: "bar-track" }), el("span", { class: "bar-val" }, value.toPrecision(2)));
     row.children[1].append(bar);
     chart.append(row);
   }
@@ -494,7 +552,8 @@ function renderJob(job, predictionBox = $("prediction"), results = $("results"),
   results.dataset.state = job.status;
   results.dataset.palette = job.palette;
   for (const raw of job.request.methods) {
-    const spec = state.info.methods.find((m) => m.name === raw) || { name: raw, label: raw };
+    const found = state.info.methods.find((m) => m.name === raw);
+    const spec = found ? { name: found.name, label: methodLabel(found) } : { name: raw, label: raw };
     if (done.has(spec.name)) {
       const r = done.get(spec.name);
       const card = el("article", { class: "card", "data-method": spec.name });
@@ -507,8 +566,9 @@ function renderJob(job, predictionBox = $("prediction"), results = $("results"),
       const frag = el("div");
       frag.innerHTML = r.html;  // generated and escaped by captum_prxai.viz.html
       card.append(frag);
-      const more = el("details", { class: "top" });
-      more.append(el("summary", {}, "top tokens"), topTokens(job.input.tokens, r.scores, 8, job.input.explained_position ?? null));
+      card.append(el("p", { class: "scale-note", "data-scale": r.scale.mode }, `colours: ${r.scale.text}`));
+      const more = el("details", { class: "top-tokens" });
+      more.append(el("summary", {}, "top tokens"), topTokens(r.top));
       more.open = true;
       card.append(more);
       results.append(card);
@@ -530,12 +590,19 @@ function renderJob(job, predictionBox = $("prediction"), results = $("results"),
     prog.hidden = true;
   } else {
     prog.hidden = false;
-    const left = job.estimated_seconds_left > 0.5 ? ` · about ${Math.ceil(job.estimated_seconds_left)} s left` : "";
+    // the server counts the running methods' model calls and scales the time left by their rate
+    const secondsLeft = Math.max(...all.map((j) => j.estimated_seconds_left));
+    const left = secondsLeft > 0.5 ? ` · about ${Math.ceil(secondsLeft)} s left` : "";
     $("progress-text").textContent = `${job.done}/${job.total} methods · ${job.current_label ? `running ${job.current_label}` : "queued"}`
       + ` · ${job.elapsed.toFixed(1)} s${left}`;
-    $("progress-bar").value = job.done / job.total;
+    $("progress-bar").value = Math.min(...all.map((j) => j.progress));
   }
   $("job-status").textContent = job.status === "cancelled" ? "cancelled" : "";
+  // nothing finished (e.g. cancelled before any method ended): nothing to export or draw
+  const anyResult = all.some((j) => j.results.length > 0);
+  $("export").disabled = !anyResult;
+  $("graph-btn").disabled = !anyResult;
+  $("export").title = anyResult ? "a standalone HTML file of the results and graph shown here" : "no method has finished: nothing to export";
 }
 
 // ------------------------------------------------------------------ graph and export
@@ -557,7 +624,11 @@ async function drawGraph() {
     const body = Object.assign({ params: req.params, target: state.job.input.target, truncate: !!req.truncate },
                                req.example ? { example: req.example } : { text: req.text }, spec);
     const out = await api("/api/graph", body);
-    box.innerHTML = out.svg;  // matplotlib SVG, text drawn as paths
+    // the title as text that wraps above the drawing (inside the SVG a long title was cut off on both sides)
+    const caption = el("p", { class: "graph-title" }, out.title);
+    const drawing = el("div", { class: "graph-svg" });
+    drawing.innerHTML = out.svg;  // matplotlib SVG, text drawn as paths
+    box.replaceChildren(caption, drawing);
     box.dataset.title = out.title;
     state.graph = spec;
     $("graph-stale").hidden = true;
@@ -573,8 +644,11 @@ async function exportPage() {
   $("export").disabled = true;
   try {
     // exactly what is on screen: the shown job's results, display options and the drawn graph
-    const body = { job: state.job.id, merge_subwords: $("merge").checked, palette: $("palette").value,
-                   graph: state.graph };  // the graph drawn on screen, if any
+    // every model's column shown, with the same display options and colour scale
+    const all = [state.job, ...state.others];
+    const body = { job: all.map((j) => j.id), merge_subwords: $("merge").checked, palette: $("palette").value,
+                   scale: $("scale").value, graph: state.graph };  // the graph drawn on screen, if any
+    if ($("scale").value === "all") body.share = sharedTop(all);
     const resp = await api("/api/export", body);
     const blob = await resp.blob();
     const match = /filename="([^"]+)"/.exec(resp.headers.get("Content-Disposition") || "");
@@ -601,13 +675,15 @@ function syncBatch() {
 async function runBatch() {
   const picks = batchPicks().slice(0, 12);
   const method = $("batch-method").value;
+  const spec = state.info.methods.find((m) => m.name === method);
   const box = $("batch");
   box.replaceChildren();
   box.hidden = false;
   box.dataset.state = "running";
+  state.batchJobs = [];
   showError(null);
   const head = el("div", { class: "row" });
-  head.append(el("span", { class: "strong" }, `Batch view: ${picks.length} examples · ${method}`));
+  head.append(el("span", { class: "strong" }, `Batch view: ${picks.length} examples · ${spec ? methodLabel(spec) : method}`));
   box.append(head);
   const p = params();
   for (const index of picks) {
@@ -623,29 +699,73 @@ async function runBatch() {
                                             palette: $("palette").value });
       while (!["done", "cancelled"].includes(job.status)) {
         await new Promise((r) => setTimeout(r, 300));
-        job = await api(`/api/jobs/${job.id}?${displayQuery()}`);
+        job = await api(`/api/jobs/${job.id}?${displayQuery("own")}`);
       }
-      row.replaceChildren();
-      const meta = el("div", { class: "card-meta" });
-      const src = job.input.source;
-      const ok = src.label === job.input.predicted;
-      meta.append(el("span", {}, `#${index}`), el("span", { class: "badge" }, `true: ${src.label_name}`),
-                  el("span", { class: ok ? "badge ok" : "badge bad" }, `pred: ${job.input.predicted_name} ${job.input.probabilities[job.input.predicted].toFixed(2)}${ok ? " ✓" : " ✗"}`));
-      row.append(meta);
-      if (job.results.length) { const frag = el("div"); frag.innerHTML = job.results[0].html; row.append(frag); }
-      else row.append(el("span", { class: "failed" }, job.errors.map((e) => e.error).join("; ")));
+      state.batchJobs.push(job);
+      renderBatchRow(row, job);
     } catch (err) {
       row.replaceChildren(el("span", { class: "failed" }, `#${index}: ${err.message}`));
     }
   }
+  await rescaleBatch();
   box.dataset.state = "done";
+}
+
+function renderBatchRow(row, job) {
+  const index = job.input.source.index;
+  row.replaceChildren();
+  const meta = el("div", { class: "card-meta" });
+  const src = job.input.source;
+  const ok = src.label === job.input.predicted;
+  meta.append(el("span", {}, `#${index}`), el("span", { class: "badge" }, `true: ${src.label_name}`),
+              el("span", { class: ok ? "badge ok" : "badge bad" }, `pred: ${job.input.predicted_name} ${job.input.probabilities[job.input.predicted].toFixed(2)}${ok ? " ✓" : " ✗"}`));
+  row.append(meta);
+  if (job.results.length) {
+    const frag = el("div");
+    frag.innerHTML = job.results[0].html;  // generated and escaped by captum_prxai.viz.html
+    row.append(frag, el("p", { class: "scale-note", "data-scale": job.results[0].scale.mode }, `colours: ${job.results[0].scale.text}`));
+  } else row.append(el("span", { class: "failed" }, job.errors.map((e) => e.error).join("; ")));
+}
+
+async function rescaleBatch() {
+  // the rows' colour scale: shared across the rows by default (one method, comparable colours), or each its own
+  const jobs = state.batchJobs || [];
+  if (!jobs.length) return;
+  const scale = $("batch-scale").value;
+  const q = displayQuery(scale, scale === "all" ? sharedTop(jobs) : null);
+  try {
+    const snaps = await Promise.all(jobs.map((j) => api(`/api/jobs/${j.id}?${q}`)));
+    state.batchJobs = snaps;
+    for (const job of snaps) {
+      const row = $("batch").querySelector(`.batch-row[data-index="${job.input.source.index}"]`);
+      if (row) renderBatchRow(row, job);
+    }
+    $("batch").dataset.scale = scale;
+  } catch (err) { showError(err.message); }
+}
+
+function fillBatchMethods(info) {
+  // labels, never internal ids; the featured methods first, the rest grouped by family
+  const featured = el("optgroup", { label: "Methods" });
+  for (const n of info.featured) {
+    const m = info.methods.find((x) => x.name === n);
+    if (m) featured.append(el("option", { value: m.name }, methodLabel(m)));
+  }
+  $("batch-method").append(featured);
+  for (const fam of Object.keys(info.family_names)) {
+    const rest = info.methods.filter((m) => m.family === fam && !info.featured.includes(m.name));
+    if (!rest.length) continue;
+    const group = el("optgroup", { label: `More: ${info.family_names[fam]}` });
+    for (const m of rest) group.append(el("option", { value: m.name }, methodLabel(m)));
+    $("batch-method").append(group);
+  }
 }
 
 document.addEventListener("DOMContentLoaded", () => {
   init().then(() => {
     if (!state.info) return;
-    for (const m of state.info.methods) $("batch-method").append(el("option", { value: m.name }, m.label));
-    $("batch-method").value = state.info.default_methods[0] || state.info.methods[0].name;
+    fillBatchMethods(state.info);
+    $("batch-method").value = state.info.default_method || state.info.default_methods[0] || state.info.methods[0].name;
     $("batch-btn").addEventListener("click", runBatch);
   });
 });
