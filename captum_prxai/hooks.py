@@ -537,6 +537,14 @@ CHECKPOINTING_MESSAGE = (
     "model.gradient_checkpointing_disable()."
 )
 
+#: What a capture says when a hooked layer of a model in training mode runs without gradients.
+_NO_GRAD_TRAINING_MESSAGE = (
+    "A hooked layer of a model in training mode ran without gradients: gradient checkpointing (which Hugging Face "
+    "models apply in training mode) runs the layers without gradients and again during the backward pass, and "
+    "torch.no_grad() inside forward_func detaches them. Call model.eval() first (in training mode dropout also "
+    "makes the scores random), or model.gradient_checkpointing_disable(), and let forward_func keep gradients."
+)
+
 
 def _in_backward() -> bool:
     """Whether this thread is running a backward pass (a module called now is being recomputed for it)."""
@@ -805,8 +813,10 @@ class AttentionRecorder:
         flag_position = _parameter_position(layer.forward, "output_attentions")
 
         def hook(module: nn.Module, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
-            if self.with_gradients and (_in_backward() or (module.training and not torch.is_grad_enabled())):
+            if self.with_gradients and _in_backward():
                 raise PRXAIError(CHECKPOINTING_MESSAGE)
+            if self.with_gradients and module.training and not torch.is_grad_enabled():
+                raise PRXAIError(_NO_GRAD_TRAINING_MESSAGE)
             index = self._take_slot(module)
             if index is None:  # more calls than listed positions: refused once the pass is over
                 return args, kwargs

@@ -217,6 +217,22 @@ def test_gradient_checkpointing_in_train_mode_is_one_clear_error(kind):
     assert torch.isfinite(scores).all()
 
 
+def test_a_layer_run_without_gradients_in_training_mode_names_both_causes():
+    """The first pass of a re-entrant checkpoint runs the layers under no_grad, as no_grad in forward_func does."""
+    model = _tiny("bert").train()
+
+    def forward(input_ids, attention_mask=None):
+        with torch.no_grad():
+            return model(input_ids, attention_mask=attention_mask).logits
+
+    ids, mask, _, target = _batch()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(PRXAIError, match="ran without gradients: gradient checkpointing") as caught:
+            cp.PRGradient(forward, cp.attention_layers(model)).attribute(ids, target=target, attention_mask=mask)
+    assert "torch.no_grad() inside forward_func" in str(caught.value)
+
+
 def _embeddings_forward(model):
     def forward(inputs, attention_mask=None):
         if inputs.is_floating_point():
