@@ -18,8 +18,6 @@ def tiny_encoder(tmp_path):
 
 def test_export_cell_writes_the_benchmarks_scores_and_the_resolved_default(tmp_path, monkeypatch, tiny_encoder,
                                                                             benchmark_script):
-    from captum_prxai.methods import default_method
-
     threads = torch.get_num_threads()
     try:
         export = benchmark_script("ferret/export_cell.py")
@@ -34,13 +32,13 @@ def test_export_cell_writes_the_benchmarks_scores_and_the_resolved_default(tmp_p
                                       "--model-dir", str(model_dir)])
     export.main()
 
-    default = default_method(model)
+    default = benchmark_script("research_methods.py").research_default(model)  # the matrix's name of the default
     lines = [json.loads(line) for line in (out / "examples.jsonl").read_text().splitlines()]
     assert len(lines) == 3
     with open(out / "ours" / "results.csv", newline="") as fh:
         rows = {(int(r["example"]), r["method"]): r for r in csv.DictReader(fh)}
     for line in lines:
-        # 'default' resolved once, by the function PageRankAttribution() uses, and recorded per example
+        # 'default' resolved once, to the research variant equal to the library's default, recorded per example
         assert line["default_method"] == default
         assert list(line["methods"]) == [default, "random"]
         assert line["explained_position"] is None  # an encoder: nothing is kept in every perturbed input

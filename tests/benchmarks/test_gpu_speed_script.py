@@ -64,14 +64,12 @@ def test_refusals_and_out_of_memory_are_notes():
     assert _error_note(ValueError("bad")) == "failed: ValueError: bad"
 
 
-def test_gpu_speed_script_times_each_shapes_default_and_lig_against_it(tmp_path):
-    from captum_prxai.methods.builtin import default_method
-
+def test_gpu_speed_script_times_each_shapes_default_and_lig_against_it(tmp_path, benchmark_script):
     done = _run(tmp_path, "--device", "cpu", "--models", "minilm", "--dtypes", "fp32", "--lengths", "16",
                 "--batch-sizes", "1", "--methods", "default", "--repeats", "1")
     assert done.returncode == 0, done.stderr
     rows = [json.loads(line) for line in (tmp_path / "speed.jsonl").read_text().splitlines()]
-    default = default_method(depth=6)
+    default = benchmark_script("research_methods.py").research_default(depth=6)  # the matrix's name of the default
     assert [r["method"] for r in rows] == ["forward+backward", default, "ig"]
     lig = (tmp_path / "speed.md").read_text().split("LIG-50 against PR-AG and the model's default")[1]
     row = next(line for line in lig.splitlines() if line.startswith("| minilm"))
@@ -81,7 +79,7 @@ def test_gpu_speed_script_times_each_shapes_default_and_lig_against_it(tmp_path)
     assert float(cells[7].rstrip("×")) == pytest.approx(by["ig"] / by[default], abs=0.05)
 
 
-def test_gpu_agreement_script_on_cpu_compares_cpu_with_itself_exactly(tmp_path):
+def test_gpu_agreement_script_on_cpu_compares_cpu_with_itself_exactly(tmp_path, benchmark_script):
     """Run with --device cpu, the 'GPU' columns are CPU again: every method must agree with itself exactly."""
     script = ROOT / "benchmarks" / "gpu_agreement.py"
     done = subprocess.run([sys.executable, str(script), "--device", "cpu", "--shapes", "minilm", "--length", "16",
@@ -90,9 +88,8 @@ def test_gpu_agreement_script_on_cpu_compares_cpu_with_itself_exactly(tmp_path):
     assert done.returncode == 0, done.stderr
     rows = [[c.strip() for c in line.strip("|").split("|")]
             for line in (tmp_path / "agree.md").read_text().splitlines() if line.startswith("| minilm")]
-    from captum_prxai.methods.builtin import default_method
-
-    assert [r[1] for r in rows] == [m for m in ("pr-ag", default_method(depth=6), "gae") for _ in (1, 2)]
+    default = benchmark_script("research_methods.py").research_default(depth=6)
+    assert [r[1] for r in rows] == [m for m in ("pr-ag", default, "gae") for _ in (1, 2)]
     assert [r[2] for r in rows] == ["cpu fp32", "cpu bf16"] * 3
     fp32 = [r for r in rows if r[2] == "cpu fp32"]
     assert all(r[3:7] == ["0.0e+00", "1.0000", "1.0", "0.0e+00"] for r in fp32), fp32
