@@ -9,7 +9,7 @@ comes back along the edges into it. This script measures both on the tune halves
 explained token (a special token on encoders; kept by ``protect_explained`` on decoders), and the pictures scale
 their colours to the largest ordinary token, so the share itself moves neither; what the edges back to it change in
 the other tokens' scores is measured as the sixth round's ``ds:pow0.5:pm0.25:nosink`` candidate
-(docs/default_search.md).
+(docs/research/default_search.md).
 
 Run (one line per cell, then the table)::
 

@@ -10,7 +10,7 @@ on the holdout half used by ``benchmarks/matrix.py``:
 1. the scores on the special tokens, per method (the model's
    default, :func:`captum_prxai.methods.default_method`: PR-TAG± (λ=0.25) on
    MiniLM-L6 when the committed table was made, PR-TAG± (λ=0.25, hubs 0.5)
-   since the eleventh round of docs/default_search.md, PR-TAG± (λ = 1) on SmolLM2; PR-TAG, one walk; PR-AG, the
+   since the eleventh round of docs/research/default_search.md, PR-TAG± (λ = 1) on SmolLM2; PR-TAG, one walk; PR-AG, the
    paper's; PR-A), for ``minilm--movie-sentences`` (n=100),
    ``minilm--bbc-news`` (n=30, 512 tokens) and ``smollm2--tweets`` (n=50), and
    what the scores ``attribute`` returns sum to (one for one walk, ``1 − λ`` for

@@ -18,6 +18,8 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
 BENCHMARKS_DOC = ROOT / "docs" / "benchmarks.md"
+#: every Markdown page of docs/ (the research log included), checked with the README for links and figures
+DOCS = sorted((ROOT / "docs").rglob("*.md"))
 RESULTS = ROOT / "benchmarks" / "results"
 TESTED_TORCH = "torch==2.13.0"
 
@@ -44,40 +46,109 @@ def _pip_installs(command: str) -> list[list[str]]:
     return installs
 
 
-def test_readme_usage_snippet_runs_and_returns_token_scores():
-    blocks = [b for b in _python_blocks() if "PageRankAttribution(forward, attention_layers(model))" in b]
-    assert blocks, "the README lost its usage snippet"
-    assert "attention_mask=attention_mask" in blocks[0], "the first snippet should pass the padding mask explicitly"
-    namespace: dict = {}
-    exec(compile(blocks[0], "README.md", "exec"), namespace)
-    scores, ids = namespace["scores"], namespace["input_ids"]
-    assert scores.shape == ids.shape and scores.dtype == torch.float32
-    # the encoder default walks both ways with λ = 0.25 (P⁺ − 0.25 P⁻ sums to 0.75) on CP-LRP's backward
-    # pass, and weighs each token's walk score by 1 + R / max|R|, R that pass's gradient x input
-    pr = namespace["pr"]
-    assert pr.walks == "both" and pr.negative_weight == 0.25
-    assert (pr.propagation, pr.relevance_weight) == ("conservative", 1.0)
-    mask = namespace["attention_mask"]
-    graph = pr.attribute_graph(ids, target=1, additional_forward_args=(mask,), attention_mask=mask)
-    pr.relevance_weight = 0.0
-    walk = pr.attribute(ids, target=1, additional_forward_args=(mask,), attention_mask=mask)
-    assert torch.allclose(walk.sum(-1), torch.full((ids.shape[0],), 0.75), atol=1e-5)
-    torch.testing.assert_close(scores, walk * graph.relevance_factor.float(), atol=1e-6, rtol=0)
+_PRINTS = "# → "
 
 
-def test_readme_graph_snippet_returns_the_graph_the_scores_came_from():
-    first = [b for b in _python_blocks() if "PageRankAttribution(forward, attention_layers(model))" in b]
-    graph_blocks = [b for b in _python_blocks() if "pr.attribute_graph(" in b]
-    assert first and graph_blocks, "the README lost its usage or attribute_graph snippet"
+def _expected_output(block: str) -> list[str]:
+    """The lines a snippet says it prints: its ``# → ...`` comments, in order."""
+    return [line.strip()[len(_PRINTS):] for line in block.splitlines() if line.strip().startswith(_PRINTS)]
+
+
+@pytest.fixture(scope="module")
+def snippet_runs():
+    """Every ``python`` block of the README, run in order in one namespace, as a reader pastes them: its stdout."""
+    import contextlib
+    import io
+
     namespace: dict = {}
-    exec(compile(first[0], "README.md", "exec"), namespace)
-    exec(compile(graph_blocks[0], "README.md", "exec"), namespace)
-    graph, scores, ids = namespace["graph"], namespace["scores"], namespace["input_ids"]
-    batch, tokens = ids.shape
-    assert graph.adjacency.shape == (batch, tokens, tokens)
-    torch.testing.assert_close(graph.scores, scores)
+    runs = []
+    for block in _python_blocks():
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            exec(compile(block, "README.md", "exec"), namespace)
+        runs.append((block, out.getvalue().splitlines()))
+    return runs, namespace
+
+
+def test_every_readme_snippet_runs_and_prints_what_its_comments_say(snippet_runs):
+    runs, _ = snippet_runs
+    assert len(runs) >= 5, "the tour lost its snippets"
+    for block, printed in runs:
+        expected = _expected_output(block)
+        assert expected, f"a snippet says nothing of what it prints:\n{block}"
+        assert printed == expected, f"the snippet prints {printed}, its comments say {expected}:\n{block}"
+
+
+def test_the_readme_snippets_match_the_library(snippet_runs):
+    """What the tour's prose says of its results: the default is the recommended spec, the graph is the one scored,
+    and padding (none here) and shapes are as stated."""
+    import captum_prxai as cp
+
+    _, namespace = snippet_runs
+    graph = namespace["graph"]
+    # the classifier of the tour is MiniLM-L6: an encoder of six attention layers
+    assert graph.spec.as_dict() == cp.recommended_spec(causal=False, depth=6).as_dict()
     torch.testing.assert_close(graph.rescore(), graph.scores, atol=1e-5, rtol=1e-4)
-    assert graph.logits.shape[0] == batch and graph.target.tolist() == [1] * batch
+    # the last snippet's attribution (your own model) stores its options as given, "auto"
+    assert namespace["pr"].walks == "auto" and namespace["pr"].spec.walks == "both"
+
+
+def test_a_newcomer_meets_a_runnable_example_within_the_first_screenful():
+    lines = README.read_text(encoding="utf-8").splitlines()
+    first = next(i for i, line in enumerate(lines) if line.startswith("```python"))
+    assert first < 60, f"the first Python example is at line {first + 1}"
+    assert len(lines) <= 260, f"the README has {len(lines)} lines; it is a reference, the history is in docs/research/"
+    history = re.findall(r"\b(?:first|second|third|[a-z]+th) round\b", README.read_text(encoding="utf-8"), flags=re.I)
+    assert not history, f"the README retells the search ({history}); that is docs/research/'s"
+
+
+def _tour_commands(prefix: str) -> list[str]:
+    text = README.read_text(encoding="utf-8")
+    tour = re.search(r"^## A five-minute tour\n(.*?)(?=^## )", text, flags=re.S | re.M).group(1)
+    return [" ".join(b.split()) for b in re.findall(r"```bash\n(.*?)```", tour, flags=re.S)
+            if b.strip().startswith(prefix)]
+
+
+def test_the_tours_dataset_command_runs(tmp_path, monkeypatch):
+    import json
+
+    from captum_prxai.cli import main
+
+    [command] = _tour_commands("captum-prxai attribute-dataset")
+    monkeypatch.chdir(tmp_path)
+    assert main(shlex.split(command)[1:] + ["--threads", "1"]) == 0
+    rows = [json.loads(line) for path in sorted((tmp_path / "scores").glob("part-*.jsonl"))
+            for line in path.read_text().splitlines()]
+    assert len(rows) == 20 and all("scores_pr_xai" in row or "scores" in row for row in rows)
+
+
+def test_the_tours_explorer_command_serves_the_page(tmp_path):
+    import socket
+    import subprocess
+    import sys
+    import time
+    import urllib.request
+
+    [command] = _tour_commands("captum-prxai explore")
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    words = shlex.split(command)
+    words[words.index("--port") + 1] = str(port)
+    proc = subprocess.Popen([sys.executable, "-m", "captum_prxai.cli", *words[1:]], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, cwd=tmp_path)
+    try:
+        deadline, page = time.time() + 120, None
+        while time.time() < deadline and page is None and proc.poll() is None:
+            try:
+                page = urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=5).read().decode()
+            except OSError:
+                time.sleep(0.5)
+        assert page is not None, proc.stdout.read().decode() if proc.poll() is not None else "no page in 120 s"
+        assert "<html" in page.lower()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
 
 
 def test_quick_start_has_an_install_and_explain_command_then_a_test_command():
@@ -188,7 +259,7 @@ def _anchors(markdown: str) -> set[str]:
     return anchors
 
 
-@pytest.mark.parametrize("doc", [README, BENCHMARKS_DOC], ids=lambda p: p.name)
+@pytest.mark.parametrize("doc", [README, *DOCS], ids=lambda p: p.name)
 def test_relative_links_point_to_committed_files_and_headings(doc):
     text = doc.read_text(encoding="utf-8")
     broken = []
@@ -228,7 +299,7 @@ def _quoted_by(committed: set[tuple[Decimal, Decimal]], mean: str, err: str) -> 
     return False
 
 
-@pytest.mark.parametrize("doc", [README, BENCHMARKS_DOC], ids=lambda p: p.name)
+@pytest.mark.parametrize("doc", [README, BENCHMARKS_DOC, ROOT / "docs" / "defaults.md"], ids=lambda p: p.name)
 def test_every_mean_and_standard_error_quoted_is_a_committed_result(doc):
     committed = _committed_figures()
     quoted = _FIGURE.findall(doc.read_text(encoding="utf-8"))
