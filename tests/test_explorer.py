@@ -1251,7 +1251,15 @@ def test_notebook_server_prints_no_request_lines_and_allows_ipv6_loopback(tiny, 
             csp = resp.headers["Content-Security-Policy"]
     out, err = capfd.readouterr()
     assert "GET /api/info" not in out + err
-    assert "http://[::1]:*" in csp
+    assert "frame-ancestors 'self' http://localhost:* http://127.0.0.1:*" in csp
+    # CSP cannot name [::1]: the page framed by a notebook on it (its Referer) goes without frame-ancestors
+    client = create_app(model, tokenizer, datasets).test_client()
+    framed = client.get("/", headers={"Referer": "http://[::1]:8888/notebooks/x.ipynb"})
+    assert framed.status_code == 200 and "frame-ancestors" not in framed.headers["Content-Security-Policy"]
+    for referer in ("http://evil.example/", "http://[::2]:8888/", "http://[::1"):
+        other = client.get("/", headers={"Referer": referer}).headers["Content-Security-Policy"]
+        assert "frame-ancestors 'self' http://localhost:* http://127.0.0.1:*" in other, referer
+    assert "frame-ancestors" in client.get("/").headers["Content-Security-Policy"]
 
 
 def test_jobs_belong_to_their_session(tiny, slow_method):

@@ -97,7 +97,7 @@ SESSION_HEADER = "X-PRXAI-Session"
 SESSION_COOKIE = "prxai_session"
 _CSP = ("default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data: blob:; "
         "connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'none'; "
-        "frame-ancestors 'self' http://localhost:* http://127.0.0.1:* http://[::1]:*")
+        "frame-ancestors 'self' http://localhost:* http://127.0.0.1:*")
 _FAMILY_NAMES = {"pr-xai": "PR-XAI", "attention": "Attention baselines", "gradient": "Captum gradients",
                  "perturbation": "Captum perturbations", "control": "Control"}
 
@@ -130,6 +130,14 @@ def _session() -> str:
     if "prxai_new_session" not in g:
         g.prxai_new_session = uuid.uuid4().hex
     return g.prxai_new_session
+
+
+def _ipv6_loopback(url: str) -> bool:
+    """Whether ``url`` is on the IPv6 loopback address (``http://[::1]:8888/...``)."""
+    try:
+        return urlsplit(url).hostname == "::1"
+    except ValueError:
+        return False
 
 
 def _client_gone() -> bool:
@@ -287,8 +295,8 @@ def _recolor_part(html: str, ends: Sequence[Tuple[Tuple[int, int, int], Tuple[in
     html = re.sub(r"background-color:rgb\((\d+),(\d+),(\d+)\);color:rgb\(\d+,\d+,\d+\)", bg, html)
     html = re.sub(r"linear-gradient\(to right,[^\"]*\)", lambda m: re.sub(
         r"rgb\((\d+), ?(\d+), ?(\d+)\)", plain, m.group(0)), html)
-    return html.replace("(red: against, green: for the explained class)",
-                        "(orange: against, blue: for the explained class)")
+    return html.replace("red: against, green: for the explained class",
+                        "orange: against, blue: for the explained class")
 
 
 class _Explorer:
@@ -801,7 +809,12 @@ def _register_request_guards(app: Any, explorer: _Explorer) -> None:
         new = g.get("prxai_new_session")
         if new is not None or (request.path == "/" and not request.cookies.get(SESSION_COOKIE)):
             resp.set_cookie(SESSION_COOKIE, new or uuid.uuid4().hex, httponly=True, samesite="Strict", path="/")
-        resp.headers.setdefault("Content-Security-Policy", _CSP)
+        csp = _CSP
+        if request.path == "/" and _ipv6_loopback(request.headers.get("Referer", "")):
+            # a notebook at http://[::1]:port embeds the page; CSP cannot name an IPv6 address, so the page it
+            # frames (the browser sets the Referer) goes without frame-ancestors
+            csp = _CSP.rsplit("; frame-ancestors", 1)[0]
+        resp.headers.setdefault("Content-Security-Policy", csp)
         resp.headers["X-Content-Type-Options"] = "nosniff"
         resp.headers["Referrer-Policy"] = "same-origin"
         resp.headers.setdefault("Cache-Control", "no-store")

@@ -3,10 +3,14 @@
 //   node tests/e2e/explorer.e2e.mjs --url http://127.0.0.1:8765/ --screenshot test-artifacts/explorer.png
 //   node tests/e2e/explorer.e2e.mjs --url ... --mode shot --index 23 --methods pr-ag,ig --screenshot docs/images/explorer.png
 //
-// mode "test" (default): picks a dataset example and two methods, checks the heatmaps, the filters,
-// an oversized text (old results cleared), a typed text, the graph view, the export download (it must
-// match the screen even after the form changed), two models side by side, the batch view, and a slow
-// method that a second tab does not wait for and that the Cancel button stops; then takes a screenshot.
+// mode "test" (default): checks the method picker (at most 8 featured methods, the default marked), picks a
+// dataset example and two methods, checks the heatmaps and measures the top-token bars, the filters,
+// an oversized text (old results cleared), a typed text, the graph view (its title not clipped), the export
+// download (it must match the screen even after the form changed, and hold every model's column), two models
+// side by side, the batch view (its method select inside the sidebar), a slow method that a second tab does
+// not wait for, cannot read or cancel, and that the Cancel button stops (the progress bar moving meanwhile, and
+// Export and Show graph disabled after it), an export that is refused by the cost limit and one that stops
+// when its request is aborted; then takes a screenshot.
 // mode "shot": only picks an example (--index N of the first page, or the first match of --query) and
 // explains it, for documentation.
 // Prints one JSON line with what it saw; exits 1 with a message on the first failed check.
@@ -47,8 +51,11 @@ try {
   page.on("console", (msg) => {
     if (msg.type() === "error" && !msg.text().startsWith("Failed to load resource")) problems.push(`console error: ${msg.text()}`);
   });
+  // answers the checks below expect to be refused: [status, url part]
+  const expected = [];
   page.on("response", (resp) => {
-    if (resp.status() >= 400 && resp.status() !== 413) problems.push(`HTTP ${resp.status()} for ${resp.url()}`);
+    const ok = resp.status() === 413 || expected.some(([st, part]) => resp.status() === st && resp.url().includes(part));
+    if (resp.status() >= 400 && !ok) problems.push(`HTTP ${resp.status()} for ${resp.url()}`);
   });
 
   await page.goto(url);
@@ -57,6 +64,8 @@ try {
   check(summary.title === "PR-XAI Explorer", `page title is ${summary.title}`);
 
   async function pickMethods(names) {
+    // a method outside the featured ones is under "More methods": open it first
+    await page.$$eval("details.more-methods", (ds) => ds.forEach((d) => { d.open = true; }));
     for (const box of await page.$$("input[data-method]")) {
       const want = names.includes(await box.getAttribute("data-method"));
       if ((await box.isChecked()) !== want) await box.click();
@@ -81,6 +90,30 @@ try {
     })));
   }
 
+  // issue 62: the picker shows at most 8 methods, by their labels, with the default marked; the rest are collapsed
+  const picker = await page.evaluate(() => ({
+    visible: [...document.querySelectorAll("#methods input[data-method]")].filter((b) => b.checkVisibility())
+      .map((b) => ({ name: b.dataset.method, label: b.parentElement.textContent })),
+    defaults: [...document.querySelectorAll("#methods label.check.default")].map((l) => l.textContent),
+    more: document.querySelector("details.more-methods") ? !document.querySelector("details.more-methods").open : null,
+    batch: [...document.querySelectorAll("#batch-method option")].map((o) => [o.value, o.textContent]),
+  }));
+  check(picker.visible.length > 0 && picker.visible.length <= 8, `at most 8 methods in view: ${JSON.stringify(picker.visible)}`);
+  check(picker.defaults.length === 1 && /default/i.test(picker.defaults[0]), `the default is marked: ${picker.defaults}`);
+  check(picker.more === true, "the other methods are under a collapsed 'More methods'");
+  check(picker.batch.length > 0 && picker.batch.every(([v, t]) => t && t !== v),
+        `the batch view lists labels, not internal names: ${JSON.stringify(picker.batch)}`);
+  summary.picker = { visible: picker.visible.length, default: picker.defaults[0] };
+
+  // item 9: the batch method select stays inside the sidebar
+  const fit = await page.evaluate(() => {
+    const aside = document.querySelector("#browser").getBoundingClientRect();
+    const sel = document.querySelector("#batch-method").getBoundingClientRect();
+    return { aside: [aside.left, aside.right], select: [sel.left, sel.right] };
+  });
+  check(fit.select[1] <= fit.aside[1] + 0.5 && fit.select[0] >= fit.aside[0] - 0.5,
+        `the batch method select fits the sidebar: ${JSON.stringify(fit)}`);
+
   if (args.query) {
     await page.fill("#search", args.query);
     await page.waitForFunction((q) => [...document.querySelectorAll("#examples li .ex-text")]
@@ -101,6 +134,31 @@ try {
   }
   check(await page.isVisible("#prediction .probs"), "prediction probabilities shown");
   summary.example = { text: exampleText, cards: cards.map((c) => ({ method: c.method, n: c.scores.length })) };
+
+  // item 3: the top-token bars are drawn: each bar as wide as its |score| relative to the card's first
+  const bars = await page.$$eval("#results .card[data-method]", (cs) => cs.map((c) => ({
+    method: c.dataset.method,
+    scale: c.querySelector(".scale-note") ? c.querySelector(".scale-note").textContent : "",
+    rows: [...c.querySelectorAll(".bar-row")].map((r) => ({
+      word: r.querySelector(".bar-tok").textContent,
+      track: r.querySelector(".bar-track").getBoundingClientRect().width,
+      bar: r.querySelector(".hbar").getBoundingClientRect().width,
+      value: Number(r.querySelector(".hbar").dataset.value),
+    })),
+  })));
+  for (const card of bars) {
+    check(card.rows.length > 0, `${card.method}: top tokens listed`);
+    check(card.rows.every((r) => !["[CLS]", "[SEP]"].includes(r.word)), `${card.method}: no [CLS]/[SEP] in the top tokens`);
+    const first = card.rows[0];
+    check(first.track > 40, `${card.method}: the bar track is ${first.track} px wide`);
+    check(Math.abs(first.bar - first.track) <= 1, `${card.method}: the largest bar fills its track (${first.bar} of ${first.track} px)`);
+    for (const r of card.rows) {
+      const want = (first.track * Math.abs(r.value)) / Math.abs(first.value);
+      check(Math.abs(r.bar - want) <= 1.5, `${card.method}: bar of '${r.word}' is ${r.bar} px, want ${want.toFixed(1)}`);
+    }
+    check(/scale/.test(card.scale), `${card.method}: the card names its colour scale (${card.scale})`);
+  }
+  summary.bars = bars.map((c) => ({ method: c.method, widths: c.rows.map((r) => Math.round(r.bar)) }));
 
   // two models side by side (the server has a second model): one column each, same tokens, own predictions
   if (await page.isVisible("#compare-models")) {
@@ -164,6 +222,19 @@ try {
     await page.waitForSelector("#graph svg");
     const graphTitle = await page.getAttribute("#graph", "data-title");
     check(/5 strongest edges/.test(graphTitle), `graph drawn with the chosen edge count: ${graphTitle}`);
+    // item 9: the title is text above the drawing that wraps, and nothing of the drawing is outside the SVG
+    const drawn = await page.evaluate(() => {
+      const cap = document.querySelector("#graph .graph-title");
+      const svg = document.querySelector("#graph svg");
+      const vb = svg.viewBox.baseVal;
+      const b = svg.getBBox();
+      return { caption: cap ? cap.textContent : null, scroll: cap ? cap.scrollWidth - cap.clientWidth : 1,
+               vb: [vb.x, vb.y, vb.width, vb.height], box: [b.x, b.y, b.width, b.height] };
+    });
+    check(drawn.caption === graphTitle && drawn.scroll <= 0, `the graph's title is shown whole: ${JSON.stringify(drawn)}`);
+    check(drawn.box[0] >= drawn.vb[0] - 1 && drawn.box[0] + drawn.box[2] <= drawn.vb[0] + drawn.vb[2] + 1
+          && drawn.box[1] >= drawn.vb[1] - 1 && drawn.box[1] + drawn.box[3] <= drawn.vb[1] + drawn.vb[3] + 1,
+          `nothing is drawn outside the SVG: ${JSON.stringify(drawn)}`);
 
     // 7. the form changes after the run: the page says so, and the export still shows what is on screen
     const shownTarget = (await page.textContent("#prediction .muted")).match(/explaining: (\w+)/)[1];
@@ -176,16 +247,22 @@ try {
     const [download] = await Promise.all([page.waitForEvent("download"), page.click("#export")]);
     const exported = readFileSync(await download.path(), "utf-8");
     check(download.suggestedFilename().endsWith(".html"), `download name ${download.suggestedFilename()}`);
-    check((exported.match(/class="prx-heatmap"/g) || []).length === methods.length, "export has one heatmap per method");
+    // item 5: the export holds every model shown, each with one heatmap per method
+    const columns = await page.locator(".column").count();
+    const sections = exported.split('<section class="prx-model"').slice(1);
+    check(sections.length === columns, `the export has ${sections.length} model sections for ${columns} columns`);
+    check(sections.every((sec) => (sec.match(/class="prx-heatmap"/g) || []).length === methods.length),
+          "export has one heatmap per method and model");
+    if (columns > 1) check(sections[1].includes("model: tiny-flipped"), "the compared model is in the export");
     check(exported.includes(`Why ${shownTarget}?`) && !exported.includes(`Why ${otherTarget}?`),
           `the export explains the class on screen (${shownTarget}), not the changed form (${otherTarget})`);
-    const exportedScores = exported.split('class="prx-heatmap"').slice(1).map((block) =>
+    const exportedScores = sections[0].split('class="prx-heatmap"').slice(1).map((block) =>
       [...block.split('class="prx-legend"')[0].matchAll(/data-score="([^"]+)"/g)].map((m) => Number(m[1])));
     check(JSON.stringify(exportedScores.map((r) => r.map((x) => x.toPrecision(3))))
           === JSON.stringify(screen.map((r) => r.map((x) => x.toPrecision(3)))), "the exported scores are the ones on screen");
     check(exported.includes(graphTitle.replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;")),
           "the export has the graph as drawn");
-    summary.export = { name: download.suggestedFilename(), bytes: exported.length, target: shownTarget };
+    summary.export = { name: download.suggestedFilename(), bytes: exported.length, target: shownTarget, models: sections.length };
     await page.selectOption("#target", "");
 
     // 8. batch view: three ticked examples, one method, stacked with their labels
@@ -208,6 +285,9 @@ try {
       await page.fill("#text", "a good film");
       await page.click("#explain");
       await page.waitForFunction(() => document.querySelector("#results").dataset.state === "running");
+      // item 9: the progress bar moves during the one long method
+      await page.waitForFunction(() => document.querySelector("#progress-bar").value > 0);
+      const slowJob = await page.getAttribute("#results", "data-job");
       const second = await context.newPage();
       second.on("pageerror", (err) => problems.push(`second tab: ${err.message}`));
       await second.goto(url);
@@ -220,12 +300,53 @@ try {
       await second.click("#explain");
       await second.waitForFunction(() => document.querySelector("#results").dataset.state === "done");
       check(await second.isVisible("#prediction .probs"), "the second tab got its prediction");
+      // item 2: the second tab is another page session: it can neither read nor cancel the first tab's job
+      second.on("response", (resp) => {
+        if (resp.status() >= 400 && !(resp.status() === 404 && resp.url().includes(slowJob))) problems.push(`second tab: HTTP ${resp.status()} for ${resp.url()}`);
+      });
+      const foreign = await second.evaluate(async (id) => {
+        const session = [...crypto.getRandomValues(new Uint8Array(16))].map((b) => b.toString(16).padStart(2, "0")).join("");
+        const headers = { "X-PRXAI-Session": session, "Content-Type": "application/json" };
+        const read = await fetch(`/api/jobs/${id}`, { headers });
+        const cancel = await fetch(`/api/jobs/${id}/cancel`, { method: "POST", headers, body: "{}" });
+        return [read.status, cancel.status];
+      }, slowJob);
+      check(foreign[0] === 404 && foreign[1] === 404, `another page session gets 404 for the job: ${foreign}`);
+      summary.foreign_job = foreign;
       check((await page.getAttribute("#results", "data-state")) === "running", "the slow job was still running meanwhile");
       await second.close();
       await page.click("#cancel");
       await page.waitForFunction(() => document.querySelector("#results").dataset.state === "cancelled");
       await page.waitForSelector("#progress", { state: "hidden" });  // every shown job (both models) has stopped
       summary.cancelled = await page.textContent(`#results .card[data-method="${args.slow}"]`);
+      // item 9: nothing finished, so there is nothing to export or draw
+      check(await page.isDisabled("#export") && await page.isDisabled("#graph-btn"),
+            "Export and Show graph are disabled after a cancel that finished nothing");
+
+      // item 1: an export that computes goes through the cost limit, and stops when its request is aborted
+      expected.push([422, "/api/export"]);
+      const refused = await page.evaluate(async () => {
+        const resp = await fetch("/api/export", { method: "POST", headers: { "Content-Type": "application/json" },
+          body: JSON.stringify({ text: "good ".repeat(40), truncate: true, methods: ["shapley"], params: { permutations: 200 }, confirmed: true }) });
+        return [resp.status, (await resp.json()).error];
+      });
+      check(refused[0] === 422 && /would take about/.test(refused[1]), `the export is refused over the cost limit: ${refused}`);
+      const aborted = await page.evaluate(async (slow) => {
+        const pause = (ms) => new Promise((r) => setTimeout(r, ms));
+        const running = async () => (await (await fetch("/api/stats")).json()).running;
+        const ctrl = new AbortController();
+        const request = fetch("/api/export", { method: "POST", headers: { "Content-Type": "application/json" },
+          body: JSON.stringify({ text: "a good film", methods: [slow] }), signal: ctrl.signal }).then(() => "answered", (e) => e.name);
+        for (let i = 0; i < 200 && !(await running()).includes(slow); i += 1) await pause(50);
+        const before = await running();
+        ctrl.abort();
+        const outcome = await request;
+        for (let i = 0; i < 400 && (await running()).length; i += 1) await pause(50);
+        return { before, outcome, after: await running() };
+      }, args.slow);
+      check(aborted.before.includes(args.slow) && aborted.outcome === "AbortError" && aborted.after.length === 0,
+            `the aborted export's job stopped: ${JSON.stringify(aborted)}`);
+      summary.export_limits = { refused: refused[0], aborted: aborted.after.length === 0 };
       await pickMethods(methods);
     }
 

@@ -79,7 +79,8 @@ def test_explorer_in_headless_chromium(tmp_path, slow_method):
     flipped = copy.deepcopy(model)
     with torch.no_grad():
         flipped.classifier.weight.mul_(-1.0)  # a second model that disagrees, shown beside the first
-    app = create_app(model, tokenizer, datasets, model_name="tiny-bert", max_chars=300,
+    # a low cost limit, so that a Shapley export of 200 permutations is refused (about 4,400 model evaluations)
+    app = create_app(model, tokenizer, datasets, model_name="tiny-bert", max_chars=300, max_method_seconds=2.0,
                      default_methods=("pr-ag",), compare={"tiny-flipped": (flipped, tokenizer)})
     ARTIFACTS.mkdir(exist_ok=True)
     shot = ARTIFACTS / "explorer-e2e.png"
@@ -103,6 +104,13 @@ def test_explorer_in_headless_chromium(tmp_path, slow_method):
     assert summary["side_by_side"][0]["prediction"] != summary["side_by_side"][1]["prediction"]
     assert summary["batch"] == 3
     assert summary["cancelled"] == "Slow (test): cancelled"
+    # issue 62: the picker; issue 64: the bars' widths (3), the export's limits and cancel (1), a foreign
+    # session (2), both models in the export (5); the layout checks (9) are asserted in the script
+    assert 0 < summary["picker"]["visible"] <= 8 and "default" in summary["picker"]["default"].lower()
+    assert all(len(c["widths"]) > 0 and c["widths"][0] > 40 for c in summary["bars"])
+    assert summary["export_limits"] == {"refused": 422, "aborted": True}
+    assert summary["foreign_job"] == [404, 404]
+    assert summary["export"]["models"] == 2
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     engine = app.extensions["prxai_explorer"]
     assert engine.stats()["attribution_hits"] >= 2  # the repeated request in the page hit the cache
