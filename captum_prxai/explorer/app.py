@@ -111,13 +111,10 @@ class _HTTPError(PRXAIError):
 
 def featured_methods(registered: Iterable[str]) -> List[str]:
     """The registered methods a picker shows first (:data:`captum_prxai.methods.FEATURED_METHODS`)."""
-    from captum_prxai import methods
+    from captum_prxai.methods import FEATURED_METHODS
 
-    featured = getattr(methods, "FEATURED_METHODS", None)
-    if featured is None:  # registry without the featured list yet
-        featured = ("pr-xai", "pr-a", "pr-g", "pr-ag", "pr-tag", "rollout", "gae", "ig")
     names = set(registered)
-    return [m for m in featured if m in names]
+    return [m for m in FEATURED_METHODS if m in names]
 
 
 def _session() -> str:

@@ -61,10 +61,7 @@ def method_signed(spec: Any) -> bool:
 
     Read from :attr:`captum_prxai.methods.MethodSpec.signed`.
     """
-    signed = getattr(spec, "signed", None)
-    if signed is None:  # registry without the flag yet: the families whose scores take both signs
-        return spec.family in ("gradient", "perturbation") or "pm" in spec.name or spec.name in ("pr-g", "pr-tag")
-    return bool(signed)
+    return bool(spec.signed)
 
 
 class InputTooLong(PRXAIError):
