@@ -690,13 +690,14 @@ class Engine:
     def calibration(self, name: str) -> Tuple[float, int]:
         """``(factor, runs)``: the median of measured over estimated seconds of ``name``'s recent runs (1.0 if none).
 
-        Clamped to ``[0.05, 20]``, so one odd run cannot make a method look
-        free or impossible.
+        Clamped to ``[0.01, 100]`` (a batched method can run 20 times faster
+        than its evaluations one by one), so one odd run cannot make a method
+        look free or impossible.
         """
         ratios = list(self._calibration.get(name, []))
         if not ratios:
             return 1.0, 0
-        return max(0.05, min(20.0, _median(ratios))), len(ratios)
+        return max(0.01, min(100.0, _median(ratios))), len(ratios)
 
     def _calibrate(self, name: str, enc: Encoded, params: Mapping[str, Any], seconds: float) -> None:
         count, _ = self.evaluations(enc, name, params)
