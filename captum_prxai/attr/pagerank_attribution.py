@@ -123,7 +123,7 @@ class GraphExplanation:
 
     def global_ranks(self, walk: str = "positive") -> Tensor:
         """``(B, N)`` the global PageRank of the walk's graph: :meth:`node_ranks` with a uniform teleport over the
-        real nodes, the ``g`` that ``hub_power`` weighs by (:func:`~captum_prxai.graph.spec.hub_weighted`)."""
+        real nodes, the ``g`` that ``hub_power`` weighs by (:func:`~captum_prxai.graph.scoring.hub_weighted`)."""
         return self._solve(walk, self.node_mask.double())
 
     def walk_scores(self, walk: str = "positive") -> Tensor:
@@ -146,7 +146,7 @@ class GraphExplanation:
     @property
     def walk_weights(self) -> Optional[Tensor]:
         """``(B,)`` the weight ``λ`` of each example's negative walk (``walks="both"``; 0 where ``walk_gate`` kept
-        the positive walk alone, as :func:`~captum_prxai.graph.spec.walk_weights` decided when scoring), else
+        the positive walk alone, as :func:`~captum_prxai.graph.scoring.walk_weights` decided when scoring), else
         ``None``. Read from :attr:`scores`, which sum to ``1 − λ``, so no PageRank is solved again (with a gate and
         a ``relevance_weight`` the scores are weighed per token, so the walks are solved again instead)."""
         if self.built.negative is None:
@@ -188,7 +188,7 @@ class GraphExplanation:
     @property
     def relevance_factor(self) -> Tensor:
         """``(B, T)`` what each token's walk score was multiplied by: ``1 + w · R / max|R|`` with ``R`` the same
-        pass's gradient x input (``relevance_weight`` ``w``; :func:`~captum_prxai.graph.spec.relevance_weighted`),
+        pass's gradient x input (``relevance_weight`` ``w``; :func:`~captum_prxai.graph.scoring.relevance_weighted`),
         all ones without it."""
         ones = torch.ones(self.mask.shape, dtype=torch.float64, device=self.mask.device)
         if not self.spec.relevance_weight:
@@ -422,7 +422,7 @@ class PageRankAttribution(AttentionGraphAttribution):
         windows' logits, and each window explains its own ``objective`` for
         the text's target (its target logit, or its log-probability; see
         ``objective``). Each window's token graph is built by the same
-        :func:`~captum_prxai.graph.spec.token_adjacency` as
+        :func:`~captum_prxai.graph.build.token_adjacency` as
         :meth:`attribute` uses (sink and self-loop policy included), mapped
         back to positions in the whole text and summed (overlaps count twice);
         one PageRank on the stitched graph, teleporting as ``teleport`` says

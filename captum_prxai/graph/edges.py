@@ -59,7 +59,7 @@ def tempered_attention_gradient(power: float = 0.5) -> EdgeWeight:
     ``(A ⊙ dA)⁺``). A small power keeps the gradient's sign and size where
     the attention is weak but not zero, while still discounting edges the
     model barely attends to. ``γ = 0.5`` was chosen by the worst-case rule
-    of docs/default_search.md (over six cells, two encoders and a decoder).
+    of docs/research/default_search.md (over six cells, two encoders and a decoder).
     """
     if isinstance(power, bool) or not isinstance(power, (int, float)) or not 0.0 <= float(power) <= 2.0:
         raise PRXAIError(f"attention_power must be a number in [0, 2], got {power!r}.")
