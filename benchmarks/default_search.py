@@ -164,24 +164,53 @@ class AgreementPowerGradient(PowerGradient):
         return f"AgreementPowerGradient({self.gamma:g})"
 
 
-def _gradient_norm_weighted(attr: Any) -> Any:
+def _gradient_norm_weighted(spec: Any) -> Callable[[Tensor, Tensor, bool], Tensor]:
     r"""Layer weights from gradient norms: each layer's term scaled to unit mass, then by its map's Frobenius norm.
 
     The token graph sums the layers' terms. Unweighted, a layer counts by the L1 mass of its edges;
     with ``normalize_layers`` every layer counts the same. Here layer ``l`` counts by ``‖E_l‖_F``,
-    which favours layers whose gradient is concentrated on a few edges. Implemented on the
-    attribution's per-layer term (``_layer_term``, the running sum of the capture), so it is one pass.
+    which favours layers whose gradient is concentrated on a few edges. Returns the per-layer term
+    ``(edge_map, mask, causal) -> (B, T, T)`` of :func:`captum_prxai.capture_graph` (the capture keeps
+    the running sum), so it is one pass (:func:`_one_pass`).
     """
     from captum_prxai.graph.build import token_layer
 
-    spec = attr.spec.replace(normalize_layers=True)
+    spec = spec.replace(normalize_layers=True)
 
     def term(edge_map: Tensor, mask: Tensor, causal: bool) -> Tensor:
         norm = edge_map.flatten(1).norm(dim=1).reshape(-1, 1, 1)
         return token_layer(spec, edge_map, mask, causal) * norm
 
-    attr._layer_term = lambda: term
-    return attr
+    return term
+
+
+def _one_pass(attr: Any, ids: Tensor, mask: Tensor, target: Tensor, layer_term: Optional[Callable] = None,
+              input_gradient: bool = False) -> Tuple[Any, Tensor]:
+    """``(built graph, scores)`` of one pass of the token-graph attribution ``attr`` on ``ids`` (``mask`` its
+    padding mask, passed to the model too; ``target`` one class per example), as its ``attribute_graph`` computes
+    them, through the library's public pipeline (:func:`captum_prxai.capture_graph`, then
+    :func:`~captum_prxai.build_graph` and :func:`~captum_prxai.score_graph` with ``attr.spec``), where a candidate
+    sets what the attribution does not: the per-layer term of the layers' sum (default: the library's
+    :func:`~captum_prxai.graph.build.token_layer`) and, with ``input_gradient``, the first attention layer's gradient
+    x input from the same backward pass (``built.input_gradient``; gradient edges only)."""
+    from captum_prxai import build_graph, capture_graph, score_graph
+    from captum_prxai.graph.build import token_layer
+
+    spec = attr.spec
+    if layer_term is None:
+        def layer_term(edge_map: Tensor, real: Tensor, causal: bool) -> Tensor:
+            return token_layer(spec, edge_map, real, causal)
+
+    captured = capture_graph(attr.forward_func, attr.layers, ids, mask.bool(), lambda layer, a, g: spec.edge_map(a, g),
+                             targets=torch.as_tensor(target, device=ids.device).long().expand(ids.shape[0]),
+                             additional_forward_args=(mask,), with_gradients=spec.needs_gradients,
+                             input_gradient=spec.needs_input_gradient or input_gradient,
+                             attention_fn=attr.attention_fn, capture=attr.capture,
+                             target_position=attr.target_position, layer_term=layer_term, objective=spec.objective,
+                             propagation=spec.propagation)
+    built = build_graph(spec, captured)
+    scores = score_graph(spec, built)
+    return built, scores * mask.to(scores.dtype)
 
 
 def _leaky_walk(adjacency: Tensor, teleport: Tensor, mask: Tensor, damping: float, beta: float,
@@ -265,15 +294,24 @@ def _relative_scores(attr: Any, ids: Tensor, mask: Tensor, target: Any, beta: fl
     """Scores of :data:`RELATIVE`: each walk's personalised PageRank ``x`` over ``g^β``, ``g`` the same graph's global
     PageRank (the library's scoring steps with the hubs' power ``−β``, which :class:`GraphSpec` does not accept),
     combined as the library combines the walks (``r⁺ − λ r⁻``, the gate deciding on the PageRank vectors)."""
-    from captum_prxai.graph.scoring import global_ranks, hub_weighted, walk_ranks, walk_weights
+    from captum_prxai.graph.scoring import walk_weights
 
     spec = attr.spec
     built = attr.attribute_graph(ids, target=target, additional_forward_args=(mask,)).built
-    ranks = walk_ranks(spec, built)
-    walks = [hub_weighted(x, g, -beta, built.mask) for x, g in zip(ranks, global_ranks(spec, built))]
+    ranks, walks = _relative_walks(spec, built, beta)
     if len(walks) == 1:
         return walks[0]
     return walks[0] - walk_weights(spec, built, *ranks).to(walks[0].dtype)[:, None] * walks[1]
+
+
+def _relative_walks(spec: Any, built: Any, beta: float) -> Tuple[List[Tensor], List[Tensor]]:
+    """Each walk's personalised PageRank ``x`` (the library's :func:`~captum_prxai.graph.scoring.walk_ranks`) and
+    ``x / g^β`` renormalised over the real tokens, ``g`` the same graph's global PageRank: the library's hubs' weight
+    (:func:`~captum_prxai.graph.scoring.hub_weighted`) at the power ``−β``. ``([x⁺(, x⁻)], [r⁺(, r⁻)])``."""
+    from captum_prxai.graph.scoring import global_ranks, hub_weighted, walk_ranks
+
+    ranks = walk_ranks(spec, built)
+    return ranks, [hub_weighted(x, g, -beta, built.mask) for x, g in zip(ranks, global_ranks(spec, built))]
 
 
 def walk_correlation(positive: Tensor, negative: Tensor, ordinary: Tensor) -> float:
@@ -690,10 +728,9 @@ def register_candidates() -> None:
             if name in GATE:  # the library's gate: both walks (W(A, -dA) of the same edges) in one pass, gated
                 kwargs.update(walks="both", negative_weight=NEGATIVE_WEIGHT[name], walk_gate=GATE[name])
             attr = captum_prxai.PageRankAttribution(forward_func, layers, **kwargs)
-            if name in ADDED_IXG:  # the capture's gradient x input at the first layer, from the same backward pass
-                attr._needs_input_gradient = lambda: True
-            if name in NORM_WEIGHTED:
-                attr = _gradient_norm_weighted(attr)
+            # what the attribution does not run by itself goes through _one_pass: NORM_WEIGHTED's per-layer term
+            # (here) and ADDED_IXG's gradient x input (in explain)
+            term = _gradient_norm_weighted(attr.spec) if name in NORM_WEIGHTED else None
             negative = None
             if name in SIGNED_WALKS and name not in GATE and name not in RELATIVE:
                 gamma = kwargs["edge_weight"].gamma
@@ -708,10 +745,10 @@ def register_candidates() -> None:
                 if name in PATH:
                     return _path_scores(attr, model.get_input_embeddings(), ids, mask, special, target, PATH[name],
                                         ctx.pad_token_id)
-                if name in ADDED_IXG:
-                    out = attr.attribute_graph(ids, target=target, additional_forward_args=(mask,))
-                    own = out.built.input_gradient.to(out.scores.dtype) * mask.to(out.scores.dtype)
-                    return out.scores + ADDED_IXG[name] * own / own.abs().sum(-1, keepdim=True).clamp_min(1e-30)
+                if name in ADDED_IXG:  # the capture's gradient x input at the first layer, from the same backward pass
+                    built, scores = _one_pass(attr, ids, mask, target, input_gradient=True)
+                    own = built.input_gradient.to(scores.dtype) * mask.to(scores.dtype)
+                    return scores + ADDED_IXG[name] * own / own.abs().sum(-1, keepdim=True).clamp_min(1e-30)
                 if RELATIVE.get(name, 0.0) > 0:  # dividing by the hubs: not a library option (it loses)
                     return _relative_scores(attr, ids, mask, target, RELATIVE[name])
                 if name in LEAK:
@@ -725,7 +762,10 @@ def register_candidates() -> None:
                     ratio = neg.adjacency.sum((1, 2)) / pos.adjacency.sum((1, 2)).clamp_min(1e-30)
                     return pos.scores - ratio.unsqueeze(-1).to(pos.scores.dtype) * neg.scores
                 with _rms_norms_held(model) if name in HELD_RMS_NORMS else contextlib.nullcontext():
-                    scores = attr.attribute(ids, target=target, additional_forward_args=(mask,))
+                    if term is not None:
+                        scores = _one_pass(attr, ids, mask, target, layer_term=term)[1]
+                    else:
+                        scores = attr.attribute(ids, target=target, additional_forward_args=(mask,))
                 if negative is not None:
                     against = negative.attribute(ids, target=target, additional_forward_args=(mask,))
                     if name in DEMOTE:
@@ -2238,7 +2278,7 @@ def write_length_rule_table(path: Optional[Path] = None) -> Path:
 def write_summary() -> Path:
     register_candidates()
     lines = ["# PR-XAI default search", "",
-             "Written by `python benchmarks/default_search.py --summary`; see `docs/default_search.md` for the "
+             "Written by `python benchmarks/default_search.py --summary`; see `docs/research/default_search.md` for the "
              "candidates, the rule and the conclusions. ERASER deletion, bins 1/5/10/20/50%; every cell's folder "
              "has its full table (`summary.md`), per-example rows (`results.csv`) and exact command (`COMMAND`).", ""]
     data = {}

@@ -115,22 +115,6 @@ def tiny_decoder():
     return transformers.LlamaForSequenceClassification(config).eval(), tokenizer
 
 
-@pytest.fixture
-def random_graph():
-    """Two random 5-node graphs teleporting to node 0, the second with node 4 masked out, and their PageRank:
-    ``(adjacency, teleport, mask, reference)``."""
-    from captum_prxai import pagerank
-
-    torch.manual_seed(0)
-    adjacency = torch.rand(2, 5, 5, dtype=torch.float64)
-    teleport = torch.zeros(2, 5, dtype=torch.float64)
-    teleport[:, 0] = 1.0
-    mask = torch.ones(2, 5, dtype=torch.bool)
-    mask[1, 4] = False
-    reference = pagerank(adjacency, 0.7, personalization=teleport, node_mask=mask, tol=1e-12, max_iter=1000)
-    return adjacency, teleport, mask, reference
-
-
 @pytest.fixture(scope="session")
 def tiny_model_factory():
     cache: dict[str, torch.nn.Module] = {}

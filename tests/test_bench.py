@@ -710,30 +710,6 @@ def test_memory_child_imports_this_package_not_the_current_folders(tmp_path, mon
     assert peak is None and why.startswith("failed: ") and "no-such-method" in why
 
 
-def test_relative_walks_are_pagerank_at_beta_0_and_demote_a_hub_at_beta_1(random_graph):
-    """The ratio candidates (``RELATIVE``, β > 0) walk with the core's ``token_walks`` at hub power ``−β``."""
-    import torch
-
-    from captum_prxai.graph.spec import BuiltGraph, GraphSpec, token_walks
-
-    spec = GraphSpec(tol=1e-12, max_iter=1000)
-    adjacency, teleport, mask, reference = random_graph
-    (local, relative), = token_walks(spec, BuiltGraph("token", mask, teleport, adjacency), hub_power=-0.0)
-    assert torch.allclose(local, reference, atol=1e-9) and torch.allclose(relative, reference, atol=1e-9)
-    assert float(relative[1, 4]) == 0.0
-    # a star: every node points at hub 1, and node 0 (the teleport) points at 1 and 2 equally; the explained node's
-    # walk reaches 1 and 2 alike, but 1 is reached from everywhere, so relative to that 2 ranks above it
-    star = torch.zeros(1, 4, 4, dtype=torch.float64)
-    star[0, :, 1] = 1.0
-    star[0, 0, 2] = 1.0
-    start = torch.tensor([[1.0, 0.0, 0.0, 0.0]], dtype=torch.float64)
-    everything = torch.ones(1, 4, dtype=torch.bool)
-    (local, relative), = token_walks(spec, BuiltGraph("token", everything, start, star), hub_power=-1.0)
-    assert float(local[0, 1]) > float(local[0, 2])
-    assert float(relative[0, 2]) > float(relative[0, 1])
-    assert float(relative.sum()) == pytest.approx(1.0)
-
-
 def test_reuse_retrained_takes_a_nearly_equal_models_rows_after_a_spot_check(tiny, tmp_path):
     """A model retrained with the same recipe but not bit-for-bit equal: its cache key differs, so plain reuse takes
     nothing. reuse_retrained recomputes the first stored examples, compares, then takes the other stored rows."""

@@ -303,6 +303,64 @@ def test_leaky_walk_is_pagerank_at_beta_0_and_lets_weak_rows_leak_at_beta_1(rand
     assert float(leaky.sum()) == pytest.approx(1.0)
 
 
+def test_relative_walks_are_pagerank_at_beta_0_and_demote_a_hub_at_beta_1(random_graph):
+    """The ratio candidates (``RELATIVE``, β > 0) divide each walk by its graph's global PageRank to the power β."""
+    from captum_prxai import GraphSpec
+    from captum_prxai.graph.build import BuiltGraph
+
+    default_search = _default_search()
+    spec = GraphSpec(tol=1e-12, max_iter=1000)
+    adjacency, teleport, mask, reference = random_graph
+    (local,), (relative,) = default_search._relative_walks(spec, BuiltGraph("token", mask, teleport, adjacency), 0.0)
+    assert torch.allclose(local, reference, atol=1e-9) and torch.allclose(relative, reference, atol=1e-9)
+    assert float(relative[1, 4]) == 0.0
+    # a star: every node points at hub 1, and node 0 (the teleport) points at 1 and 2 equally; the explained node's
+    # walk reaches 1 and 2 alike, but 1 is reached from everywhere, so relative to that 2 ranks above it
+    star = torch.zeros(1, 4, 4, dtype=torch.float64)
+    star[0, :, 1] = 1.0
+    star[0, 0, 2] = 1.0
+    start = torch.tensor([[1.0, 0.0, 0.0, 0.0]], dtype=torch.float64)
+    everything = torch.ones(1, 4, dtype=torch.bool)
+    (local,), (relative,) = default_search._relative_walks(spec, BuiltGraph("token", everything, start, star), 1.0)
+    assert float(local[0, 1]) > float(local[0, 2])
+    assert float(relative[0, 2]) > float(relative[0, 1])
+    assert float(relative.sum()) == pytest.approx(1.0)
+
+
+def test_one_pass_through_the_public_pipeline_is_the_attributions_own_pass(tiny):
+    """``_one_pass`` runs what an attribution cannot run by itself (a per-layer term of its own, the first layer's
+    gradient x input besides its scores) through the library's public capture_graph, build_graph and score_graph:
+    with nothing of its own it is the attribution's ``attribute_graph`` exactly, graph and scores."""
+    import captum_prxai
+
+    default_search = _default_search()
+    model, tokenizer = tiny
+    enc = tokenizer(["good film but a dull plot", "bad"], return_tensors="pt", padding=True)
+    ids, mask, target = enc["input_ids"], enc["attention_mask"], torch.tensor([1, 0])
+    layers = captum_prxai.attention_layers(model)
+
+    def forward(input_ids, attention_mask=None):
+        return model(input_ids, attention_mask=attention_mask).logits
+
+    for options in (dict(edge_weight="attention", hub_power=0.0), dict(
+            edge_weight="tempered_attention_gradient", attention_power=0.25, walks="both", negative_weight=0.25,
+            walk_gate=0.5, hub_power=0.5, objective="log_probability", propagation="conservative",
+            relevance_weight=1.0)):
+        attr = captum_prxai.PageRankAttribution(forward, layers, **options)
+        expected = attr.attribute_graph(ids, target=target, additional_forward_args=(mask,))
+        gradients = options["edge_weight"] != "attention"
+        for input_gradient in (False, True) if gradients else (False,):
+            built, scores = default_search._one_pass(attr, ids, mask, target, input_gradient=input_gradient)
+            assert torch.equal(scores, expected.scores) and torch.equal(built.adjacency, expected.built.adjacency)
+            assert (built.input_gradient is not None) == gradients  # asked for, or the relevance weight's
+            if gradients:
+                assert torch.equal(built.input_gradient, expected.built.input_gradient)
+        # the gradient-norm layer weights (``ds:pow0.5:l2w``) change the graph the same pass builds
+        weighted, _ = default_search._one_pass(attr, ids, mask, target,
+                                               layer_term=default_search._gradient_norm_weighted(attr.spec))
+        assert not torch.allclose(weighted.adjacency, expected.built.adjacency)
+
+
 def test_relative_scores_raising_the_hubs_equal_the_librarys_hub_power(tiny):
     """The eleventh round's hub candidates were scored by the benchmark's own walk before ``hub_power`` existed; the
     library's option gives the same scores, so their cached rows stand."""
