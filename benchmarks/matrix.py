@@ -327,7 +327,16 @@ def compare_former(path: Path = FORMER_DIR / "reproduction.md") -> Path:
     """How a cell's rerun agrees with its former run (``matrix-former-default/<cell>``): per method both ran, the
     largest per-example difference of the explained class's probability and of the two metrics, on the examples
     both runs have."""
-    from captum_prxai.bench.report import _per_example
+    from captum_prxai.bench.report import read_csv
+
+    def _per_example(path: Path, metric: str) -> Dict[str, Dict[int, float]]:
+        """``{method: {example: value}}`` of ``metric`` (``prob`` or a metric column) from a run's results.csv."""
+        values: Dict[str, Dict[int, float]] = {}
+        for record in read_csv(path):
+            value = record["prob"] if metric == "prob" else record["metrics"].get(metric)
+            if value is not None:
+                values.setdefault(record["method"], {})[record["example"]] = value
+        return values
 
     lines = ["# Reruns against the former runs", "",
              "Largest per-example |difference| between `matrix/<cell>/results.csv` and "
