@@ -27,7 +27,8 @@ else:  # pragma: no cover
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "captum_prxai"
 
-CORE = ("captum_prxai.attr", "captum_prxai.capture", "captum_prxai.hooks", "captum_prxai.graph", "captum_prxai.metrics")
+CORE = ("captum_prxai.attr", "captum_prxai.capture", "captum_prxai.hooks", "captum_prxai.graph", "captum_prxai.metrics",
+        "captum_prxai.recommended", "captum_prxai.conservative")
 # A module is an app module when any part of its dotted name is one of these (so a move such as
 # captum_prxai.apps.bench is still recognised).
 APP_PARTS = frozenset({"bench", "explorer", "commands", "viz", "cli"})
@@ -306,7 +307,7 @@ def test_import_graph_check_sees_function_level_and_lazy_imports(tmp_path, monke
     (pkg / "bench").mkdir()
     for folder in (pkg, pkg / "attr", pkg / "bench"):
         (folder / "__init__.py").write_text("")
-    for name in ("capture", "hooks", "graph", "metrics"):
+    for name in ("capture", "hooks", "graph", "metrics", "recommended", "conservative"):
         (pkg / f"{name}.py").write_text("")
     (pkg / "helpers.py").write_text(
         "import importlib\n\ndef f():\n    return importlib.import_module('captum_prxai.viz')\n")
