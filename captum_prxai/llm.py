@@ -39,46 +39,23 @@ from torch import Tensor, nn
 
 from captum_prxai._tokenize import max_input_length
 from captum_prxai.attr._base import AttentionGraphAttribution
-from captum_prxai.capture import CapturedGraph, _is_causal, _warn_if_training, check_memory
+from captum_prxai.capture import CapturedGraph, capture_graph, check_memory
 from captum_prxai.exceptions import PRXAIError
-from captum_prxai.hooks import AttentionRecorder
 
 __all__ = ["LLMGraphAttribution", "DEFAULT_GEN_ARGS"]
 
 #: Memory budget (bytes) of the per-row edge maps held at once before PageRank runs on them;
 #: ``internal_batch_size=None`` sizes the row chunks to it.
 ROW_MAPS_BUDGET = 256 * 2**20
+#: Memory budget (bytes) of the activations that one batched backward over a chunk of rows keeps (each row is one
+#: copy of the sequence on the batch axis); ``internal_batch_size=None`` sizes the row chunks to it too.
+ROW_BATCH_BUDGET = 2 * 2**30
 
 # Hugging Face heads that are not language models: their logits are not next-token distributions.
 _NOT_CAUSAL_LM = re.compile(
     r"For(SequenceClassification|TokenClassification|QuestionAnswering|MultipleChoice|MaskedLM|"
     r"NextSentencePrediction|PreTraining|ImageClassification|AudioClassification)$"
 )
-
-
-class _RetainingRecorder(AttentionRecorder):
-    """:class:`AttentionRecorder` whose :meth:`backward` can run once per objective against one forward.
-
-    Each call back-propagates one objective to the captured attention maps
-    (keeping the forward graph with ``retain_graph=True``); the reduce
-    callback overwrites :attr:`maps` with that objective's maps, which the
-    caller collects before the next call.
-    """
-
-    def backward(self, objective: Tensor, retain_graph: bool = False) -> None:  # type: ignore[override]
-        self._check_calls()
-        captured = [a for a in self._anchors if a is not None]
-        if not captured:
-            raise self.missing_error()
-        first = self._first_input if self.input_gradient_wanted else None
-        inputs = [captured[0]] + ([first] if first is not None else [])
-        grads = torch.autograd.grad(objective, inputs=inputs, retain_graph=retain_graph, allow_unused=True)
-        self.input_gradient = None
-        if first is not None and grads[1] is not None:
-            self.input_gradient = (grads[1] * first.detach()).sum(-1)
-        if not retain_graph:
-            self._anchors = [None] * len(self.layers)
-            self._first_input = None
 
 
 class LLMGraphAttribution(LLMGradientAttribution):
@@ -371,56 +348,100 @@ class LLMGraphAttribution(LLMGradientAttribution):
     def _rows_one_pass(
         self, ids: Tensor, positions: Tensor, target_ids: Tensor, internal_batch_size: Optional[int]
     ) -> tuple[Tensor, Tensor]:
-        """``(n_out, T)`` scores and ``(n_out,)`` target log-probabilities from one forward pass."""
+        """``(n_out, T)`` scores and ``(n_out,)`` target log-probabilities.
+
+        Attention-only edges: one forward pass, every row read from the same maps. Gradient edges: the rows are
+        cut into chunks of ``R`` rows (:meth:`_row_chunk`); each chunk is one forward and one backward pass over
+        ``R`` copies of the sequence (up to the chunk's last explained position), copy ``r`` explaining row
+        ``r``'s log-probability, through the method's own capture (:func:`~captum_prxai.capture.capture_graph`,
+        with its ``propagation``, ``layer_term`` and input gradient), so that the ``R`` vector-Jacobian
+        products of a chunk run as one batched backward.
+        """
         method = self.attr_method
         length = ids.shape[1]
         n_out = positions.shape[0]
-        check_memory(method.layers, 1, length, ids.device, method.capture, method.attention_fn)
-        chunk = internal_batch_size or max(1, ROW_MAPS_BUDGET // (4 * len(method.layers) * length * length))
-        real = torch.ones(1, length, dtype=torch.bool, device=ids.device)
-        causal_flags: list[bool] = []
-
-        def keep(layer: int, attention: Tensor, grad: Optional[Tensor]) -> Tensor:
-            if not causal_flags:
-                causal_flags.append(_is_causal(attention, real))
-            edges = method._layer_map(layer, attention, grad)
-            return edges.to(torch.float32) if edges.dtype in (torch.float16, torch.bfloat16) else edges
-
         with_gradients = method._needs_gradients()
         if with_gradients and torch.is_inference_mode_enabled():
             raise PRXAIError(
                 "attribute() was called under torch.inference_mode(), which forbids the backward passes that "
                 "gradient-based edges need; call it outside inference_mode (PR-A needs no gradients)."
             )
-        _warn_if_training(method.layers)
-        recorder = _RetainingRecorder(method.layers, keep, with_gradients=with_gradients,
-                                      attention_fn=method.attention_fn, capture=method.capture,
-                                      input_gradient=method._needs_input_gradient())
-        rows: list[Tensor] = []
-        with torch.enable_grad() if with_gradients else torch.no_grad():
-            with recorder:
-                log_probs = torch.log_softmax(self._last_logits(ids, n_out)[0].float(), dim=-1)
-                objectives = log_probs[torch.arange(n_out, device=ids.device), target_ids]
-                if not with_gradients:
-                    maps = recorder.collected()
-                    self._check_causal(causal_flags)
-                for start in range(0, n_out, chunk):
-                    part = range(start, min(start + chunk, n_out))
-                    if with_gradients:
-                        per_row, saliency = [], []
-                        for k in part:
-                            recorder.backward(objectives[k], retain_graph=k < n_out - 1)
-                            per_row.append(recorder.collected())
-                            saliency.append(recorder.input_gradient)
-                            self._check_causal(causal_flags)
-                        # rows on the batch axis, (R, T, T); with a negative walk (2, R, T, T)
-                        row_maps = [torch.cat(layer_maps, dim=-3) for layer_maps in zip(*per_row)]
-                        input_gradient = None if saliency[0] is None else torch.cat(saliency)
-                    else:
-                        row_maps = [m.expand(len(part), -1, -1) for m in maps]
-                        input_gradient = None
-                    rows.append(self._score_rows(row_maps, positions[start:start + len(part)], input_gradient))
-        return torch.cat(rows), objectives.detach()
+        if not with_gradients:
+            return self._rows_attention_only(ids, positions, target_ids, internal_batch_size)
+        chunk = internal_batch_size or self._row_chunk(length, n_out)
+        # every row explains its token's log-probability (the forward returns log-probabilities, so "output" is
+        # that), whatever the method's objective; the propagation is the method's own
+        propagation = method._backward_options()[1]
+        rows, log_probs = [], []
+        for start in range(0, n_out, chunk):
+            part = positions[start:start + chunk]
+            count, end = part.shape[0], int(part[-1]) + 1
+            copies = ids[:, :end].expand(count, -1)
+            prefix = torch.arange(end, device=ids.device)[None, :] <= part[:, None]  # (R, end)
+            check_memory(method.layers, count, end, ids.device, method.capture, method.attention_fn,
+                         summed=method._layer_term() is not None)
+            graph = capture_graph(
+                self._row_forward(part), method.layers, copies, prefix, method._layer_map,
+                targets=target_ids[start:start + chunk], with_gradients=True,
+                input_gradient=method._needs_input_gradient(), attention_fn=method.attention_fn,
+                capture=method.capture, target_position="last", layer_term=method._layer_term(),
+                objective="output", propagation=propagation,
+            )
+            self._check_causal([graph.causal])
+            scores = method._token_scores(graph) * prefix
+            rows.append(torch.nn.functional.pad(scores, (0, length - end)))
+            log_probs.append(graph.logits.gather(1, target_ids[start:start + chunk, None]).squeeze(1))
+        return torch.cat(rows), torch.cat(log_probs)
+
+    def _row_forward(self, part: Tensor) -> Callable[[Tensor], Tensor]:
+        """The forward function of a chunk of rows: ``(R, T')`` copies -> ``(R, V)`` log-probabilities, copy ``r``
+        read at position ``part[r]``."""
+        keep = int(part[-1] - part[0]) + 1
+
+        def forward(input_ids: Tensor) -> Tensor:
+            logits = self._last_logits(input_ids, keep)  # positions part[0] .. part[-1]
+            picked = logits[torch.arange(input_ids.shape[0], device=input_ids.device), part - part[0]]
+            return torch.log_softmax(picked.float(), dim=-1)
+
+        return forward
+
+    def _row_chunk(self, length: int, n_out: int) -> int:
+        """Rows per batched backward: as many as keep the chunk's activations within :data:`ROW_BATCH_BUDGET`
+        and its edge maps within :data:`ROW_MAPS_BUDGET`."""
+        method = self.attr_method
+        kept = 1 if method._layer_term() is not None else len(method.layers)
+        maps = 4 * (kept + 3) * length * length
+        config = getattr(self.model, "config", None)
+        hidden = getattr(config, "hidden_size", None) or 1024
+        inner = getattr(config, "intermediate_size", None) or 4 * hidden
+        per_token = 4 * (10 * hidden + 4 * inner) * len(method.layers)  # activations autograd keeps, per token
+        rows = min(ROW_MAPS_BUDGET // max(maps, 1), ROW_BATCH_BUDGET // max(per_token * length, 1))
+        return max(1, min(n_out, rows))
+
+    def _rows_attention_only(self, ids: Tensor, positions: Tensor, target_ids: Tensor,
+                             internal_batch_size: Optional[int]) -> tuple[Tensor, Tensor]:
+        """Attention-only edges: one forward pass over the whole sequence; row ``r`` is its causal prefix."""
+        method = self.attr_method
+        length, n_out = ids.shape[1], positions.shape[0]
+        stash: dict[str, Tensor] = {}
+
+        def forward(input_ids: Tensor) -> Tensor:
+            stash["log_probs"] = torch.log_softmax(self._last_logits(input_ids, n_out)[0].float(), dim=-1)
+            return stash["log_probs"][-1:]
+
+        check_memory(method.layers, 1, length, ids.device, method.capture, method.attention_fn)
+        full = torch.ones(1, length, dtype=torch.bool, device=ids.device)
+        graph = capture_graph(forward, method.layers, ids, full, method._layer_map, with_gradients=False,
+                              attention_fn=method.attention_fn, capture=method.capture, target_position="last")
+        self._check_causal([graph.causal])
+        maps = [m.to(torch.float32) if m.dtype in (torch.float16, torch.bfloat16) else m for m in graph.maps]
+        chunk = internal_batch_size or max(1, ROW_MAPS_BUDGET // (4 * len(maps) * length * length))
+        rows = []
+        for start in range(0, n_out, chunk):
+            part = positions[start:start + chunk]
+            rows.append(self._score_rows([m.expand(len(part), -1, -1) for m in maps], part, None))
+        log_probs = stash["log_probs"][torch.arange(n_out, device=ids.device), target_ids]
+        return torch.cat(rows), log_probs
 
     def _score_rows(self, maps: list[Tensor], positions: Tensor, input_gradient: Optional[Tensor]) -> Tensor:
         """Scores of a batch of rows: row ``r``'s graph is the causal prefix ending at ``positions[r]``."""
