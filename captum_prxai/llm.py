@@ -123,7 +123,8 @@ class LLMGraphAttribution(LLMGradientAttribution):
     SUPPORTED_METHODS = (AttentionGraphAttribution,)
     SUPPORTED_INPUTS = (TextTokenInput, TextTemplateInput)
 
-    def __init__(self, attr_method: AttentionGraphAttribution, tokenizer: Any) -> None:
+    def __init__(self, attr_method: AttentionGraphAttribution, tokenizer: Any, add_bos: Union[bool, str] = "auto",
+                 model_name: Optional[str] = None) -> None:
         if not isinstance(attr_method, AttentionGraphAttribution):
             raise PRXAIError(
                 f"LLMGraphAttribution wraps a captum-prxai attention-graph attribution (PRAttention, PRGradient, "
@@ -139,6 +140,12 @@ class LLMGraphAttribution(LLMGradientAttribution):
         # per-token GradientForwardFunc; the shared base sets model, tokenizer and device only.
         BaseLLMAttribution.__init__(self, attr_method, tokenizer)
         self.attr_method = attr_method
+        if add_bos not in ("auto", True, False):
+            raise PRXAIError(f"add_bos must be 'auto', True or False, got {add_bos!r}.")
+        self.add_bos = add_bos
+        #: the model's name, recorded in saved results (:func:`save_result`); default: its config's ``_name_or_path``
+        self.model_name = model_name or str(getattr(getattr(model, "config", None), "_name_or_path", "") or
+                                            type(model).__name__)
 
     # -- the Captum entry point ------------------------------------------------------------------
     def attribute(  # type: ignore[override]
@@ -207,9 +214,14 @@ class LLMGraphAttribution(LLMGradientAttribution):
                 internal_batch_size, int) or internal_batch_size < 1):
             raise PRXAIError(f"internal_batch_size must be a positive int, got {internal_batch_size!r}.")
 
+        self._check_generation_prompt(inp.to_model_input())
         prompt_ids = self._prompt_ids(inp)
-        n_in = prompt_ids.shape[1]
         columns = self._feature_matrix(inp, prompt_ids)  # (n_itp, n_in) token -> feature
+        if self._needs_bos(prompt_ids):  # a BOS the tokenizer did not add: in the graph, no column of its own
+            bos = torch.full((1, 1), int(self.tokenizer.bos_token_id), dtype=prompt_ids.dtype, device=prompt_ids.device)
+            prompt_ids = torch.cat([bos, prompt_ids], dim=1)
+            columns = torch.nn.functional.pad(columns, (1, 0))
+        n_in = prompt_ids.shape[1]
         target_ids = self._target_ids(inp, target, gen_args, prompt_ids)
         n_out = target_ids.shape[0]
         length = n_in + n_out - 1
@@ -266,6 +278,26 @@ class LLMGraphAttribution(LLMGradientAttribution):
                 "values); nothing would get a score."
             )
         return ids.to(self.device)
+
+    def _needs_bos(self, prompt_ids: Tensor) -> bool:
+        """Whether to put the tokenizer's BOS in front of the prompt (``add_bos``; ``"auto"``: the tokenizer has a
+        BOS token and the prompt does not start with a special token, e.g. SmolLM2's, which adds none)."""
+        bos = getattr(self.tokenizer, "bos_token_id", None)
+        if self.add_bos is False or bos is None or int(prompt_ids[0, 0]) == int(bos):
+            return False
+        if self.add_bos is True:
+            return True
+        return int(prompt_ids[0, 0]) not in set(getattr(self.tokenizer, "all_special_ids", None) or ())
+
+    def _check_generation_prompt(self, text: Any) -> None:
+        """Refuse a chat-template prompt that ends with a finished turn (no generation prompt after it)."""
+        end = _end_of_turn(self.tokenizer)
+        if end and isinstance(text, str) and text.rstrip().endswith(end):
+            raise PRXAIError(
+                f"The prompt ends with the chat template's end of turn {end!r}: it has no generation prompt, so "
+                "the model is not asked to answer. Build it with tokenizer.apply_chat_template(messages, "
+                "tokenize=False, add_generation_prompt=True), or with captum_prxai.llm.chat_input."
+            )
 
     def _feature_matrix(self, inp: Union[TextTokenInput, TextTemplateInput], prompt_ids: Tensor) -> Tensor:
         """``(n_itp_features, n_in)`` 0/1 matrix: which prompt tokens make up each interpretable feature."""
@@ -533,6 +565,19 @@ def _vocab_size(model: nn.Module) -> Optional[int]:
         return int(weight.shape[0])
     size = getattr(getattr(model, "config", None), "vocab_size", None)
     return int(size) if isinstance(size, int) else None
+
+
+def _end_of_turn(tokenizer: Any) -> str:
+    """The text a chat template puts after a user turn (e.g. ``"<|im_end|>"``), stripped; ``""`` without a
+    template."""
+    if not getattr(tokenizer, "chat_template", None) or not callable(getattr(tokenizer, "apply_chat_template", None)):
+        return ""
+    marker = "\ue000prxai\ue001"
+    try:
+        text = tokenizer.apply_chat_template([{"role": "user", "content": marker}], tokenize=False)
+    except Exception:  # a template that needs other messages: no check
+        return ""
+    return text.split(marker, 1)[1].strip() if isinstance(text, str) and marker in text else ""
 
 
 _SENTINEL = re.compile("\ue000(\\d+)\ue001")

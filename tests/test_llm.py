@@ -298,14 +298,34 @@ def test_model_state_is_unchanged(lms, tok, name, implementation):
 
 def test_a_real_first_token_silenced_by_the_sink_rule_is_reported(lms):
     no_bos = _tokenizer(bos=False)
-    llm = _wrap(lms("llama"), cp.PRGradient, no_bos)
+    llm = LLMGraphAttribution(cp.PRGradient(lms("llama"), cp.attention_layers(lms("llama"))), no_bos, add_bos=False)
     with pytest.warns(UserWarning, match="first prompt token 'w1'"):
         result = llm.attribute(TextTokenInput(PROMPT, no_bos), target=TARGET)
     assert (result.token_attr[:, 0] == 0).all()
-    kept = _wrap(lms("llama"), cp.PRGradient, no_bos, sink="keep")
+    kept = LLMGraphAttribution(cp.PRGradient(lms("llama"), cp.attention_layers(lms("llama")), sink="keep"), no_bos,
+                               add_bos=False)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert (kept.attribute(TextTokenInput(PROMPT, no_bos), target=TARGET).token_attr[:, 0] > 0).all()
+
+
+def test_a_bos_is_added_where_the_tokenizer_adds_none(lms, tok):
+    """SmolLM2's tokenizer adds no BOS: the BOS goes in front, so the first real token keeps its score."""
+    no_bos = _tokenizer(bos=False)
+    llm = _wrap(lms("llama"), cp.PRGradient, no_bos)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        result = llm.attribute(TextTokenInput(PROMPT, no_bos), target=TARGET)
+    assert result.input_tokens == PROMPT.split()  # the added BOS has no column
+    assert (result.token_attr[:, 0] > 0).all()
+    # the same rows as the prompt that the BOS-adding tokenizer encodes, without its BOS column
+    with_bos = _wrap(lms("llama"), cp.PRGradient, tok).attribute(TextTokenInput(PROMPT, tok), target=TARGET)
+    torch.testing.assert_close(result.token_attr, with_bos.token_attr[:, 1:], atol=1e-6, rtol=0)
+
+
+def test_add_bos_is_checked(lms, tok):
+    with pytest.raises(PRXAIError, match="add_bos must be"):
+        LLMGraphAttribution(cp.PRGradient(lms("llama"), cp.attention_layers(lms("llama"))), tok, add_bos="yes")
 
 
 # -- bad input ------------------------------------------------------------------------------------------------
