@@ -267,13 +267,18 @@ def _path_scores(attr: Any, embeddings: Any, ids: Tensor, mask: Tensor, special:
 
 
 def _rms_norm_held(module: Any, args: Any, output: Tensor) -> Tensor:
-    """Forward hook on an RMSNorm module: ``weight · x / rms(x)`` with ``rms`` held constant in the backward pass, by
-    the library's own held ``rms_norm`` (statistics in fp32, as Llama's RMSNorm takes them)."""
-    from captum_prxai.conservative import _rms_norm
+    """Forward hook on an RMSNorm module: ``weight · x / rms(x)`` with ``rms`` held constant in the backward pass:
+    torch's ``rms_norm`` under the library's :func:`~captum_prxai.conservative.conservative_propagation`, which runs
+    its own held norm in its place (statistics in fp32, as Llama's RMSNorm takes them) wherever gradients are taken,
+    as they are in the capture's pass."""
+    import torch.nn.functional as F
+
+    from captum_prxai.conservative import conservative_propagation
 
     x = args[0]
     eps = getattr(module, "variance_epsilon", getattr(module, "eps", 1e-6))
-    return _rms_norm(x, x.shape[-1], getattr(module, "weight", None), eps)
+    with conservative_propagation():
+        return F.rms_norm(x, (x.shape[-1],), getattr(module, "weight", None), eps)
 
 
 @contextlib.contextmanager

@@ -778,6 +778,11 @@ def test_seventeenth_round_decoder_candidates_hold_the_softmax_and_with_cpnorm_t
     x = torch.randn(1, 3, 16)
     for norm in norms:
         torch.testing.assert_close(default_search._rms_norm_held(norm, (x,), norm(x)), norm(x))
+        # held: the backward pass sees weight / rms(x) as a constant scale
+        leaf, v = x.clone().requires_grad_(), torch.randn(1, 3, 16)
+        grad, = torch.autograd.grad((default_search._rms_norm_held(norm, (leaf,), None) * v).sum(), leaf)
+        rms = (x.pow(2).mean(-1, keepdim=True) + norm.variance_epsilon).sqrt()
+        torch.testing.assert_close(grad, norm.weight.detach() * v / rms)
     held = explain("ds:pow0.5:lp:pm:cpnorm*cpixg")
     assert not torch.allclose(held, explain("ds:pow0.5:lp:pm:cp*cpixg"), atol=1e-6)
     assert not [m for m in model.modules() if m._forward_hooks]
