@@ -1387,8 +1387,10 @@ def test_export_with_two_models_holds_both(tiny):
     assert resp.status_code == 400 and "1 to 2 job ids" in resp.json["error"]
 
 
-def test_estimates_are_stable_and_calibrated_from_finished_jobs(tiny):
+def test_estimates_are_stable_and_calibrated_from_finished_jobs(tiny, monkeypatch):
     """Item 4: one slow forward pass does not move the estimate; after a method ran, its estimate is its time."""
+    from captum_prxai.explorer import engine as engine_module
+
     model, tokenizer, datasets = tiny
     app = create_app(model, tokenizer, datasets, max_method_seconds=3600, confirm_seconds=3600)
     client = app.test_client()
@@ -1402,6 +1404,13 @@ def test_estimates_are_stable_and_calibrated_from_finished_jobs(tiny):
     engine._time_forward(tokens, 100.0)  # a pass slowed down by another process
     assert client.post("/api/estimate", json=body).json["estimates"][0]["seconds"] == first["seconds"]
     assert first["calibrated_runs"] == 0
+    assert 3 * 2 * 0.002 < engine_module.CALIBRATION_MIN_SECONDS
+    explain(client, **dict(body, params={"ig_steps": 2}))  # estimated far under a second: mostly start-up
+    assert client.post("/api/estimate", json=body).json["estimates"][0]["calibrated_runs"] == 0
+    monkeypatch.setattr(engine_module, "CALIBRATION_MIN_SECONDS", 0.0)  # this tiny model's runs are all short
+    explain(client, text=body["text"], methods=["pr-ag"])
+    pr = client.post("/api/estimate", json={"text": body["text"], "methods": ["pr-ag"]}).json["estimates"][0]
+    assert pr["calibrated_runs"] == 0 and pr["calibration"] == 1.0  # one pass: not calibrated
     done = explain(client, **body)
     measured = done["results"][0]["seconds"]
     after = client.post("/api/estimate", json=dict(body, params={"ig_steps": 41})).json["estimates"][0]

@@ -54,6 +54,9 @@ MANY_PASS = ("ig", "attention-flow")
 TIMED_PASSES = 5
 #: Recent runs per method whose measured over estimated time calibrates its estimates.
 CALIBRATION_RUNS = 9
+#: Runs estimated (before calibration) under this many seconds do not calibrate: a fixed start-up cost
+#: dominates them, and they are far under any limit anyway.
+CALIBRATION_MIN_SECONDS = 1.0
 
 
 def method_signed(spec: Any) -> bool:
@@ -690,6 +693,10 @@ class Engine:
     def calibration(self, name: str) -> Tuple[float, int]:
         """``(factor, runs)``: the median of measured over estimated seconds of ``name``'s recent runs (1.0 if none).
 
+        Only runs of many-pass methods (IG, the perturbation methods)
+        estimated at :data:`CALIBRATION_MIN_SECONDS` or more count: the time
+        of a one-pass method or a short run is mostly its fixed start-up.
+
         Clamped to ``[0.01, 100]`` (a batched method can run 20 times faster
         than its evaluations one by one), so one odd run cannot make a method
         look free or impossible.
@@ -700,9 +707,11 @@ class Engine:
         return max(0.01, min(100.0, _median(ratios))), len(ratios)
 
     def _calibrate(self, name: str, enc: Encoded, params: Mapping[str, Any], seconds: float) -> None:
+        if self.forward_rows(enc, name, params) <= 1:
+            return  # a one-pass method's time is mostly its fixed start-up, which no ratio describes
         count, _ = self.evaluations(enc, name, params)
         raw = count * self.forward_seconds(int(enc.input_ids.shape[1]))
-        if raw > 0 and seconds > 0:
+        if raw >= CALIBRATION_MIN_SECONDS and seconds > 0:
             ratios = self._calibration.setdefault(name, [])
             ratios.append(seconds / raw)
             del ratios[:-CALIBRATION_RUNS]

@@ -500,7 +500,7 @@ async function cancelJob() {
     const snaps = await Promise.all([state.job, ...state.others].map((j) => api(`/api/jobs/${j.id}/cancel`, {})));
     state.job = snaps[0];
     state.others = snaps.slice(1);
-    renderAll();
+    await rerender();  // with the display options and colour scale on screen
   } catch (err) { showError(err.message); } finally { $("cancel").disabled = false; }
 }
 
