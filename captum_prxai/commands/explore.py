@@ -40,8 +40,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-chars", type=int, default=2000,
                         help="longest text accepted from the page, in characters (default: %(default)s)")
     parser.add_argument("--methods", default=None,
-                        help="methods ticked when the page opens (default: the PR-XAI method with "
-                             "PageRankAttribution's default edges, and ig)")
+                        help="methods ticked when the page opens (default: the default method, pr-xai, and ig; "
+                             "the page shows the featured methods first and the rest under 'More methods')")
     parser.add_argument("--memory-budget-mb", type=float, default=1024.0,
                         help="activation memory one method may use; sets the internal batch size of IG and the "
                              "perturbation methods (default: %(default)s)")
@@ -91,7 +91,7 @@ def run(args: argparse.Namespace) -> int:
     )
     import logging
 
-    logging.getLogger("werkzeug").setLevel(logging.WARNING)  # no line per request (the page polls)
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)  # startup lines too (make_server logs no request)
     server = make_server(app, args.host, args.port)
     host = f"[{args.host}]" if ":" in args.host else args.host
     url = f"http://{host}:{server.server_port}/"
