@@ -423,13 +423,10 @@ class Engine:
         return resolve_method(name[:60])
 
     def default_pr_method(self) -> str:
-        """The registered PR-XAI method :class:`~captum_prxai.PageRankAttribution` runs with its defaults.
+        """The registered method :class:`~captum_prxai.PageRankAttribution` runs with its defaults for this model.
 
-        Read from :func:`captum_prxai.methods.default_method` for this model
-        (PR-TAG± (λ=0.25, hubs 0.5, log-prob., CP x relevance) for encoders under 12
-        layers, PR-TAG± (γ=0.25, λ=0.25, gate 0.5, hubs 0.5, log-prob., CP x relevance)
-        for deeper ones, PR-TAG± (log-prob.) for decoders), so the page and the library
-        cannot disagree on the default.
+        Read from :func:`captum_prxai.methods.default_method`, so the page and
+        the library cannot disagree on the default.
         """
         from captum_prxai.methods import default_method
 
