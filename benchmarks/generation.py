@@ -1,0 +1,653 @@
+"""Generation faithfulness: does row k of an explanation name the prompt tokens that t_k depends on?
+
+For each prompt the model continues greedily for ``N_OUT`` tokens (EOS suppressed); every method then
+explains the continuation through Captum's LLM API (row ``k`` of ``token_attr`` explains
+``p(t_k | prompt, t_<k)``). Under teacher forcing, for each output token k and each ERASER bin
+(1/5/10/20/50% of the prompt's removable tokens, at least one):
+
+* **comprehensiveness**: delete the top-ranked prompt tokens of row k and measure the drop of
+  ``p(t_k | prompt, t_<k)`` (higher is better);
+* **sufficiency**: keep only them and measure the drop (lower is better).
+
+BOS and chat-template tokens (the role lines, the system prompt, the special tokens) are never
+deleted and do not count towards the fractions. The token selection and deletion are the project's
+own (:func:`captum_prxai.metrics.masking.remove_top_k`, ties broken by position); the probabilities
+are read from one forward over ``perturbed prompt + t_0 .. t_{n-2}`` per distinct perturbed prompt,
+which gives ``p(t_k | ...)`` of every row k at once (a perturbed prompt shared by several rows, bins
+or methods is run once). A prompt's score is the AOPC-style mean over the bins and the output
+tokens; a cell's score is the mean ± one standard error over its prompts, and methods are compared
+by the paired difference default − method on the same prompts (``captum_prxai.bench.report``'s
+convention). "Signed in practice": the share of negative scores among the bottom-ranked 20% (at
+least one) of each row's removable tokens.
+
+Sources (each split into tune / held-out halves by
+:func:`captum_prxai.bench.ablation.dataset_half`, then sampled with
+:func:`captum_prxai.bench.runner.select_examples`, so a larger ``--n`` extends a smaller one):
+
+* ``cloze``: short factual prompts written for this benchmark (no package ships such a set):
+  capitals, official languages and the country of a capital, whose continuation is fixed by one or
+  two prompt words;
+* ``narrative``: the first sentence (at most 24 words) of the test split's movie reviews and BBC
+  News articles (``captum_prxai.data``);
+* ``chat``: an instruction on a test sentence of movie-sentences, in the model's chat template
+  (``tokenizer.apply_chat_template``, with its default system prompt and the generation prompt).
+
+Plain prompts start with the tokenizer's BOS token (SmolLM2's tokenizer adds none).
+
+Each (model, source, half, prompt, method) record goes to ``cache.jsonl`` in the output folder
+(:class:`captum_prxai.bench.cache.RecordCache`), so a rerun computes only what is missing;
+``--table`` writes ``summary.md`` from the cache alone. CPU time is process time around the
+attribution call only (set ``--threads 1``).
+
+    python benchmarks/generation.py --models smollm2 --n 50 --methods graph,random --threads 1
+    python benchmarks/generation.py --table
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import math
+import sys
+import time
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
+
+import torch
+from torch import Tensor
+
+ROOT = Path(__file__).resolve().parents[1]
+OUT = ROOT / "benchmarks" / "results" / "generation"
+
+#: output tokens explained per prompt
+N_OUT = 8
+#: narrative prompts are cut to this many words
+MAX_WORDS = 24
+#: bottom-ranked share of a row whose negative scores are counted
+BOTTOM = 0.2
+SOURCES = ("cloze", "narrative", "chat")
+HALVES = ("tune", "holdout")
+DEFAULT = "pr-xai"
+GRAPH_METHODS = ("pr-xai", "pr-a", "pr-g", "pr-ag", "pr-tag", "raw-attention", "rollout")
+CAPTUM_METHODS = ("feature-ablation", "lig")
+METHODS = GRAPH_METHODS + ("random",) + CAPTUM_METHODS
+LABELS = {"pr-xai": "PR-XAI default", "pr-a": "PR-A", "pr-g": "PR-G", "pr-ag": "PR-AG", "pr-tag": "PR-TAG",
+          "raw-attention": "Raw attention", "rollout": "Rollout", "random": "Random",
+          "feature-ablation": "Captum FeatureAblation", "lig": "Captum LIG"}
+#: the record of a prompt's greedy continuation (not a method)
+TARGET = "_target"
+MODELS = ("smollm2", "gemma3-270m")
+
+# ----------------------------------------------------------------------------------------------- data
+#: (country, capital, official language): the cloze set, written for this benchmark
+COUNTRIES: Tuple[Tuple[str, str, str], ...] = (
+    ("France", "Paris", "French"), ("Germany", "Berlin", "German"), ("Italy", "Rome", "Italian"),
+    ("Spain", "Madrid", "Spanish"), ("Portugal", "Lisbon", "Portuguese"), ("Japan", "Tokyo", "Japanese"),
+    ("China", "Beijing", "Chinese"), ("Russia", "Moscow", "Russian"), ("Egypt", "Cairo", "Arabic"),
+    ("Greece", "Athens", "Greek"), ("Turkey", "Ankara", "Turkish"), ("Poland", "Warsaw", "Polish"),
+    ("Sweden", "Stockholm", "Swedish"), ("Norway", "Oslo", "Norwegian"), ("Finland", "Helsinki", "Finnish"),
+    ("Denmark", "Copenhagen", "Danish"), ("the Netherlands", "Amsterdam", "Dutch"),
+    ("Austria", "Vienna", "German"), ("Hungary", "Budapest", "Hungarian"), ("Ireland", "Dublin", "English"),
+    ("the United Kingdom", "London", "English"), ("Canada", "Ottawa", "English"),
+    ("Mexico", "Mexico City", "Spanish"), ("Brazil", "Brasília", "Portuguese"),
+    ("Argentina", "Buenos Aires", "Spanish"), ("Chile", "Santiago", "Spanish"), ("Peru", "Lima", "Spanish"),
+    ("Colombia", "Bogotá", "Spanish"), ("India", "New Delhi", "Hindi"), ("Thailand", "Bangkok", "Thai"),
+    ("Vietnam", "Hanoi", "Vietnamese"), ("South Korea", "Seoul", "Korean"),
+    ("Indonesia", "Jakarta", "Indonesian"), ("Iran", "Tehran", "Persian"), ("Iraq", "Baghdad", "Arabic"),
+    ("Saudi Arabia", "Riyadh", "Arabic"), ("Kenya", "Nairobi", "Swahili"), ("Nigeria", "Abuja", "English"),
+    ("Ethiopia", "Addis Ababa", "Amharic"), ("Morocco", "Rabat", "Arabic"),
+    ("Australia", "Canberra", "English"), ("New Zealand", "Wellington", "English"),
+    ("Ukraine", "Kyiv", "Ukrainian"), ("the Czech Republic", "Prague", "Czech"),
+    ("Romania", "Bucharest", "Romanian"), ("Bulgaria", "Sofia", "Bulgarian"), ("Serbia", "Belgrade", "Serbian"),
+    ("Croatia", "Zagreb", "Croatian"), ("Belgium", "Brussels", "Dutch"), ("Switzerland", "Bern", "German"),
+    ("Israel", "Jerusalem", "Hebrew"), ("Pakistan", "Islamabad", "Urdu"), ("Bangladesh", "Dhaka", "Bengali"),
+    ("the Philippines", "Manila", "Filipino"), ("Malaysia", "Kuala Lumpur", "Malay"),
+    ("Cuba", "Havana", "Spanish"), ("Venezuela", "Caracas", "Spanish"), ("Iceland", "Reykjavik", "Icelandic"),
+    ("Estonia", "Tallinn", "Estonian"), ("Latvia", "Riga", "Latvian"), ("Lithuania", "Vilnius", "Lithuanian"),
+)
+#: (template, which field is the expected answer)
+CLOZE_TEMPLATES = (("The capital of {country} is", "capital"),
+                   ("The official language of {country} is", "language"),
+                   ("{capital} is the capital city of", "country"))
+#: instructions of the chat source; {text} is a movie-sentences test sentence
+INSTRUCTIONS = ("Summarize this sentence in a few words: {text}",
+                "Is this movie review positive or negative? {text}",
+                "Rewrite this sentence in simpler words: {text}",
+                "Translate into French: {text}",
+                "What is the main topic of this sentence? {text}")
+
+
+@dataclass(frozen=True)
+class Source:
+    """One prompt of a source, before tokenization: ``text`` is the user's part, ``answer`` (cloze only)
+    the word its continuation should contain."""
+
+    text: str
+    answer: Optional[str] = None
+
+
+def cloze_sources() -> List[Source]:
+    """The written cloze set: every template on every country."""
+    out = []
+    for template, field in CLOZE_TEMPLATES:
+        for country, capital, language in COUNTRIES:
+            text = template.format(country=country, capital=capital)
+            out.append(Source(text[0].upper() + text[1:], {"capital": capital, "language": language,
+                                                           "country": country.replace("the ", "")}[field]))
+    return out
+
+
+def _first_sentence(text: str) -> str:
+    text = " ".join(text.split())
+    for stop in (" . ", ". ", "! ", "? "):
+        cut = text.find(stop)
+        if 0 < cut:
+            text = text[: cut + len(stop)].rstrip()
+            break
+    return " ".join(text.split()[:MAX_WORDS])
+
+
+def narrative_sources() -> List[Source]:
+    """First sentences of the test split's movie reviews, then of its BBC News articles."""
+    from captum_prxai.data import load_dataset
+
+    return [Source(_first_sentence(t)) for name in ("movie-reviews", "bbc-news")
+            for t in load_dataset(name, "test").texts]
+
+
+def chat_sources() -> List[Source]:
+    """An instruction (cycling through :data:`INSTRUCTIONS`) on each short movie-sentences test sentence."""
+    from captum_prxai.data import load_dataset
+
+    sentences = [t for t in load_dataset("movie-sentences", "test").texts if 4 <= len(t.split()) <= 20]
+    return [Source(INSTRUCTIONS[i % len(INSTRUCTIONS)].format(text=s)) for i, s in enumerate(sentences)]
+
+
+SOURCE_LOADERS: Dict[str, Callable[[], List[Source]]] = {
+    "cloze": cloze_sources, "narrative": narrative_sources, "chat": chat_sources}
+
+
+def source_half(items: Sequence[Source], name: str, half: str) -> List[Source]:
+    """The ``tune`` or ``holdout`` half of a source, by the classifier matrix's rule
+    (:func:`captum_prxai.bench.ablation.dataset_half`)."""
+    from captum_prxai.bench.ablation import dataset_half
+    from captum_prxai.data import TextDataset
+
+    index = [str(i) for i in range(len(items))]
+    part = dataset_half(TextDataset(name=name, split="test", texts=index, labels=[0] * len(items),
+                                    label_names=["none"]), half)
+    return [items[int(i)] for i in part.texts]
+
+
+@dataclass
+class Prompt:
+    """A tokenized prompt: ``text`` is what the model reads (BOS or chat template included), ``ids`` its
+    ``(n_in,)`` token ids and ``protected`` ``(n_in,)`` True for the BOS / template tokens never deleted."""
+
+    source: str
+    half: str
+    index: int
+    text: str
+    ids: Tensor
+    protected: Tensor
+    answer: Optional[str] = None
+
+    @property
+    def sha(self) -> str:
+        return hashlib.sha256(self.text.encode()).hexdigest()[:16]
+
+
+def build_prompt(tokenizer: Any, source: str, item: Source) -> Tuple[str, Tuple[int, int]]:
+    """The model's input text and the character span of the user's part in it."""
+    if source == "chat":
+        marker = "\u0000"
+        templated = tokenizer.apply_chat_template([{"role": "user", "content": marker}], tokenize=False,
+                                                  add_generation_prompt=True)
+        start = templated.index(marker)
+        return templated.replace(marker, item.text), (start, start + len(item.text))
+    bos = getattr(tokenizer, "bos_token", None) or ""
+    return bos + item.text, (len(bos), len(bos) + len(item.text))
+
+
+def tokenize_prompt(tokenizer: Any, source: str, half: str, index: int, item: Source) -> Prompt:
+    """Tokenize as Captum's :class:`~captum.attr.TextTokenInput` does, and protect every token outside
+    the user's part (and every special token)."""
+    from captum.attr import TextTokenInput
+
+    text, (lo, hi) = build_prompt(tokenizer, source, item)
+    ids = TextTokenInput(text, tokenizer).inp_tensor[0]
+    enc = tokenizer(text, return_offsets_mapping=True)
+    if list(enc["input_ids"]) != ids.tolist():
+        raise RuntimeError(f"offsets tokenization differs from TextTokenInput's for {text!r}")
+    special = set(getattr(tokenizer, "all_special_ids", []) or [])
+    protected = torch.tensor([tid in special or not (lo <= a and b <= hi and b > a)
+                              for tid, (a, b) in zip(ids.tolist(), enc["offset_mapping"])])
+    if bool(protected.all()):
+        raise RuntimeError(f"prompt {text!r} has no removable token")
+    return Prompt(source, half, index, text, ids, protected, item.answer)
+
+
+def load_prompts(tokenizer: Any, sources: Sequence[str], halves: Sequence[str], n: int,
+                 items: Optional[Dict[str, List[Source]]] = None) -> Dict[Tuple[str, str], List[Prompt]]:
+    """``n`` prompts per (source, half): a seeded sample of the half, a prefix-stable one."""
+    from captum_prxai.bench.runner import select_examples
+
+    out = {}
+    for source in sources:
+        every = items[source] if items is not None else SOURCE_LOADERS[source]()
+        for half in halves:
+            part = source_half(every, source, half)
+            out[(source, half)] = [tokenize_prompt(tokenizer, source, half, i, part[i])
+                                   for i in select_examples(len(part), n)]
+    return out
+
+
+# -------------------------------------------------------------------------------------------- metric
+class TargetProbs:
+    """``p(t_k | perturbed prompt, t_<k)`` for every k, one forward per distinct perturbed prompt (memoised).
+
+    Args:
+        model: A Hugging Face causal LM.
+        target: ``(n_out,)`` the continuation, teacher-forced.
+        batch_size: Sequences per forward (all of one length: no padding).
+    """
+
+    def __init__(self, model: torch.nn.Module, target: Tensor, batch_size: int = 16) -> None:
+        self.model, self.target, self.batch_size = model, target.long().reshape(-1), batch_size
+        self.memo: Dict[Tuple[int, ...], Tensor] = {}
+        self.forwards = 0
+
+    def __call__(self, variants: Sequence[Tuple[int, ...]]) -> Tensor:
+        """``(len(variants), n_out)`` target probabilities."""
+        todo = sorted({v for v in variants if v not in self.memo}, key=len)
+        by_length: Dict[int, List[Tuple[int, ...]]] = {}
+        for v in todo:
+            by_length.setdefault(len(v), []).append(v)
+        n_out = self.target.numel()
+        tail = self.target[:-1]
+        with torch.no_grad():
+            for group in by_length.values():
+                for start in range(0, len(group), self.batch_size):
+                    chunk = group[start: start + self.batch_size]
+                    ids = torch.cat([torch.tensor(chunk, dtype=torch.long),
+                                     tail.expand(len(chunk), -1)], dim=1)
+                    logits = self.model(input_ids=ids, attention_mask=torch.ones_like(ids), use_cache=False,
+                                        logits_to_keep=n_out).logits[:, -n_out:]
+                    probs = torch.softmax(logits.float(), dim=-1)
+                    picked = probs.gather(2, self.target.view(1, -1, 1).expand(len(chunk), -1, 1))[..., 0]
+                    self.forwards += 1
+                    for v, row in zip(chunk, picked):
+                        self.memo[v] = row
+        return torch.stack([self.memo[v] for v in variants]) if variants else torch.zeros(0, n_out)
+
+
+def faithfulness(prob_fn: Callable[[Sequence[Tuple[int, ...]]], Tensor], prompt_ids: Tensor, protected: Tensor,
+                 scores: Tensor, bins: Sequence[float]) -> Dict[str, Any]:
+    """Comprehensiveness and sufficiency of one prompt's ``(n_out, n_in)`` attribution rows.
+
+    Args:
+        prob_fn: Maps perturbed prompts (tuples of ids) to ``(V, n_out)`` target probabilities under
+            teacher forcing (:class:`TargetProbs`).
+        prompt_ids: ``(n_in,)`` the prompt.
+        protected: ``(n_in,)`` True for tokens never deleted (BOS, template).
+        scores: ``(n_out, n_in)`` row k explains output token k (higher = more relevant).
+        bins: Fractions of the removable tokens.
+
+    Returns:
+        ``{"comprehensiveness", "sufficiency"}``: the mean over bins and rows; ``"comp_bins"``,
+        ``"suff_bins"``: per bin (mean over rows); ``"comp_rows"``, ``"suff_rows"``: per row (mean over
+        bins); ``"negative_bottom"``: the share of negative scores among each row's bottom-ranked
+        :data:`BOTTOM` removable tokens (at least one).
+    """
+    from captum_prxai.metrics.masking import remove_top_k, select_tokens
+
+    n_out, n_in = scores.shape
+    ids = prompt_ids.reshape(1, -1).expand(n_out, -1)
+    mask = torch.ones(n_out, n_in, dtype=torch.long)
+    special = protected.reshape(1, -1).expand(n_out, -1).long()
+    scores = scores.detach().double().cpu()
+    full = prob_fn([tuple(prompt_ids.tolist())])[0]
+    rows = torch.arange(n_out)
+    drops = {}
+    for name, keep in (("comp", False), ("suff", True)):
+        per_bin = []
+        for fraction in bins:
+            new_ids, new_mask = remove_top_k(ids, mask, special, scores, fraction, mode="delete", keep=keep)
+            variants = [tuple(new_ids[k][new_mask[k].bool()].tolist()) for k in range(n_out)]
+            probs = prob_fn(variants)  # (n_out rows, n_out positions): row k reads position k
+            per_bin.append(full - probs[rows, rows])
+        drops[name] = torch.stack(per_bin, dim=1).double()  # (n_out, n_bins)
+    bottom = select_tokens(scores, mask, special, BOTTOM, largest=False)
+    negative = ((scores < 0) & bottom).sum(1).double() / bottom.sum(1).clamp_min(1).double()
+    return {"comprehensiveness": float(drops["comp"].mean()), "sufficiency": float(drops["suff"].mean()),
+            "comp_bins": drops["comp"].mean(0).tolist(), "suff_bins": drops["suff"].mean(0).tolist(),
+            "comp_rows": drops["comp"].mean(1).tolist(), "suff_rows": drops["suff"].mean(1).tolist(),
+            "negative_bottom": float(negative.mean()), "full_probs": full.tolist()}
+
+
+# ------------------------------------------------------------------------------------------- methods
+Explain = Callable[[Prompt, Tensor], Tensor]
+
+
+def make_method(name: str, model: torch.nn.Module, tokenizer: Any, lig_steps: int) -> Explain:
+    """``explain(prompt, target) -> (n_out, n_in)`` scores of one method, through Captum's LLM API."""
+    from captum.attr import (FeatureAblation, LayerIntegratedGradients, LLMAttribution, LLMGradientAttribution,
+                             TextTokenInput)
+
+    import captum_prxai as cp
+    from captum_prxai.llm import LLMGraphAttribution
+
+    def rows(wrapper: Any, **kwargs: Any) -> Explain:
+        def explain(prompt: Prompt, target: Tensor) -> Tensor:
+            inp = TextTokenInput(prompt.text, tokenizer)
+            return wrapper.attribute(inp, target=target, **kwargs).token_attr.detach().float()
+        return explain
+
+    graph = {"pr-xai": cp.PageRankAttribution, "pr-a": cp.PRAttention, "pr-g": cp.PRGradient,
+             "pr-ag": cp.PRAttentionGradient, "pr-tag": cp.PRTemperedAttentionGradient,
+             "raw-attention": cp.RawAttention, "rollout": cp.AttentionRollout}
+    if name in graph:
+        return rows(LLMGraphAttribution(graph[name](model, cp.attention_layers(model)), tokenizer))
+    if name == "feature-ablation":
+        return rows(LLMAttribution(FeatureAblation(model), tokenizer))
+    if name == "lig":
+        lig = LayerIntegratedGradients(model, model.get_input_embeddings())
+        return rows(LLMGradientAttribution(lig, tokenizer), n_steps=lig_steps)
+    if name == "random":
+        def explain(prompt: Prompt, target: Tensor) -> Tensor:
+            seed = int(prompt.sha, 16) % (2**31)
+            return torch.rand(target.numel(), prompt.ids.numel(), generator=torch.Generator().manual_seed(seed))
+        return explain
+    raise ValueError(f"unknown method {name!r}; choose from {', '.join(METHODS)}")
+
+
+def method_options(name: str, lig_steps: int) -> Dict[str, Any]:
+    """What a method's record depends on beyond the model and the prompt."""
+    return {"n_steps": lig_steps} if name == "lig" else {}
+
+
+# ---------------------------------------------------------------------------------------------- runs
+def _keys(model_id: Dict[str, Any], source: str, half: str, names: Iterable[str], lig_steps: int,
+          bins: Sequence[float]) -> Dict[str, str]:
+    from captum_prxai.bench.cache import record_key
+
+    common = {"model": model_id, "source": source, "half": half, "n_out": N_OUT, "bins": list(bins),
+              "bottom": BOTTOM, "protocol": "teacher-forced deletion v1"}
+    return {m: record_key({**common, "method": m, "options": method_options(m, lig_steps)})
+            for m in [TARGET, *names]}
+
+
+def generate(model: torch.nn.Module, tokenizer: Any, prompt: Prompt) -> Tensor:
+    """The greedy continuation of ``N_OUT`` tokens (EOS suppressed by ``min_new_tokens``)."""
+    ids = prompt.ids.reshape(1, -1)
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    with torch.no_grad():
+        out = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=N_OUT,
+                             min_new_tokens=N_OUT, do_sample=False, temperature=None, top_p=None, top_k=None,
+                             pad_token_id=pad)
+    return out[0, ids.shape[1]:]
+
+
+def run(model_name: str, model: torch.nn.Module, tokenizer: Any, prompts: Dict[Tuple[str, str], List[Prompt]],
+        names: Sequence[str], out: Path, lig_steps: int = 8, bins: Optional[Sequence[float]] = None,
+        log: Callable[[str], None] = print, memo: Optional[Dict[str, "TargetProbs"]] = None) -> Dict[str, int]:
+    """Explain and score every prompt with every method, skipping what the cache holds.
+
+    Prompts are visited round-robin over the (source, half) cells, so every cell fills at the same pace.
+    ``memo`` (by prompt hash) keeps the perturbed prompts' probabilities between calls of one process.
+
+    Returns:
+        ``{"computed": records written, "cached": records reused}``.
+    """
+    from captum_prxai.bench.cache import RecordCache, model_fingerprint
+    from captum_prxai.metrics import ERASER_BINS
+
+    bins = tuple(ERASER_BINS if bins is None else bins)
+    cache = RecordCache(out / "cache.jsonl")
+    model_id = {"name": model_name, **model_fingerprint(model)}
+    keys = {cell: _keys(model_id, *cell, names, lig_steps, bins) for cell in prompts}
+    done = cache.read({k for ks in keys.values() for k in ks.values()})
+    have = {(rid[0], rid[1], rid[2], rid[3]): rec for rid, rec in done.items()}
+    explainers: Dict[str, Explain] = {}
+    counts = {"computed": 0, "cached": 0}
+    longest = max((len(p) for p in prompts.values()), default=0)
+    for i in range(longest):
+        for cell, cell_prompts in prompts.items():
+            if i >= len(cell_prompts):
+                continue
+            prompt, ks = cell_prompts[i], keys[cell]
+            base = {"model": model_name, "source": cell[0], "half": cell[1], "text_sha": prompt.sha,
+                    "example": prompt.index, "label": None}
+            missing = [m for m in names if (ks[m], prompt.index, m, prompt.sha) not in have]
+            counts["cached"] += len(names) - len(missing)
+            if not missing:
+                continue
+            tkey = (ks[TARGET], prompt.index, TARGET, prompt.sha)
+            if tkey in have:
+                target = torch.tensor(have[tkey]["target"], dtype=torch.long)
+            else:
+                target = generate(model, tokenizer, prompt)
+                text = tokenizer.decode(target)
+                rec = {**base, "config_key": ks[TARGET], "method": TARGET, "target": target.tolist(),
+                       "continuation": text, "prompt": prompt.text, "n_in": int(prompt.ids.numel()),
+                       "n_removable": int((~prompt.protected).sum()),
+                       "answer_found": None if prompt.answer is None else prompt.answer.lower() in text.lower()}
+                cache.append(rec)
+                have[tkey] = rec
+            probs = memo.get(prompt.sha) if memo is not None else None
+            if probs is None or probs.target.tolist() != target.tolist():
+                probs = TargetProbs(model, target)
+                if memo is not None:
+                    memo[prompt.sha] = probs
+            for m in missing:
+                if m not in explainers:
+                    explainers[m] = make_method(m, model, tokenizer, lig_steps)
+                start = time.process_time()
+                scores = explainers[m](prompt, target)
+                cpu = time.process_time() - start
+                if scores.shape != (target.numel(), prompt.ids.numel()):
+                    raise RuntimeError(f"{m} returned scores of shape {tuple(scores.shape)}, expected "
+                                       f"{(target.numel(), prompt.ids.numel())}")
+                result = faithfulness(probs, prompt.ids, prompt.protected, scores, bins)
+                rec = {**base, "config_key": ks[m], "method": m, "cpu_s": cpu, **result}
+                cache.append(rec)
+                have[(ks[m], prompt.index, m, prompt.sha)] = rec
+                counts["computed"] += 1
+                log(f"{model_name} {cell[0]}/{cell[1]} #{i + 1} (example {prompt.index}) {m}: "
+                    f"comp {result['comprehensiveness']:+.4f} suff {result['sufficiency']:+.4f} "
+                    f"cpu {cpu:.2f}s forwards {probs.forwards}")
+    return counts
+
+
+# --------------------------------------------------------------------------------------------- table
+def _stat(values: Sequence[float]) -> Dict[str, float]:
+    from captum_prxai.metrics.stats import mean_sem
+
+    mean, sem = mean_sem(list(values))
+    return {"mean": mean, "sem": sem, "n": len(values)}
+
+
+def collect(records: Iterable[Dict[str, Any]]) -> Dict[Tuple[str, str, str], Dict[str, Dict[str, Dict[str, Any]]]]:
+    """``{(model, source, half): {method: {example: record}}}`` (the last record of a key wins)."""
+    cells: Dict[Tuple[str, str, str], Dict[str, Dict[str, Dict[str, Any]]]] = {}
+    for rec in records:
+        cell = (rec["model"], rec["source"], rec["half"])
+        cells.setdefault(cell, {}).setdefault(rec["method"], {})[rec["example"]] = rec
+    return cells
+
+
+def _ordered(cells: Dict) -> List[Tuple[str, str, str]]:
+    def rank(cell: Tuple[str, str, str]) -> Tuple:
+        model, source, half = cell
+        return (MODELS.index(model) if model in MODELS else 99, model,
+                SOURCES.index(source) if source in SOURCES else 99, source, HALVES.index(half))
+    return sorted(cells, key=rank)
+
+
+def write_table(records: Iterable[Dict[str, Any]], path: Path, command: str, notes: Sequence[str] = ()) -> Path:
+    """``summary.md``: per (model × source × half) cell, each method's comprehensiveness, sufficiency,
+    share of negative bottom scores and CPU time, and the paired differences default − method."""
+    from captum_prxai._cache import write_atomic
+    from captum_prxai.bench.report import _fmt, _paired, _signed, _table, _verdict
+
+    cells = collect(records)
+    lines = ["# Generation faithfulness", "", "```", command, "```", "",
+             f"Protocol (`benchmarks/generation.py`): each prompt is continued greedily for {N_OUT} tokens; for each "
+             "output token k, under teacher forcing, the top-ranked prompt tokens of row k are deleted "
+             "(comprehensiveness: drop of p(t_k | prompt, t_<k), higher is better) or kept alone (sufficiency: "
+             "drop, lower is better), at 1/5/10/20/50% of the prompt's removable tokens (at least one; BOS and "
+             "chat-template tokens are never deleted). A prompt's score is the mean over the bins and the "
+             f"{N_OUT} output tokens; cells give the mean ± one standard error over prompts. \"Neg. bottom\": the "
+             f"share of negative scores among each row's bottom-ranked {BOTTOM:.0%} removable tokens (a signed "
+             "method that is signed in practice puts its negative scores there). CPU: process time of the "
+             "attribution call per prompt (all "
+             f"{N_OUT} rows), one thread, on a shared 2-core machine.", ""]
+    lines += [f"- {note}" for note in notes] + ([""] if notes else [])
+    overview: List[List[str]] = []
+    sections: List[str] = []
+    for cell in _ordered(cells):
+        by_method = cells[cell]
+        targets = by_method.get(TARGET, {})
+        methods = [m for m in METHODS if m in by_method] + sorted(m for m in by_method
+                                                                 if m not in METHODS and m != TARGET)
+        if not methods:
+            continue
+        model, source, half = cell
+        found = [r["answer_found"] for r in targets.values() if r.get("answer_found") is not None]
+        about = f"{len(targets)} prompts continued"
+        if found:
+            about += f"; the expected word is in the continuation of {sum(found)} of {len(found)}"
+        sections += [f"## {model} · {source} · {half}", "", about + ".", ""]
+        rows = []
+        for m in sorted(methods, key=lambda m: -_stat([r["comprehensiveness"] for r in by_method[m].values()])["mean"]):
+            recs = list(by_method[m].values())
+            rows.append([LABELS.get(m, m), str(len(recs)),
+                         _fmt(_stat([r["comprehensiveness"] for r in recs])),
+                         _fmt(_stat([r["sufficiency"] for r in recs])),
+                         f"{100 * _stat([r['negative_bottom'] for r in recs])['mean']:.0f}%",
+                         f"{_stat([r['cpu_s'] for r in recs])['mean']:.2f}"])
+        sections += _table(["Method", "Prompts", "Comp. ↑", "Suff. ↓", "Neg. bottom", "CPU s / prompt"], rows)
+        sections.append("")
+        if DEFAULT in by_method:
+            rows = []
+            for m in methods:
+                if m == DEFAULT:
+                    continue
+                diffs = {metric: _paired({e: r[metric] for e, r in by_method[DEFAULT].items()},
+                                         {e: r[metric] for e, r in by_method[m].items()})
+                         for metric in ("comprehensiveness", "sufficiency")}
+                if diffs["comprehensiveness"]["n"] < 2:
+                    continue
+                comp, suff = diffs["comprehensiveness"], diffs["sufficiency"]
+                rows.append([LABELS.get(m, m), str(comp["n"]), _signed(comp), _signed(suff), _verdict(comp, suff)])
+                if m in CAPTUM_METHODS:
+                    overview.append([model, source, half, LABELS[m], str(comp["n"]), _signed(comp), _signed(suff),
+                                     _verdict(comp, suff)])
+            if rows:
+                sections += ["Paired differences, default − method, on the prompts both explained (comp. > 0 and "
+                             "suff. < 0: the default is better; verdict: ahead / behind by more than one standard "
+                             "error, else level):", ""]
+                sections += _table(["Method", "Prompts", "Δ comp.", "Δ suff.", "Default (comp. / suff.)"], rows)
+                sections.append("")
+    if overview:
+        lines += ["## The default against Captum's LIG and FeatureAblation", ""]
+        lines += _table(["Model", "Source", "Half", "Rival", "Prompts", "Δ comp.", "Δ suff.",
+                         "Default (comp. / suff.)"], overview)
+        lines.append("")
+    return write_atomic(path, "\n".join(lines + sections) + "\n")
+
+
+# ---------------------------------------------------------------------------------------------- main
+def _method_list(text: str) -> List[str]:
+    names: List[str] = []
+    for part in text.split(","):
+        part = part.strip()
+        expanded = list(GRAPH_METHODS) if part == "graph" else list(METHODS) if part == "all" else [part]
+        for m in expanded:
+            if m not in METHODS:
+                raise SystemExit(f"generation.py: unknown method {m!r}; choose from graph, all, "
+                                 f"{', '.join(METHODS)}")
+            if m not in names:
+                names.append(m)
+    return names
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--models", default="smollm2", help=f"comma-separated, of {', '.join(MODELS)}")
+    parser.add_argument("--methods", default="graph,random",
+                        help="comma-separated method names, 'graph' (the seven graph methods) or 'all'; groups "
+                             "separated by '+' run one after the other in each round")
+    parser.add_argument("--sources", default=",".join(SOURCES))
+    parser.add_argument("--half", choices=("tune", "holdout", "both"), default="both")
+    parser.add_argument("--n", default="50", help="prompts per (source, half); a comma-separated list of "
+                        "growing sizes runs in rounds (every method group on the first size, then the next)")
+    parser.add_argument("--lig-steps", type=int, default=8, help="n_steps of Captum's LIG")
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--out", default=str(OUT))
+    parser.add_argument("--table", action="store_true", help="only write summary.md from the cache")
+    parser.add_argument("--note", action="append", default=[], help="a line for the table's notes")
+    args = parser.parse_args(argv)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    argv_list = list(sys.argv[1:] if argv is None else argv)
+    command = "python benchmarks/generation.py " + " ".join(argv_list)
+
+    from captum_prxai.bench.cache import RecordCache
+
+    if args.table:
+        records = RecordCache(out / "cache.jsonl").read().values()
+        commands = (out / "COMMAND").read_text().strip() if (out / "COMMAND").is_file() else command
+        write_table(records, out / "summary.md", commands, args.note)
+        print(f"wrote {out / 'summary.md'}")
+        return 0
+
+    from captum_prxai.bench.runner import write_command
+
+    groups = [_method_list(group) for group in args.methods.split("+")]
+    try:
+        rounds = [int(x) for x in args.n.split(",")]
+    except ValueError:
+        raise SystemExit(f"generation.py: --n takes positive integers, e.g. 50 or 5,20,50; got {args.n!r}") from None
+    if not rounds or min(rounds) < 1:
+        raise SystemExit(f"generation.py: --n takes positive integers, got {args.n!r}")
+    sources = [s.strip() for s in args.sources.split(",")]
+    for s in sources:
+        if s not in SOURCES:
+            raise SystemExit(f"generation.py: unknown source {s!r}; choose from {', '.join(SOURCES)}")
+    halves = HALVES if args.half == "both" else (args.half,)
+    models = [m.strip() for m in args.models.split(",")]
+    for m in models:
+        if m not in MODELS:
+            raise SystemExit(f"generation.py: unknown model {m!r}; choose from {', '.join(MODELS)}")
+    torch.set_num_threads(args.threads)
+    warnings.filterwarnings("ignore", message="The first prompt token")
+    warnings.filterwarnings("ignore", message=r"\(i=\d+, idx=\d+\)|Pretty tokens length")
+    write_command(out, "python benchmarks/generation.py", argv_list, append=True)
+    log_file = (out / "progress.log").open("a", encoding="utf-8")
+
+    def log(message: str) -> None:
+        line = f"{time.strftime('%H:%M:%S', time.gmtime())} {message}"
+        print(line, file=log_file, flush=True)
+        print(line, file=sys.stderr, flush=True)
+
+    from captum_prxai.models.decoder import load_decoder
+
+    for model_name in models:
+        model, tok = load_decoder(model_name)
+        memo: Dict[str, TargetProbs] = {}
+        items = {source: SOURCE_LOADERS[source]() for source in sources}
+        for n in rounds:
+            prompts = load_prompts(tok, sources, halves, n, items)
+            for names in groups:
+                log(f"{model_name}: {sum(len(p) for p in prompts.values())} prompts, methods {','.join(names)}")
+                counts = run(model_name, model, tok, prompts, names, out, lig_steps=args.lig_steps, log=log,
+                             memo=memo)
+                log(f"{model_name}: {counts['computed']} records computed, {counts['cached']} from the cache")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
