@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import inspect
 import math
 import sys
 import time
@@ -248,37 +249,87 @@ def load_prompts(tokenizer: Any, sources: Sequence[str], halves: Sequence[str], 
 class TargetProbs:
     """``p(t_k | perturbed prompt, t_<k)`` for every k, one forward per distinct perturbed prompt (memoised).
 
+    With ``prompt_ids``, the prompt and the teacher-forced continuation run once with a KV cache, and a
+    perturbed prompt runs only from its first changed token on, on the cached keys and values of the
+    unchanged prefix (BOS, the chat template's head, the tokens before the first deletion): the same
+    probabilities as a full forward, up to float rounding (tested), for a fraction of the cost.
+
     Args:
         model: A Hugging Face causal LM.
         target: ``(n_out,)`` the continuation, teacher-forced.
-        batch_size: Sequences per forward (all of one length: no padding).
+        prompt_ids: ``(n_in,)`` the unperturbed prompt, whose cached prefix the variants reuse; ``None``
+            runs every variant in full.
+        batch_size: Sequences per forward (all of one length and one cached prefix: no padding).
     """
 
-    def __init__(self, model: torch.nn.Module, target: Tensor, batch_size: int = 16) -> None:
+    def __init__(self, model: torch.nn.Module, target: Tensor, prompt_ids: Optional[Tensor] = None,
+                 batch_size: int = 16) -> None:
         self.model, self.target, self.batch_size = model, target.long().reshape(-1), batch_size
         self.memo: Dict[Tuple[int, ...], Tensor] = {}
         self.forwards = 0
+        self.prompt: Optional[Tuple[int, ...]] = None
+        self.kv: List[Tuple[Tensor, Tensor]] = []
+        self._cache_arg = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+        if prompt_ids is not None:
+            self._prime(tuple(int(t) for t in prompt_ids.reshape(-1).tolist()))
+
+    def _pick(self, logits: Tensor) -> Tensor:
+        n_out = self.target.numel()
+        probs = torch.softmax(logits[:, -n_out:].float(), dim=-1)
+        return probs.gather(2, self.target.view(1, -1, 1).expand(logits.shape[0], -1, 1))[..., 0]
+
+    def _prime(self, prompt: Tuple[int, ...]) -> None:
+        """Run the prompt once with a cache: its probabilities and the keys and values of every layer."""
+        from transformers import DynamicCache  # noqa: F401  (the cache type the model returns)
+
+        ids = torch.tensor([prompt + tuple(self.target[:-1].tolist())], dtype=torch.long)
+        with torch.no_grad():
+            out = self.model(input_ids=ids, attention_mask=torch.ones_like(ids), use_cache=True)
+        self.forwards += 1
+        cache = getattr(out, "cache", None) or getattr(out, "past_key_values", None)
+        layers = getattr(cache, "layers", None)
+        if layers and all(hasattr(layer, "keys") and getattr(layer, "keys") is not None for layer in layers):
+            self.kv = [(layer.keys, layer.values) for layer in layers]
+            self.prompt = prompt
+        self.memo[prompt] = self._pick(out.logits)[0]
+
+    def _shared(self, variant: Tuple[int, ...]) -> int:
+        """Tokens at the start of ``variant`` that equal the prompt's (at most ``len(variant) - 1``)."""
+        if self.prompt is None:
+            return 0
+        limit = min(len(variant) - 1, len(self.prompt))
+        shared = 0
+        while shared < limit and variant[shared] == self.prompt[shared]:
+            shared += 1
+        return shared
 
     def __call__(self, variants: Sequence[Tuple[int, ...]]) -> Tensor:
         """``(len(variants), n_out)`` target probabilities."""
+        from transformers import DynamicCache
+
         todo = sorted({v for v in variants if v not in self.memo}, key=len)
-        by_length: Dict[int, List[Tuple[int, ...]]] = {}
+        groups: Dict[Tuple[int, int], List[Tuple[int, ...]]] = {}
         for v in todo:
-            by_length.setdefault(len(v), []).append(v)
+            groups.setdefault((self._shared(v), len(v)), []).append(v)
         n_out = self.target.numel()
         tail = self.target[:-1]
         with torch.no_grad():
-            for group in by_length.values():
+            for (shared, _), group in groups.items():
                 for start in range(0, len(group), self.batch_size):
                     chunk = group[start: start + self.batch_size]
-                    ids = torch.cat([torch.tensor(chunk, dtype=torch.long),
-                                     tail.expand(len(chunk), -1)], dim=1)
-                    logits = self.model(input_ids=ids, attention_mask=torch.ones_like(ids), use_cache=False,
-                                        logits_to_keep=n_out).logits[:, -n_out:]
-                    probs = torch.softmax(logits.float(), dim=-1)
-                    picked = probs.gather(2, self.target.view(1, -1, 1).expand(len(chunk), -1, 1))[..., 0]
+                    ids = torch.cat([torch.tensor(chunk, dtype=torch.long), tail.expand(len(chunk), -1)], dim=1)
+                    kwargs: Dict[str, Any] = {"attention_mask": torch.ones_like(ids), "logits_to_keep": n_out}
+                    if shared:
+                        cache = DynamicCache()
+                        for layer, (keys, values) in enumerate(self.kv):
+                            cache.update(keys[:, :, :shared].expand(len(chunk), -1, -1, -1).contiguous(),
+                                         values[:, :, :shared].expand(len(chunk), -1, -1, -1).contiguous(), layer)
+                        kwargs.update({self._cache_arg: cache, "use_cache": True})
+                    else:
+                        kwargs["use_cache"] = False
+                    logits = self.model(input_ids=ids[:, shared:], **kwargs).logits
                     self.forwards += 1
-                    for v, row in zip(chunk, picked):
+                    for v, row in zip(chunk, self._pick(logits)):
                         self.memo[v] = row
         return torch.stack([self.memo[v] for v in variants]) if variants else torch.zeros(0, n_out)
 
@@ -438,7 +489,7 @@ def run(model_name: str, model: torch.nn.Module, tokenizer: Any, prompts: Dict[T
                 have[tkey] = rec
             probs = memo.get(prompt.sha) if memo is not None else None
             if probs is None or probs.target.tolist() != target.tolist():
-                probs = TargetProbs(model, target)
+                probs = TargetProbs(model, target, prompt.ids)
                 if memo is not None:
                     memo[prompt.sha] = probs
             for m in missing:
