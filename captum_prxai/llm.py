@@ -42,7 +42,7 @@ from captum_prxai.attr._base import AttentionGraphAttribution
 from captum_prxai.capture import CapturedGraph, capture_graph, check_memory
 from captum_prxai.exceptions import PRXAIError
 
-__all__ = ["LLMGraphAttribution", "DEFAULT_GEN_ARGS"]
+__all__ = ["LLMGraphAttribution", "DEFAULT_GEN_ARGS", "chat_input"]
 
 #: Memory budget (bytes) of the per-row edge maps held at once before PageRank runs on them;
 #: ``internal_batch_size=None`` sizes the row chunks to it.
@@ -156,11 +156,16 @@ class LLMGraphAttribution(LLMGradientAttribution):
         include_generated: bool = False,
         one_pass: bool = True,
         internal_batch_size: Optional[int] = None,
-    ) -> LLMAttributionResult:
+        skip_special_tokens: Optional[bool] = None,
+    ) -> Union[LLMAttributionResult, List[LLMAttributionResult]]:
         r"""Attribute every output token to the prompt's interpretable features.
 
         Args:
-            inp (TextTokenInput or TextTemplateInput): The prompt. Its
+            inp (TextTokenInput, TextTemplateInput, or a list): The prompt,
+                or a list of prompts (strings, TextTokenInput or
+                TextTemplateInput) explained in one call: their continuations
+                are generated in one left-padded ``generate`` call and the
+                result is a list, one result per prompt. A prompt's
                 interpretable features are the columns of the result: the
                 tokens not in ``skip_tokens`` (:class:`~captum.attr.TextTokenInput`;
                 skipped tokens stay in the model's input and in the graph, as
@@ -171,7 +176,9 @@ class LLMGraphAttribution(LLMGradientAttribution):
             target (str or Tensor, optional): The continuation to explain: a
                 string (encoded without special tokens, as Captum does) or a
                 1-D tensor of token ids. ``None`` generates it with
-                ``model.generate(**gen_args)``. Default: None.
+                ``model.generate(**gen_args)``. With a list of prompts: None
+                or a list of targets, one per prompt. A target of special tokens
+                only is refused. Default: None.
             gen_args (dict, optional): Generation arguments when
                 ``target=None``; default Captum's ``DEFAULT_GEN_ARGS``
                 (``max_new_tokens=25``, greedy). Must be None with a target.
@@ -179,7 +186,7 @@ class LLMGraphAttribution(LLMGradientAttribution):
                 as sources: the result's ``input_tokens`` are the prompt's
                 features followed by the output tokens, and row ``k`` scores
                 ``t_0 .. t_{k-1}`` too (zero on ``t_k`` and later, which
-                ``t_k`` cannot see). Default: False.
+                ``t_k`` cannot see). Not with a list of prompts. Default: False.
             one_pass (bool): ``True`` (default) computes every row from one
                 forward pass; ``False`` runs the wrapped method's own
                 ``attribute`` once per output token on its prefix (the
@@ -188,9 +195,15 @@ class LLMGraphAttribution(LLMGradientAttribution):
             internal_batch_size (int, optional): Output rows whose edge maps are
                 held at once and solved as one PageRank batch. Default: as many
                 as fit in about 256 MiB of maps.
+            skip_special_tokens (bool, optional): Give the tokenizer's special
+                tokens no column (they stay in the model's input and in the
+                graph). ``None`` (default): skip them when the prompt holds a
+                special token other than a leading BOS, i.e. the markers of a
+                chat template (``apply_chat_template(..., tokenize=False)``);
+                ``True``: always (the BOS too); ``False``: never.
 
         Returns:
-            LLMAttributionResult: Captum's result with ``seq_attr``
+            LLMAttributionResult (a list of them for a list of prompts): Captum's result with ``seq_attr``
             ``(n_in,)`` (the sum of the rows, as in Captum's
             ``LLMGradientAttribution``), ``token_attr`` ``(n_out, n_in)``,
             ``output_probs`` ``(n_out,)`` (``p(t_k | prompt, t_<k)`` under
@@ -203,10 +216,13 @@ class LLMGraphAttribution(LLMGradientAttribution):
                 target, ``target=None`` for a model that cannot generate, or a
                 model that is not a causal LM.
         """
+        if isinstance(inp, (list, tuple)):
+            return self._attribute_batch(list(inp), target, gen_args, include_generated, one_pass,
+                                         internal_batch_size, skip_special_tokens)
         if not isinstance(inp, self.SUPPORTED_INPUTS):
             raise PRXAIError(
-                f"LLMGraphAttribution takes captum.attr.TextTokenInput or TextTemplateInput, got "
-                f"{type(inp).__name__}."
+                f"LLMGraphAttribution takes captum.attr.TextTokenInput or TextTemplateInput (or a list of them, or "
+                f"of prompt strings, for a batch), got {type(inp).__name__}."
             )
         if target is not None and gen_args is not None:
             raise PRXAIError("gen_args is only used to generate the target; pass either target or gen_args, not both.")
@@ -214,13 +230,10 @@ class LLMGraphAttribution(LLMGradientAttribution):
                 internal_batch_size, int) or internal_batch_size < 1):
             raise PRXAIError(f"internal_batch_size must be a positive int, got {internal_batch_size!r}.")
 
-        self._check_generation_prompt(inp.to_model_input())
-        prompt_ids = self._prompt_ids(inp)
-        columns = self._feature_matrix(inp, prompt_ids)  # (n_itp, n_in) token -> feature
-        if self._needs_bos(prompt_ids):  # a BOS the tokenizer did not add: in the graph, no column of its own
-            bos = torch.full((1, 1), int(self.tokenizer.bos_token_id), dtype=prompt_ids.dtype, device=prompt_ids.device)
-            prompt_ids = torch.cat([bos, prompt_ids], dim=1)
-            columns = torch.nn.functional.pad(columns, (1, 0))
+        if skip_special_tokens not in (None, True, False):
+            raise PRXAIError(f"skip_special_tokens must be None, True or False, got {skip_special_tokens!r}.")
+        # columns: (n_features, n_in) token -> feature, and the features' names
+        prompt_ids, columns, input_tokens = self._prepare_prompt(inp, skip_special_tokens)
         n_in = prompt_ids.shape[1]
         target_ids = self._target_ids(inp, target, gen_args, prompt_ids)
         n_out = target_ids.shape[0]
@@ -245,7 +258,6 @@ class LLMGraphAttribution(LLMGradientAttribution):
         if isinstance(inp, TextTemplateInput):
             token_attr = inp.format_attr(token_attr)
         output_tokens = _convert_ids_to_pretty_tokens(target_ids.cpu(), self.tokenizer)
-        input_tokens = list(inp.values)
         if include_generated:
             generated = torch.zeros(n_out, n_out, dtype=token_attr.dtype, device=token_attr.device)
             generated[:, : n_out - 1] = scores[:, n_in:]
@@ -269,7 +281,11 @@ class LLMGraphAttribution(LLMGradientAttribution):
     def _prompt_ids(self, inp: Union[TextTokenInput, TextTemplateInput]) -> Tensor:
         ids = self._format_model_input(inp.to_model_input())["input_ids"]
         if not isinstance(ids, Tensor) or ids.dim() != 2 or ids.shape[0] != 1:
-            raise PRXAIError(f"The prompt must encode to token ids of shape (1, n), got {getattr(ids, 'shape', ids)}.")
+            raise PRXAIError(
+                f"The prompt must encode to token ids of shape (1, n), got {tuple(getattr(ids, 'shape', ()))}: one "
+                "TextTokenInput holds one prompt. For a batch, pass a list: llm_attr.attribute([prompt_1, prompt_2, "
+                "...]) with each prompt a string or its own TextTokenInput; it returns one result per prompt."
+            )
         if ids.shape[1] == 0:
             raise PRXAIError("The prompt is empty: it encodes to no tokens. Give at least one token to explain from.")
         if inp.n_itp_features == 0:
@@ -278,6 +294,120 @@ class LLMGraphAttribution(LLMGradientAttribution):
                 "values); nothing would get a score."
             )
         return ids.to(self.device)
+
+    def _prepare_prompt(self, inp: Union[TextTokenInput, TextTemplateInput],
+                        skip_special_tokens: Optional[bool] = None) -> tuple[Tensor, Tensor, List[str]]:
+        """``(1, n_in)`` prompt ids (with the BOS that :meth:`_needs_bos` adds), the ``(n_features, n_in)`` columns
+        and the features' names."""
+        prompt_ids = self._prompt_ids(inp)
+        text = inp.to_model_input()
+        self._check_generation_prompt(text if isinstance(text, str) else self.tokenizer.decode(prompt_ids[0].tolist()))
+        columns = self._feature_matrix(inp, prompt_ids)
+        names = list(inp.values)
+        if isinstance(inp, TextTokenInput):
+            columns, names = self._without_special_tokens(columns, names, prompt_ids[0], skip_special_tokens)
+        if self._needs_bos(prompt_ids):  # a BOS the tokenizer did not add: in the graph, no column of its own
+            bos = torch.full((1, 1), int(self.tokenizer.bos_token_id), dtype=prompt_ids.dtype, device=prompt_ids.device)
+            prompt_ids = torch.cat([bos, prompt_ids], dim=1)
+            columns = torch.nn.functional.pad(columns, (1, 0))
+        return prompt_ids, columns, names
+
+    def _without_special_tokens(self, columns: Tensor, names: List[str], ids: Tensor,
+                                skip: Optional[bool]) -> tuple[Tensor, List[str]]:
+        """Drop the columns of special tokens (``skip_special_tokens``, see :meth:`attribute`)."""
+        special = set(getattr(self.tokenizer, "all_special_ids", None) or ())
+        is_special = torch.tensor([int(i) in special for i in ids.tolist()], device=columns.device)
+        if skip is None:
+            bos = getattr(self.tokenizer, "bos_token_id", None)
+            beyond_bos = is_special.clone()
+            if bos is not None and int(ids[0]) == int(bos):
+                beyond_bos[0] = False
+            skip = bool(beyond_bos.any())
+        if not skip:
+            return columns, names
+        token_of = columns.argmax(-1)  # each TextTokenInput feature is one token
+        keep = ~is_special[token_of]
+        if not bool(keep.any()):
+            raise PRXAIError("Every feature of the prompt is a special token; with skip_special_tokens nothing "
+                             "would get a score. Pass skip_special_tokens=False.")
+        return columns[keep], [name for name, k in zip(names, keep.tolist()) if k]
+
+    def _attribute_batch(self, prompts: list, targets: Any, gen_args: Optional[Dict[str, Any]],
+                         include_generated: bool, one_pass: bool, internal_batch_size: Optional[int],
+                         skip_special_tokens: Optional[bool]) -> List[LLMAttributionResult]:
+        """:meth:`attribute` for a list of prompts: the continuations generated in one left-padded ``generate``
+        call (``targets=None``), then one result per prompt."""
+        if not prompts:
+            raise PRXAIError("The batch of prompts is empty; give at least one prompt.")
+        if include_generated:
+            raise PRXAIError(
+                "include_generated=True is not supported with a batch of prompts (each result would have its own "
+                "columns); explain the prompts one at a time for it."
+            )
+        inputs = []
+        for i, prompt in enumerate(prompts):
+            if isinstance(prompt, str):
+                if not prompt.strip():
+                    raise PRXAIError(f"Prompt {i} of the batch is empty; every prompt needs at least one token.")
+                prompt = TextTokenInput(prompt, self.tokenizer)
+            if not isinstance(prompt, self.SUPPORTED_INPUTS):
+                raise PRXAIError(f"Prompt {i} of the batch must be a string, TextTokenInput or TextTemplateInput, got "
+                                 f"{type(prompt).__name__}.")
+            inputs.append(prompt)
+        if targets is None:
+            targets = self._generate_batch(inputs, gen_args, skip_special_tokens)
+        elif gen_args is not None:
+            raise PRXAIError("gen_args is only used to generate the targets; pass either targets or gen_args.")
+        elif not isinstance(targets, (list, tuple)) or len(targets) != len(inputs):
+            raise PRXAIError(f"With a batch of {len(inputs)} prompts, target must be None or a list of "
+                             f"{len(inputs)} targets (strings or token-id tensors), got {type(targets).__name__}"
+                             f"{' of length ' + str(len(targets)) if isinstance(targets, (list, tuple)) else ''}.")
+        results = []
+        for i, (prompt, target) in enumerate(zip(inputs, targets)):
+            try:
+                results.append(self.attribute(prompt, target=target, one_pass=one_pass,
+                                              internal_batch_size=internal_batch_size,
+                                              skip_special_tokens=skip_special_tokens))
+            except PRXAIError as error:
+                raise PRXAIError(f"Prompt {i} of the batch: {error}") from None
+        return results
+
+    def _generate_batch(self, inputs: list, gen_args: Optional[Dict[str, Any]],
+                        skip_special_tokens: Optional[bool]) -> List[Tensor]:
+        """Each prompt's continuation, from one ``generate`` call over the left-padded prompts; a continuation
+        ends at its first EOS (the padding after it is dropped)."""
+        if not callable(getattr(self.model, "generate", None)):
+            raise PRXAIError(f"target=None generates the continuations, but {type(self.model).__name__} has no "
+                             "generate() method. Pass the targets.")
+        prompt_ids = []
+        for i, inp in enumerate(inputs):
+            try:
+                prompt_ids.append(self._prepare_prompt(inp, skip_special_tokens)[0][0])
+            except PRXAIError as error:
+                raise PRXAIError(f"Prompt {i} of the batch: {error}") from None
+        eos = getattr(self.tokenizer, "eos_token_id", None)
+        pad = getattr(self.tokenizer, "pad_token_id", None)
+        pad = eos if pad is None else pad
+        if pad is None:
+            raise PRXAIError("A batch of prompts is left-padded, but the tokenizer has no pad or EOS token.")
+        width = max(len(ids) for ids in prompt_ids)
+        batch = torch.full((len(prompt_ids), width), int(pad), dtype=torch.long, device=self.device)
+        mask = torch.zeros_like(batch)
+        for b, ids in enumerate(prompt_ids):
+            batch[b, width - len(ids):] = ids
+            mask[b, width - len(ids):] = 1
+        args = dict(gen_args or DEFAULT_GEN_ARGS)
+        args.setdefault("pad_token_id", int(pad))
+        with torch.no_grad():
+            generated = self.model.generate(input_ids=batch, attention_mask=mask, **args)[:, width:]
+        targets = []
+        for b, ids in enumerate(generated):
+            if eos is not None and bool((ids == eos).any()):
+                ids = ids[: int((ids == eos).nonzero()[0, 0]) + 1]
+            if ids.numel() == 0:
+                raise PRXAIError(f"Prompt {b} of the batch: generate() produced no new token; pass the targets.")
+            targets.append(ids)
+        return targets
 
     def _needs_bos(self, prompt_ids: Tensor) -> bool:
         """Whether to put the tokenizer's BOS in front of the prompt (``add_bos``; ``"auto"``: the tokenizer has a
@@ -345,6 +475,12 @@ class LLMGraphAttribution(LLMGradientAttribution):
             ids = target.long()
         else:
             raise PRXAIError(f"target must be None, a string or a tensor of token ids, got {type(target).__name__}.")
+        special = set(getattr(self.tokenizer, "all_special_ids", None) or ())
+        if special and all(int(i) in special for i in ids.tolist()):
+            raise PRXAIError(
+                f"The target holds only special tokens ({self.tokenizer.convert_ids_to_tokens(ids.tolist())}), "
+                "which explain nothing about the text; give a continuation with at least one real token."
+            )
         vocab = _vocab_size(self.model)
         if vocab is not None and ((ids < 0).any() or (ids >= vocab).any()):
             bad = ids[(ids < 0) | (ids >= vocab)][0].item()
@@ -565,6 +701,74 @@ def _vocab_size(model: nn.Module) -> Optional[int]:
         return int(weight.shape[0])
     size = getattr(getattr(model, "config", None), "vocab_size", None)
     return int(size) if isinstance(size, int) else None
+
+
+def chat_input(messages: List[Dict[str, str]], tokenizer: Any, add_generation_prompt: bool = True,
+               roles: tuple = ("user",), per_token: bool = True) -> TextTemplateInput:
+    r"""A chat prompt as Captum's :class:`~captum.attr.TextTemplateInput`: the chat template is its template, the
+    contents of the messages of ``roles`` its values.
+
+    So :meth:`LLMGraphAttribution.attribute` gives a column to each token of those messages (or, with
+    ``per_token=False``, one to each message: the sum of its tokens' scores) and none to the template's tokens
+    (role names, turn markers, a default system prompt); they stay in the model's input and in the graph.
+
+    Args:
+        messages (list of dict): ``[{"role": ..., "content": ...}, ...]``, as for ``apply_chat_template``.
+        tokenizer: The model's tokenizer, with a chat template.
+        add_generation_prompt (bool): Must be True: without the generation prompt the model is not asked to
+            answer, and the prompt is refused.
+        roles (tuple of str): The roles whose contents are values (columns). Default: ``("user",)``.
+        per_token (bool): One value per token of a content (its piece of text), or one per message. Default: True.
+
+    Returns:
+        TextTemplateInput: formats to ``tokenizer.apply_chat_template(messages, tokenize=False,
+        add_generation_prompt=True)``.
+
+    Examples::
+
+        >>> inp = chat_input([{"role": "user", "content": "What is the capital of France?"}], tokenizer)
+        >>> result = LLMGraphAttribution(method, tokenizer).attribute(inp)
+    """
+    if not getattr(tokenizer, "chat_template", None):
+        raise PRXAIError("The tokenizer has no chat template; build a TextTokenInput from the prompt text instead.")
+    if not add_generation_prompt:
+        raise PRXAIError(
+            "chat_input needs add_generation_prompt=True: a chat prompt that ends with a finished turn has no "
+            "generation prompt, so the model is not asked to answer."
+        )
+    if not isinstance(messages, (list, tuple)) or not all(isinstance(m, dict) and "content" in m for m in messages):
+        raise PRXAIError("messages must be a list of {'role': ..., 'content': ...} dicts.")
+    sentinels, values, rendered = {}, [], []
+    for message in messages:
+        if message.get("role") in roles and str(message["content"]).strip():
+            sentinels[len(values)] = f"\ue000{len(values)}\ue001"
+            rendered.append({**message, "content": sentinels[len(values)]})
+            values.append(str(message["content"]))
+        else:
+            rendered.append(message)
+    if not values:
+        raise PRXAIError(f"No message of the roles {roles} has content; nothing would get a column.")
+    text = tokenizer.apply_chat_template(rendered, tokenize=False, add_generation_prompt=True)
+    template = text.replace("{", "{{").replace("}", "}}")
+    pieces: List[str] = []
+    for index, sentinel in sentinels.items():
+        if template.count(sentinel) != 1:
+            raise PRXAIError("The chat template does not insert each message's content exactly once; build the "
+                             "prompt with apply_chat_template and a TextTokenInput instead.")
+        parts = _token_pieces(values[index], tokenizer) if per_token else [values[index]]
+        fields = "".join("{" + str(len(pieces) + i) + "}" for i in range(len(parts)))
+        template = template.replace(sentinel, fields)
+        pieces.extend(parts)
+    return TextTemplateInput(template, pieces)
+
+
+def _token_pieces(content: str, tokenizer: Any) -> List[str]:
+    """``content`` cut where its own tokens start (a fast tokenizer's offsets); the pieces join to ``content``."""
+    if not getattr(tokenizer, "is_fast", False):
+        return [content]
+    offsets = tokenizer(content, add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"]
+    starts = sorted({0} | {start for start, end in offsets if end > start and 0 < start < len(content)})
+    return [content[a:b] for a, b in zip(starts, starts[1:] + [len(content)])]
 
 
 def _end_of_turn(tokenizer: Any) -> str:
