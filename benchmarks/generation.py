@@ -400,7 +400,11 @@ def make_method(name: str, model: torch.nn.Module, tokenizer: Any, lig_steps: in
              "pr-ag": cp.PRAttentionGradient, "pr-tag": cp.PRTemperedAttentionGradient,
              "raw-attention": cp.RawAttention, "rollout": cp.AttentionRollout}
     if name in graph:
-        return rows(LLMGraphAttribution(graph[name](model, cp.attention_layers(model)), tokenizer))
+        wrapper = LLMGraphAttribution(graph[name](model, cp.attention_layers(model)), tokenizer)
+        # one column per prompt token, as Captum's wrappers give (the protected ones are never deleted anyway)
+        keep_all = {"skip_special_tokens": False} if "skip_special_tokens" in inspect.signature(
+            wrapper.attribute).parameters else {}
+        return rows(wrapper, **keep_all)
     if name == "feature-ablation":
         return rows(LLMAttribution(FeatureAblation(model), tokenizer))
     if name == "lig":
@@ -625,6 +629,21 @@ def _method_list(text: str) -> List[str]:
     return names
 
 
+def _library_state() -> str:
+    """The commit and the uncommitted library files the run computes with (the library may change under a run)."""
+    import subprocess
+
+    def git(*args: str) -> str:
+        try:
+            return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, timeout=30).stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            return "?"
+
+    dirty = git("status", "--porcelain", "--", "captum_prxai").splitlines()
+    return f"commit {git('rev-parse', '--short', 'HEAD')}, uncommitted library files: " + (
+        ", ".join(line[3:] for line in dirty) or "none")
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--models", default="smollm2", help=f"comma-separated, of {', '.join(MODELS)}")
@@ -685,6 +704,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(line, file=sys.stderr, flush=True)
 
     from captum_prxai.models.decoder import load_decoder
+
+    log(f"start: {command}; {_library_state()}")
 
     for model_name in models:
         model, tok = load_decoder(model_name)
