@@ -641,7 +641,7 @@ def _library_state() -> str:
 
     dirty = git("status", "--porcelain", "--", "captum_prxai").splitlines()
     return f"commit {git('rev-parse', '--short', 'HEAD')}, uncommitted library files: " + (
-        ", ".join(line[3:] for line in dirty) or "none")
+        ", ".join(line.split(maxsplit=1)[-1] for line in dirty) or "none")
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
