@@ -1,7 +1,7 @@
 """Time and peak memory of PR-A, PR-G and PR-AG as ratios to one forward+backward pass (issue 19).
 
 Every cell (length ``T``, batch ``B``) uses the model, inputs and method
-callables of :func:`captum_prxai.bench.speed._setup`: MiniLM-L6 up to 512
+callables of :func:`captum_prxai.bench.speed.method_calls`: MiniLM-L6 up to 512
 tokens, and beyond that a MiniLM-sized randomly initialised BERT config
 (6 layers, 384 wide, 12 heads) with enough positions, as in
 ``benchmarks/results/speed_cpu_b1.md``. The baseline ``forward+backward`` is
@@ -54,7 +54,7 @@ def _cells(lengths: str, batches: str) -> list[tuple[int, int]]:
 
 
 def run(args: argparse.Namespace) -> dict:
-    from captum_prxai.bench.speed import SpeedSettings, _setup
+    from captum_prxai.bench.speed import SpeedSettings, method_calls
 
     torch.set_num_threads(args.threads)
     methods = [m for m in args.methods.split(",") if m]
@@ -68,7 +68,7 @@ def run(args: argparse.Namespace) -> dict:
         if not args.memory_only:
             single = [m for m in args.single_run.split(",") if m and batch == 1]
             settings = SpeedSettings(lengths=tuple(lengths), batch_sizes=(batch,), methods=tuple(methods + single))
-            _, calls = _setup(length, batch, settings)
+            _, calls = method_calls(length, batch, settings)
             names = [BASELINE, *methods]
             for name in names:
                 calls[name]()  # warm-up

@@ -244,10 +244,10 @@ def _path_scores(attr: Any, embeddings: Any, ids: Tensor, mask: Tensor, special:
     from dataclasses import replace
 
     from captum_prxai.graph.scoring import score_graph
-    from captum_prxai.methods.builtin import _reference_ids
+    from captum_prxai.methods.builtin import reference_ids
 
     with torch.no_grad():
-        reference = embeddings(_reference_ids(ids, special, mask, pad_token_id))
+        reference = embeddings(reference_ids(ids, special, mask, pad_token_id))
     alpha = [1.0]
 
     def along_the_path(module: Any, args: Any, output: Tensor) -> Tensor:

@@ -4,7 +4,7 @@ One prepared script for a lent GPU (issue 19): MiniLM-L6 and MPNet-base shapes (
 weights travel; :func:`captum_prxai.bench.speed.config_model` lifts their position limits on the config) at
 512, 4096 and 16384 tokens, batch 1 and 32, bf16 and fp32. Every cell times one forward+backward pass with
 parameter gradients (the model's default fused attention, the baseline) and each method through the same
-callables as the CPU tables (:func:`captum_prxai.bench.speed._setup`), after a warm-up, with the device
+callables as the CPU tables (:func:`captum_prxai.bench.speed.method_calls`), after a warm-up, with the device
 synchronised; peak memory is the CUDA allocator's peak above the level before the call
 (:class:`~captum_prxai.bench._memory.PeakMemory`). LIG-50 (Captum's LayerIntegratedGradients) is timed once
 per length at batch 1, for its ratio to PR-AG and to the default. Cells the memory estimate refuses, or that run out of memory,
@@ -66,7 +66,7 @@ def _error_note(err: BaseException) -> str:
 def measure_cell(architecture: str, dtype: str, length: int, batch: int, methods: Sequence[str], repeats: int,
                  device: torch.device, lig: bool, model_cache: dict) -> list[dict]:
     """One cell's rows: the baseline, then every method (and LIG-50 when ``lig``), each timed ``repeats`` times."""
-    from captum_prxai.bench.speed import SpeedSettings, _measure, _setup, config_model
+    from captum_prxai.bench.speed import SpeedSettings, time_call, method_calls, config_model
 
     key = (architecture, dtype, length)
     if key not in model_cache:
@@ -81,7 +81,7 @@ def measure_cell(architecture: str, dtype: str, length: int, batch: int, methods
     rows: list[dict] = []
     base: Optional[float] = None
     try:
-        _, calls = _setup(length, batch, settings, model)
+        _, calls = method_calls(length, batch, settings, model)
     except Exception as err:  # noqa: BLE001 - a cell that cannot be built is a row, not the end of the run
         return [dict(model=architecture, dtype=dtype, length=length, batch=batch, method=BASELINE, seconds=None,
                      ratio=None, peak_mib=None, note=_error_note(err))]
@@ -89,7 +89,7 @@ def measure_cell(architecture: str, dtype: str, length: int, batch: int, methods
         row = dict(model=architecture, dtype=dtype, length=length, batch=batch, method=method, seconds=None,
                    ratio=None, peak_mib=None, note="")
         try:
-            seconds, peak = _measure(calls[method], 1 if method == "ig" else repeats, device)
+            seconds, peak = time_call(calls[method], 1 if method == "ig" else repeats, device)
             row.update(seconds=seconds, peak_mib=peak)
             if method == BASELINE:
                 base = seconds

@@ -49,7 +49,7 @@ def check_model(name: str, dataset_name: str, n: int) -> Dict[str, float]:
 
     from captum_prxai.bench.ablation import dataset_half
     from captum_prxai.methods import IG_DEFAULTS, MethodContext, make_forward_func
-    from captum_prxai.methods.builtin import _reference_ids
+    from captum_prxai.methods.builtin import reference_ids
     from captum_prxai.data import load_dataset
     from captum_prxai.models import load_model
 
@@ -63,7 +63,7 @@ def check_model(name: str, dataset_name: str, n: int) -> Dict[str, float]:
     for text in dataset.texts[:n]:
         enc = tokenizer(text, truncation=True, max_length=128, return_special_tokens_mask=True, return_tensors="pt")
         ids, mask, special = enc["input_ids"], enc["attention_mask"], enc["special_tokens_mask"]
-        base = _reference_ids(ids, special, mask, ctx.pad_token_id)
+        base = reference_ids(ids, special, mask, ctx.pad_token_id)
         with torch.no_grad():
             target = int(forward(ids, mask).argmax(-1))
         _, delta = ig.attribute(ids, baselines=base, target=target, additional_forward_args=(mask,),

@@ -162,8 +162,8 @@ def rank_among_real(scores: torch.Tensor, enc: Any, pos: int, special: torch.Ten
 
 def run_cell(cell: Cell, metric_examples: int, teleport_n: int, log) -> Dict[str, Any]:
     from captum_prxai.bench.runner import (
-        _encode,
-        _metric_special,
+        encode_text,
+        metric_special_mask,
         resolve_max_length,
         resolve_protect_explained,
         select_examples,
@@ -176,7 +176,7 @@ def run_cell(cell: Cell, metric_examples: int, teleport_n: int, log) -> Dict[str
         make_forward_func,
         validate_options,
     )
-    from captum_prxai.viz import _colors
+    from captum_prxai import viz as _colors  # the shared colour scale: display_max, intensities, is_signed
     from captum_prxai.viz.tokens import is_special_token
 
     t0 = time.perf_counter()
@@ -202,12 +202,12 @@ def run_cell(cell: Cell, metric_examples: int, teleport_n: int, log) -> Dict[str
     teleport_rows: List[Dict[str, Any]] = []
     example: Dict[str, Any] = {}
     for k, index in enumerate(indices):
-        enc = _encode(tokenizer, data.texts[index], max_length, torch.device("cpu"))
+        enc = encode_text(tokenizer, data.texts[index], max_length, torch.device("cpu"))
         with torch.no_grad():
             target = forward(enc.ids, enc.mask).argmax(dim=-1)
         pos = positions(enc, cell.decoder)
         explained_pos = int(torch.nonzero(pos["explained"]).flatten()[0])
-        metric_special = _metric_special(enc, protect)
+        metric_special = metric_special_mask(enc, protect)
         for m, explainer in explainers.items():
             scores = explainer(enc.ids, enc.mask, enc.special, target)
             s = scores[0].double()
@@ -319,7 +319,7 @@ def metric_table(results: List[Dict[str, Any]]) -> List[str]:
 
 
 def example_table(res: Dict[str, Any]) -> List[str]:
-    from captum_prxai.viz import _colors
+    from captum_prxai import viz as _colors  # the shared colour scale: display_max, intensities, is_signed
 
     ex = res["example"]
     tokens, scores, signed = ex["tokens"], ex["scores"], ex["signed"]
@@ -407,7 +407,7 @@ def conclusions(results: List[Dict[str, Any]]) -> List[str]:
     if enc:
         diff = max((m["max_abs_diff"] for r in enc for m in r["metrics"]), default=float("nan"))
         n_ex = sum(len(r["metrics"]) for r in enc)
-        out.append(f"* **(a) Deletion metrics, encoders: no effect.** `bench/runner._encode` asks the tokenizer for "
+        out.append(f"* **(a) Deletion metrics, encoders: no effect.** `bench/runner.encode_text` asks the tokenizer for "
                    "`special_tokens_mask` and passes it to `evaluate_faithfulness`; `metrics/masking.real_token_mask` "
                    "drops those tokens, `select_tokens` ranks only the real tokens (special ones are filled with "
                    "−inf/+inf before the sort) and `remove_tokens` never removes them; `k` counts real tokens only. "

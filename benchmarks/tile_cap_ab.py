@@ -1,7 +1,7 @@
 """Does the CPU cap on rows per tile pay? PR-A and PR-TAG with and without it, interleaved in one process.
 
 Each round times one forward+backward (the baseline, fused attention, parameter gradients) and then every
-(method, cap) pair on the same model and input (``captum_prxai.bench.speed._setup``: MiniLM-L6 up to 512 tokens,
+(method, cap) pair on the same model and input (``captum_prxai.bench.speed.method_calls``: MiniLM-L6 up to 512 tokens,
 a MiniLM-sized BERT config beyond). Interleaving in one process makes the comparison robust to the load of a
 shared machine, which hits every configuration alike. ``cap`` sets ``captum_prxai.hooks.CPU_TILE_ROWS`` for the
 call (``none`` = budget alone). Ratios are
@@ -22,7 +22,7 @@ from typing import Optional
 import torch
 
 import captum_prxai.hooks as hooks
-from captum_prxai.bench.speed import SpeedSettings, _setup
+from captum_prxai.bench.speed import SpeedSettings, method_calls
 
 
 def main(argv: Optional[list[str]] = None) -> int:
@@ -46,7 +46,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     print("|---|---|---|" + "---|" * (len(methods) * len(caps)))
     try:
         for length, rounds in zip(lengths, repeats):
-            _, calls = _setup(length, 1, SpeedSettings(lengths=(length,), batch_sizes=(1,), methods=tuple(methods)))
+            _, calls = method_calls(length, 1, SpeedSettings(lengths=(length,), batch_sizes=(1,), methods=tuple(methods)))
             for name in ("forward+backward", *methods):
                 calls[name]()  # warm-up
             base: list[float] = []

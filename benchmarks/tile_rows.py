@@ -22,7 +22,7 @@ from typing import Callable, Optional
 import torch
 import torch.nn.functional as F
 
-from captum_prxai._attention_math import RecomputedAttention
+from captum_prxai.hooks import RecomputedAttention
 from captum_prxai.graph.spec import GraphSpec
 
 HEADS, DIM = 12, 32

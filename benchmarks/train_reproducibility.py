@@ -65,7 +65,7 @@ def _child(out: str, steps: int, late: bool, pinned: bool) -> None:
     """Train in this process and print one JSON line: the kernels used, the seconds taken."""
     import torch
 
-    from captum_prxai.models._cpu import PINNED_ENV
+    from captum_prxai.models import PINNED_ENV
     from captum_prxai.models.train import train_classifier
 
     if late:
@@ -154,7 +154,7 @@ def main(argv: List[str] | None = None) -> int:
         _child(out, args.steps, late == "1", pinned == "1")
         return 0
 
-    from captum_prxai.models._cpu import PINNED_ENV
+    from captum_prxai.models import PINNED_ENV
 
     base = {k: v for k, v in os.environ.items() if k not in PINNED_ENV}
     records = []

@@ -49,6 +49,7 @@ from captum_prxai.conservative import held_constant, is_conservative
 from captum_prxai.exceptions import PRXAIError
 
 __all__ = [
+    "RecomputedAttention",
     "AttentionExtractor",
     "AttentionRecorder",
     "GradientOverflow",

@@ -16,7 +16,7 @@ torch.set_num_threads(1)
 
 from captum_prxai.bench import register_precomputed  # noqa: E402
 from captum_prxai.bench.ablation import dataset_half  # noqa: E402
-from captum_prxai.bench.runner import _encode, resolve_max_length, select_examples  # noqa: E402
+from captum_prxai.bench.runner import encode_text, resolve_max_length, select_examples  # noqa: E402
 from captum_prxai.data import load_dataset  # noqa: E402
 from captum_prxai.methods import MethodContext, build_method, make_forward_func  # noqa: E402
 from captum_prxai.models import load_model  # noqa: E402
@@ -43,7 +43,7 @@ def main() -> None:
     idx = select_examples(len(ds.texts), n, 0)
     nonzero = 0
     for i in idx:
-        enc = _encode(tok, ds.texts[i], max_length, torch.device("cpu"))
+        enc = encode_text(tok, ds.texts[i], max_length, torch.device("cpu"))
         with torch.no_grad():
             target = forward(enc.ids, enc.mask).argmax(dim=-1)
         scores = explainer(enc.ids, enc.mask, enc.special, target)  # raises on an input not covered

@@ -90,7 +90,7 @@ def main() -> None:
     idx = select_examples(len(ds.texts), n, a.seed)
     with open(examples, "w") as f:
         for i in idx:
-            # as captum_prxai.bench.runner._encode
+            # as captum_prxai.bench.runner.encode_text
             enc = tok(ds.texts[i], truncation=True, max_length=max_length, return_special_tokens_mask=True,
                       return_tensors="pt")
             ids = enc["input_ids"]

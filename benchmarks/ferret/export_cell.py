@@ -31,7 +31,7 @@ torch.set_num_threads(1)
 
 from captum_prxai.bench.ablation import dataset_half
 from captum_prxai.bench.runner import (
-    _encode,
+    encode_text,
     resolve_max_length,
     resolve_protect_explained,
     run_benchmark,
@@ -82,7 +82,7 @@ def main() -> None:
     assert sorted(by_example) == idx, "benchmark examples differ from select_examples"
     with open(out / "examples.jsonl", "w") as f:
         for i in idx:
-            enc = _encode(tok, data.texts[i], max_length, torch.device("cpu"))
+            enc = encode_text(tok, data.texts[i], max_length, torch.device("cpu"))
             recs = by_example[i]
             first = next(iter(recs.values()))
             assert first["tokens"] == enc.tokens, f"tokens of example {i} differ from the benchmark's"

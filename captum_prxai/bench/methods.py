@@ -6,6 +6,6 @@ from captum_prxai.methods import __all__  # noqa: F401
 from captum_prxai.methods.builtin import (  # noqa: F401
     _embeddings,
     _opts,
-    _reference_ids,
+    reference_ids,
     _token_feature_mask,
 )

@@ -20,7 +20,7 @@ The run is a sequence of named steps: :func:`_resolve_config`,
 :func:`_dataset_items` and :func:`_sample_order`, :func:`_prepare_model`,
 :func:`resolve_max_length`, :func:`_method_keys`, then per example
 :func:`_explain_examples` (per example :func:`_cached_records` and
-:func:`_encode`, per method :meth:`_Methods.explain`, the metrics and
+:func:`encode_text`, per method :meth:`_Methods.explain`, the metrics and
 :func:`_make_record`), and finally :func:`_write_outputs`.
 """
 
@@ -613,14 +613,18 @@ def _cached_records(cached: Dict[tuple, Dict[str, Any]], keys: Dict[str, str], i
 
 
 @dataclass
-class _Encoded:
+class EncodedText:
+    """One text as the benchmark encodes it: ids, mask and special-tokens mask ``(1, T)``, and its tokens."""
+
     ids: Tensor
     mask: Tensor
     special: Tensor
     tokens: List[str]
 
 
-def _encode(tokenizer: Any, text: str, max_length: int, device: torch.device) -> _Encoded:
+def encode_text(tokenizer: Any, text: str, max_length: int, device: torch.device) -> EncodedText:
+    """``text`` tokenised as every method of the benchmark sees it: truncated to ``max_length``, with its
+    special-tokens mask (what a precomputed method's scores must be aligned to)."""
     enc = tokenizer(text, truncation=True, max_length=max_length, return_special_tokens_mask=True,
                     return_tensors="pt")
     ids = enc["input_ids"].to(device)
@@ -628,7 +632,7 @@ def _encode(tokenizer: Any, text: str, max_length: int, device: torch.device) ->
         raise PRXAIError(f"the tokenizer returned {ids.shape[1]} tokens for max_length {max_length}.")
     mask = enc["attention_mask"].to(device) if "attention_mask" in enc else torch.ones_like(ids)
     special = enc["special_tokens_mask"].to(device)
-    return _Encoded(ids, mask, special, tokenizer.convert_ids_to_tokens(ids[0].tolist()))
+    return EncodedText(ids, mask, special, tokenizer.convert_ids_to_tokens(ids[0].tolist()))
 
 
 def _prober(data: _Data, tokenizer: Any, max_length: int, device: torch.device,
@@ -637,7 +641,7 @@ def _prober(data: _Data, tokenizer: Any, max_length: int, device: torch.device,
     tokenisation and text, as a record stores them (one forward pass)."""
 
     def probe(index: int) -> Tuple[int, int, float]:
-        enc = _encode(tokenizer, data.texts[index], max_length, device)
+        enc = encode_text(tokenizer, data.texts[index], max_length, device)
         with torch.no_grad():
             probs = torch.softmax(forward(enc.ids, enc.mask).float(), dim=-1)[0]
         target = int(probs.argmax())
@@ -659,7 +663,7 @@ class _Methods:
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
 
-    def explain(self, name: str, index: int, enc: _Encoded, target: Tensor) -> Tuple[Tensor, float, Any]:
+    def explain(self, name: str, index: int, enc: EncodedText, target: Tensor) -> Tuple[Tensor, float, Any]:
         """``(scores, seconds, PeakMemory)`` of one call of method ``name``."""
         from captum_prxai.bench._memory import PeakMemory
 
@@ -681,7 +685,7 @@ class _Methods:
 
 
 def _make_record(key: str, index: int, sha: str, name: str, label: Optional[int], label_names: List[str],
-                 target: Tensor, enc: _Encoded, res: Dict[str, Tensor], scores: Tensor, elapsed: float,
+                 target: Tensor, enc: EncodedText, res: Dict[str, Tensor], scores: Tensor, elapsed: float,
                  mem: Any) -> Dict[str, Any]:
     metrics = {k: float(v[0]) for k, v in res.items()
                if k not in ("curve_most", "curve_least", "curve_fractions", "target", "prob")}
@@ -727,7 +731,7 @@ def resolve_protect_explained(protect_explained: Optional[bool], model: nn.Modul
     return model_is_causal(model)
 
 
-def _metric_special(enc: _Encoded, protect_explained: bool) -> Tensor:
+def metric_special_mask(enc: EncodedText, protect_explained: bool) -> Tensor:
     """The special-tokens mask the metrics see: plus the last real token when the explained token is protected."""
     if not protect_explained:
         return enc.special
@@ -758,11 +762,11 @@ def _explain_examples(indices: Sequence[int], data: _Data, keys: Dict[str, str],
         bar.update(len(hits))
         if not todo:
             continue
-        enc = _encode(tokenizer, text, max_length, device)
+        enc = encode_text(tokenizer, text, max_length, device)
         with torch.no_grad():
             target = forward(enc.ids, enc.mask).argmax(dim=-1)
         gold = None if label is None else torch.tensor([label], device=device)
-        metric_special = _metric_special(enc, protect_explained)
+        metric_special = metric_special_mask(enc, protect_explained)
         for name in todo:
             bar.set_postfix_str(f"{name} #{index}")
             try:

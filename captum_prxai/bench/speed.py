@@ -105,7 +105,7 @@ def _minilm() -> nn.Module:
     return AutoModelForSequenceClassification.from_pretrained(str(encoder_path("minilm")), num_labels=2).eval()
 
 
-def _measure(fn: Callable[[], object], repeats: int, device: torch.device) -> tuple[float, float]:
+def time_call(fn: Callable[[], object], repeats: int, device: torch.device) -> tuple[float, float]:
     fn()  # warm-up
     times, peak = [], 0
     for _ in range(repeats):
@@ -119,7 +119,7 @@ def _measure(fn: Callable[[], object], repeats: int, device: torch.device) -> tu
     return statistics.median(times), peak / 2**20
 
 
-def _setup(length: int, batch: int, settings: SpeedSettings, model: Optional[nn.Module] = None):
+def method_calls(length: int, batch: int, settings: SpeedSettings, model: Optional[nn.Module] = None):
     """Model, inputs and the callable of every method, for one (length, batch) cell."""
     device = torch.device(settings.device)
     if model is None:
@@ -164,7 +164,7 @@ def child_peak_memory(method: str, length: int, batch: int, threads: int = 1) ->
     torch.set_num_threads(threads)
     settings = SpeedSettings(lengths=(length,), batch_sizes=(batch,),
                              methods=tuple(m for m in (method,) if m not in BASELINES))
-    _, calls = _setup(length, batch, settings)
+    _, calls = method_calls(length, batch, settings)
     gc.collect()
     reset_peak_rss()
     before = rss_bytes() or 0
@@ -201,7 +201,7 @@ def run_speed_benchmark(settings: SpeedSettings, progress: Callable[[str], None]
     for length in settings.lengths:
         name = "minilm-l6" if length <= 512 else "bert-config-l6"
         for batch in settings.batch_sizes:
-            model, calls = _setup(length, batch, settings, models.get(name))
+            model, calls = method_calls(length, batch, settings, models.get(name))
             models = {name: model}
             layers = sum(1 for _ in model.modules() if type(_).__name__ == "BertSelfAttention")
             need = attention_memory_bytes(batch, length, layers, model.config.num_attention_heads, 4)
@@ -224,7 +224,7 @@ def run_speed_benchmark(settings: SpeedSettings, progress: Callable[[str], None]
                         progress(f"{label}: {rows[-1].note}")
                         continue
                 repeats = 1 if method == "ig" else settings.repeats
-                median, peak = _measure(calls[method], repeats, device)
+                median, peak = time_call(calls[method], repeats, device)
                 if settings.memory_subprocess and device.type == "cpu":
                     peak, _why = peak_in_subprocess(method, length, batch, torch.get_num_threads())
                 if method == "forward+backward":

@@ -28,6 +28,7 @@ from captum_prxai.methods.builtin import (
     pr_defaults,
     pr_factory,
     register_defaults,
+    reference_ids,
     register_pr_method,
 )
 from captum_prxai.methods.registry import (
@@ -75,6 +76,7 @@ __all__ = [
     "pr_defaults",
     "pr_factory",
     "register_method",
+    "reference_ids",
     "register_pr_method",
     "register_precomputed",
     "resolve_method",

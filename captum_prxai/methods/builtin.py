@@ -22,7 +22,7 @@ from captum_prxai.methods.registry import (
 )
 
 __all__ = ["DEFAULT_METHOD", "FEATURED_METHODS", "IG_DEFAULTS", "PR_PRESETS", "REFERENCE_METHODS", "default_method",
-           "pr_factory", "pr_defaults", "register_pr_method", "register_defaults"]
+           "pr_factory", "pr_defaults", "reference_ids", "register_pr_method", "register_defaults"]
 
 #: LayerIntegratedGradients settings of the ``"ig"`` method (overridable per run through ``options``):
 #: the one place the benchmark's, ``explain``'s and the explorer's "IG: 50 steps" is written.
@@ -154,9 +154,10 @@ def register_pr_method(name: str, settings: Dict[str, Any], label: Optional[str]
                            defaults=pr_defaults(class_name, **settings))
 
 
-def _reference_ids(input_ids: Tensor, special_tokens_mask: Tensor, attention_mask: Tensor,
+def reference_ids(input_ids: Tensor, special_tokens_mask: Tensor, attention_mask: Tensor,
                    token_id: int) -> Tensor:
-    """Replace every real token by ``token_id``; keep special tokens and padding."""
+    """The reference input of Integrated Gradients and the perturbation methods: every real token replaced by
+    ``token_id`` (``[PAD]`` by default), special tokens and padding kept. ``(B, T)`` ids."""
     real = attention_mask.bool() & ~special_tokens_mask.bool()
     return input_ids.masked_fill(real, int(token_id))
 
@@ -196,7 +197,7 @@ def _ig_factory(model: nn.Module, forward_func: ForwardFunc, ctx: MethodContext)
     attr = LayerIntegratedGradients(forward_func, _embeddings(model))
 
     def explain(ids: Tensor, mask: Tensor, special: Tensor, target: Tensor) -> Tensor:
-        base = _reference_ids(ids, special, mask, ctx.pad_token_id)
+        base = reference_ids(ids, special, mask, ctx.pad_token_id)
         return attr.attribute(ids, baselines=base, target=target, additional_forward_args=(mask,), **opts)
 
     return Explainer("ig", "Integrated Gradients", explain, attr)
@@ -255,7 +256,7 @@ def _perturbation_factory(name: str, label: str, build: Callable[[ForwardFunc], 
         opts.pop("reference", None)
 
         def explain(ids: Tensor, mask: Tensor, special: Tensor, target: Tensor) -> Tensor:
-            base = _reference_ids(ids, special, mask, ref)
+            base = reference_ids(ids, special, mask, ref)
             kwargs = dict(opts)
             if use_feature_mask:
                 kwargs["feature_mask"] = _token_feature_mask(mask, special)

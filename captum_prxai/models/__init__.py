@@ -11,11 +11,13 @@ Example::
 """
 
 from captum_prxai._lazy import lazy_exports
+from captum_prxai.models._cpu import PINNED_ENV
 from captum_prxai.models.load import ENCODERS, encoder_path, label_names, load_default, load_model
 from captum_prxai.models.train import TrainConfig, TrainResult, evaluate, train_classifier
 
 __all__ = [
     "ENCODERS",
+    "PINNED_ENV",
     "LabelWordClassifier",
     "load_decoder_classifier",
     "TrainConfig",

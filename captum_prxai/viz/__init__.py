@@ -6,6 +6,7 @@
 * :mod:`captum_prxai.viz.curves` -- deletion / insertion curves.
 * :mod:`captum_prxai.viz.terminal` -- ANSI-coloured token lines.
 * :mod:`captum_prxai.viz.tokens` -- merging sub-word pieces back into words.
+* :func:`display_max`, :func:`intensities`, :func:`is_signed` -- the colour scale every picture shares.
 
 Sub-modules are imported lazily so that ``import captum_prxai.viz`` does not
 import matplotlib or torch.
@@ -26,6 +27,10 @@ _EXPORTS = {
     "terminal_heatmap": ".terminal",
     "terminal_legend": ".terminal",
     "merge_subwords": ".tokens",
+    # the colour scale every picture shares (which tokens set its maximum, each score's intensity)
+    "display_max": "._colors",
+    "intensities": "._colors",
+    "is_signed": "._colors",
     "top_words": ".tokens",
 }
 
