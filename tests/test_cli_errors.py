@@ -99,7 +99,7 @@ def test_graph_refuses_unknown_figure_formats(tmp_path, capsys, no_model_loading
 def test_graph_with_no_pr_xai_method_says_the_view_is_for_pr_xai(tmp_path, capsys, no_model_loading):
     code, out, err = _run(capsys, "explain", "a good film", "--methods", "rollout,ig", "--graph", tmp_path / "g.svg")
     _one_line_error(code, err, "the graph view is for PR-XAI methods")
-    assert "pr-g" in err and not (tmp_path / "g.svg").exists()
+    assert "pr-xai" in err and not (tmp_path / "g.svg").exists()
 
 
 def test_two_outputs_on_one_file_are_refused(tmp_path, capsys, no_model_loading):
