@@ -123,13 +123,13 @@ PARAMS: Dict[str, Param] = {
               "how the attention heads of a layer are combined (attention-graph methods)",
               choices=("mean", "sum", "max"), option="head_reduction"),
         Param("walk_gate", "Walk gate", "float", None,
-              "PR-XAI methods that walk both signs (PR-TAG±): keep the positive walk alone on a text whose two "
-              "walks' scores correlate above this (empty: the method's own; the 12-layer default's is 0.5, "
-              "others have none)", -1.0, 1.0, option="walk_gate"),
+              "PR-XAI methods that walk both signs (the default): keep the positive walk alone on a text whose "
+              "two walks' scores correlate above this (empty: the method's own for this model)", -1.0, 1.0,
+              option="walk_gate"),
         Param("hub_power", "Hub weight", "float", None,
               "PR-XAI, token graph: weigh each walk's PageRank by its graph's global PageRank to this power, "
-              "raising the tokens the whole graph routes its traffic to (empty: the method's own; the encoder "
-              "defaults' is 0.5, the presets' 0)", 0.0, 2.0, option="hub_power"),
+              "raising the tokens the whole graph routes its traffic to (empty: the method's own: the default's "
+              "for this model, 0 for PR-A, PR-G, PR-AG and PR-TAG)", 0.0, 2.0, option="hub_power"),
         Param("ig_steps", "IG steps", "int", 50,
               "Integrated Gradients: integration steps; each step is one forward and one backward pass",
               1, 300, option="n_steps"),

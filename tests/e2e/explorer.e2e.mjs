@@ -149,6 +149,7 @@ try {
       track: r.querySelector(".bar-track").getBoundingClientRect().width,
       bar: r.querySelector(".hbar").getBoundingClientRect().width,
       value: Number(r.querySelector(".hbar").dataset.value),
+      seq: r.querySelector(".hbar").classList.contains("seq"),
     })),
   })));
   for (const card of bars) {
@@ -162,6 +163,8 @@ try {
       check(Math.abs(r.bar - want) <= 1.5, `${card.method}: bar of '${r.word}' is ${r.bar} px, want ${want.toFixed(1)}`);
     }
     check(/scale/.test(card.scale), `${card.method}: the card names its colour scale (${card.scale})`);
+    const sequential = /sequential/.test(card.scale);
+    check(card.rows.every((r) => r.seq === sequential), `${card.method}: the bars take the heatmap's scale (${card.scale})`);
   }
   summary.bars = bars.map((c) => ({ method: c.method, widths: c.rows.map((r) => Math.round(r.bar)) }));
 

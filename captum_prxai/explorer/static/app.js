@@ -527,14 +527,16 @@ function renderPrediction(input, box) {
   box.hidden = false;
 }
 
-function topTokens(top) {
+function topTokens(top, signed) {
   // the server's list (the export's too): the words with the largest |score|, special tokens and the explained
-  // token left out, merged into words when "merge word pieces" is ticked; bars scaled to the first
+  // token left out, merged into words when "merge word pieces" is ticked; bars scaled to the first, coloured as
+  // the heatmap's scale: green / red for a signed method, the sequential colour for an unsigned one (grey below 0)
   const most = Math.max(1e-12, ...top.map(([, v]) => Math.abs(v)));
   const chart = el("div", { class: "bars", "data-top-tokens": String(top.length) });
   for (const [word, value] of top) {
     const row = el("div", { class: "bar-row" });
-    const bar = el("div", { class: value < 0 ? "hbar neg" : "hbar pos", "data-value": String(value) });
+    const kind = signed ? (value < 0 ? "neg" : "pos") : (value < 0 ? "seq below" : "seq");
+    const bar = el("div", { class: `hbar ${kind}`, "data-value": String(value) });
     bar.style.width = `${Math.min(100, (100 * Math.abs(value)) / most).toFixed(1)}%`;
     row.append(el("span", { class: "bar-tok" }, word), el("div", { class: "bar-track" }), el("span", { class: "bar-val" }, value.toPrecision(2)));
     row.children[1].append(bar);
@@ -568,7 +570,7 @@ function renderJob(job, predictionBox = $("prediction"), results = $("results"),
       card.append(frag);
       card.append(el("p", { class: "scale-note", "data-scale": r.scale.mode }, `colours: ${r.scale.text}`));
       const more = el("details", { class: "top-tokens" });
-      more.append(el("summary", {}, "top tokens"), topTokens(r.top));
+      more.append(el("summary", {}, "top tokens"), topTokens(r.top, r.scale.signed));
       more.open = true;
       card.append(more);
       results.append(card);
