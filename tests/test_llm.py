@@ -355,7 +355,8 @@ def test_unsupported_methods_and_forward_functions_are_refused(lms, tok):
 def test_bad_inputs_and_targets_get_clear_errors(lms, tok):
     llm = _wrap(lms("llama"), cp.PRGradient, tok)
     inp = TextTokenInput(PROMPT, tok)
-    with pytest.raises(PRXAIError, match="takes captum.attr.TextTokenInput or TextTemplateInput, got str"):
+    with pytest.raises(PRXAIError, match=r"takes captum.attr.TextTokenInput or TextTemplateInput \(or a list of "
+                                         r"them, or of prompt strings, for a batch\), got str"):
         llm.attribute(PROMPT, target=TARGET)
     with pytest.raises(PRXAIError, match="not both"):
         llm.attribute(inp, target=TARGET, gen_args={"max_new_tokens": 2})
