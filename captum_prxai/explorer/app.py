@@ -142,10 +142,11 @@ def _client_gone() -> bool:
     from flask import request
 
     sock = request.environ.get("werkzeug.socket")
-    if sock is None:
+    dontwait = getattr(socket, "MSG_DONTWAIT", None)  # not on Windows: there the export waits for its job
+    if sock is None or dontwait is None:
         return False
     try:
-        return sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
+        return sock.recv(1, socket.MSG_PEEK | dontwait) == b""
     except (BlockingIOError, InterruptedError):
         return False
     except OSError:
