@@ -27,9 +27,12 @@ See ``docs/llm.md`` for the semantics, the cost model and the limits.
 from __future__ import annotations
 
 import inspect
+import json
+import os
 import re
 import warnings
 from copy import copy
+from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Union
 
 import torch
@@ -42,7 +45,11 @@ from captum_prxai.attr._base import AttentionGraphAttribution
 from captum_prxai.capture import CapturedGraph, capture_graph, check_memory
 from captum_prxai.exceptions import PRXAIError
 
-__all__ = ["LLMGraphAttribution", "DEFAULT_GEN_ARGS", "chat_input"]
+__all__ = ["LLMGraphAttribution", "DEFAULT_GEN_ARGS", "chat_input", "load_result", "save_result"]
+
+#: The ``format`` field of a saved result (:func:`save_result`).
+RESULT_FORMAT = "captum-prxai/generation-result"
+RESULT_VERSION = 1
 
 #: Memory budget (bytes) of the per-row edge maps held at once before PageRank runs on them;
 #: ``internal_batch_size=None`` sizes the row chunks to it.
@@ -264,7 +271,7 @@ class LLMGraphAttribution(LLMGradientAttribution):
             token_attr = torch.cat([token_attr, generated], dim=1)
             input_tokens = input_tokens + list(output_tokens)
         token_attr = token_attr.cpu()
-        return LLMAttributionResult(
+        result = LLMAttributionResult(
             seq_attr=token_attr.sum(0),
             token_attr=token_attr,
             output_probs=log_probs.detach().exp().cpu(),
@@ -272,6 +279,17 @@ class LLMGraphAttribution(LLMGradientAttribution):
             output_tokens=output_tokens,
             inp=inp,
         )
+        # what save_result records with the scores
+        result.method = self.method_description()
+        result.model_name = self.model_name
+        return result
+
+    def method_description(self) -> str:
+        """The wrapped method, as a saved result records it: its class and, for PageRank methods, the resolved
+        :class:`~captum_prxai.graph.spec.GraphSpec` that ran."""
+        method = self.attr_method
+        spec = getattr(method, "spec", None)
+        return f"{type(method).__name__}({spec!r})" if spec is not None else type(method).__name__
 
     def attribute_future(self) -> Callable[[], LLMAttributionResult]:
         r"""Not implemented, as for Captum's ``LLMGradientAttribution``."""
@@ -769,6 +787,86 @@ def _token_pieces(content: str, tokenizer: Any) -> List[str]:
     offsets = tokenizer(content, add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"]
     starts = sorted({0} | {start for start, end in offsets if end > start and 0 < start < len(content)})
     return [content[a:b] for a, b in zip(starts, starts[1:] + [len(content)])]
+
+
+def save_result(result: LLMAttributionResult, path: Union[str, "os.PathLike[str]"], method: Optional[str] = None,
+                model_name: Optional[str] = None) -> None:
+    r"""Save a generation explanation to one JSON file, readable without the model (:func:`load_result`).
+
+    The file holds the input and output tokens, ``token_attr`` ``(n_out, n_in)``, ``seq_attr``, ``output_probs``,
+    the method and the model's name, and the format's name and version.
+
+    Args:
+        result (LLMAttributionResult): A result of :meth:`LLMGraphAttribution.attribute` (or any Captum LLM
+            result with a ``token_attr``).
+        path (str or path): The ``.json`` file to write.
+        method (str, optional): The method's name; default: the one the result records (``result.method``).
+        model_name (str, optional): The model's name; default: ``result.model_name``.
+
+    Raises:
+        PRXAIError: The result has no token matrix, or no method or model name is known.
+    """
+    if not isinstance(result, LLMAttributionResult) or result.token_attr is None:
+        raise PRXAIError("save_result takes an LLMAttributionResult with a token_attr matrix (LLMGraphAttribution's "
+                         f"result), got {type(result).__name__}.")
+    method = method or getattr(result, "method", None)
+    model_name = model_name or getattr(result, "model_name", None)
+    if not method or not model_name:
+        raise PRXAIError("The result records no method or model name; pass save_result(result, path, method=..., "
+                         "model_name=...).")
+    token_attr = torch.as_tensor(result.token_attr).detach().cpu().double()
+    payload = {
+        "format": RESULT_FORMAT,
+        "version": RESULT_VERSION,
+        "method": str(method),
+        "model": str(model_name),
+        "input_tokens": [str(t) for t in result.input_tokens],
+        "output_tokens": [str(t) for t in result.output_tokens],
+        "token_attr": token_attr.tolist(),
+        "seq_attr": torch.as_tensor(result.seq_attr).detach().cpu().double().tolist(),
+        "output_probs": None if result.output_probs is None
+        else torch.as_tensor(result.output_probs).detach().cpu().double().tolist(),
+    }
+    Path(path).write_text(json.dumps(payload, ensure_ascii=False), encoding="utf-8")
+
+
+def load_result(path: Union[str, "os.PathLike[str]"]) -> LLMAttributionResult:
+    r"""Read a result that :func:`save_result` wrote, without the model.
+
+    Returns:
+        LLMAttributionResult: Captum's result (``token_attr``, ``seq_attr``, ``output_probs``, the tokens; no
+        ``inp``), with ``method`` and ``model_name`` attributes. Captum's ``plot_token_attr()`` draws it.
+
+    Raises:
+        PRXAIError: The file is missing, not JSON, not a saved result, or of a newer version.
+    """
+    try:
+        payload = json.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise PRXAIError(f"No such file: {path}") from None
+    except (OSError, UnicodeDecodeError, ValueError) as error:
+        raise PRXAIError(f"{path} is not a saved generation result (not readable JSON: {error}).") from None
+    if not isinstance(payload, dict) or payload.get("format") != RESULT_FORMAT:
+        raise PRXAIError(f"{path} is not a saved generation result (no format {RESULT_FORMAT!r}).")
+    if not isinstance(payload.get("version"), int) or payload["version"] > RESULT_VERSION:
+        raise PRXAIError(f"{path} is of format version {payload.get('version')!r}; this captum-prxai reads up to "
+                         f"{RESULT_VERSION}. Upgrade captum-prxai.")
+    try:
+        token_attr = torch.tensor(payload["token_attr"], dtype=torch.float64)
+        result = LLMAttributionResult(
+            input_tokens=list(payload["input_tokens"]), output_tokens=list(payload["output_tokens"]),
+            seq_attr=torch.tensor(payload["seq_attr"], dtype=torch.float64), token_attr=token_attr,
+            output_probs=None if payload.get("output_probs") is None
+            else torch.tensor(payload["output_probs"], dtype=torch.float64),
+        )
+    except (KeyError, TypeError, ValueError) as error:
+        raise PRXAIError(f"{path} is a damaged generation result ({type(error).__name__}: {error}).") from None
+    if token_attr.dim() != 2 or token_attr.shape != (len(result.output_tokens), len(result.input_tokens)):
+        raise PRXAIError(f"{path} is a damaged generation result: token_attr has shape {tuple(token_attr.shape)}, "
+                         f"not (outputs, inputs) = ({len(result.output_tokens)}, {len(result.input_tokens)}).")
+    result.method = payload.get("method")
+    result.model_name = payload.get("model")
+    return result
 
 
 def _end_of_turn(tokenizer: Any) -> str:

@@ -168,3 +168,42 @@ def test_a_method_built_on_a_forward_function_is_refused(model, tok):
 
     with pytest.raises(PRXAIError, match="must be the Hugging Face causal LM itself"):
         LLMGraphAttribution(cp.PRGradient(forward, cp.attention_layers(model)), tok)
+
+
+# -- save and load ------------------------------------------------------------------------------------------------
+
+
+def test_a_result_saved_and_loaded_keeps_its_tokens_scores_method_and_model(llm, tok, tmp_path):
+    from captum_prxai.llm import load_result, save_result
+
+    result = llm.attribute(TextTokenInput("w1 w2 w3", tok), target="w4 w5")
+    path = tmp_path / "result.json"
+    save_result(result, path)
+    loaded = load_result(path)
+    assert loaded.input_tokens == result.input_tokens and loaded.output_tokens == result.output_tokens
+    torch.testing.assert_close(loaded.token_attr, result.token_attr.double(), atol=1e-7, rtol=0)
+    torch.testing.assert_close(loaded.seq_attr, result.seq_attr.double(), atol=1e-7, rtol=0)
+    torch.testing.assert_close(loaded.output_probs, result.output_probs.double(), atol=1e-7, rtol=0)
+    assert loaded.method.startswith("PRGradient(GraphSpec(") and "edge_weight='gradient'" in loaded.method
+    assert loaded.model_name == "LlamaForCausalLM"  # a model built from a config has no name or path
+    # readable without the model or torch's pickles: plain JSON
+    import json
+
+    payload = json.loads(path.read_text(encoding="utf-8"))
+    assert payload["format"] == "captum-prxai/generation-result" and payload["token_attr"] == loaded.token_attr.tolist()
+
+
+def test_loading_something_else_is_a_clear_error(tmp_path):
+    from captum_prxai.llm import load_result, save_result
+
+    with pytest.raises(PRXAIError, match="No such file"):
+        load_result(tmp_path / "missing.json")
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json", encoding="utf-8")
+    with pytest.raises(PRXAIError, match="not readable JSON"):
+        load_result(bad)
+    bad.write_text('{"format": "other"}', encoding="utf-8")
+    with pytest.raises(PRXAIError, match="not a saved generation result"):
+        load_result(bad)
+    with pytest.raises(PRXAIError, match="LLMAttributionResult"):
+        save_result("scores", tmp_path / "x.json")
