@@ -34,6 +34,7 @@ COMMANDS: dict[str, str] = {
     "bench-speed": "captum_prxai.commands.bench_speed",
     "explore": "captum_prxai.commands.explore",
     "attribute-dataset": "captum_prxai.commands.attribute_dataset",
+    "explain-generation": "captum_prxai.commands.explain_generation",
 }
 
 
