@@ -1481,3 +1481,58 @@ def test_a_cancel_before_any_result_leaves_nothing_to_export(tiny, slow_method):
     assert resp.status_code == 400 and "nothing to export" in resp.json["error"]
     js = client.get("/static/app.js").get_data(as_text=True)
     assert '$("export").disabled = !anyResult' in js and '$("graph-btn").disabled = !anyResult' in js
+
+
+# ----------------------------------------------------------------------------- fourth round (issue 64)
+def test_an_explorer_made_while_hooks_are_on_the_model_copies_none(tiny):
+    """The lanes' weight-sharing copies start without the model's hooks: an explorer created on a model while
+    another one computes on it (its method's hooks installed) gets neither those hooks nor their effect."""
+    from captum_prxai.explorer.engine import share_weights
+
+    model, tokenizer, datasets = tiny
+    calls = {"pre": 0, "backward": 0}
+
+    def count_pre(module, args, kwargs):
+        calls["pre"] += 1
+
+    def count_backward(module, grad_in, grad_out):
+        calls["backward"] += 1
+
+    handles = [
+        model.bert.embeddings.register_forward_hook(lambda module, args, out: out * 3.0),  # would change every score
+        model.bert.encoder.layer[0].register_forward_pre_hook(count_pre, with_kwargs=True),
+        model.classifier.register_full_backward_hook(count_backward),
+        model.register_state_dict_pre_hook(lambda *args: None),
+    ]
+    try:
+        assert model.bert.embeddings._forward_hooks and model.classifier._backward_hooks
+        app = create_app(model, tokenizer, datasets, model_name="tiny")
+        alone = share_weights(model)
+    finally:
+        for handle in handles:
+            handle.remove()
+    engine = app.extensions["prxai_explorer"]
+    copies = [engine.lanes["fast"].model, engine.lanes["predict"].model, alone]
+    assert all(c is not model for c in copies) and len({id(c) for c in copies}) == 3
+    for replica in copies:
+        for name, module in replica.named_modules():
+            hooks = {k: v for k, v in vars(module).items() if "hook" in k and isinstance(v, dict) and v}
+            assert hooks == {}, f"{name or 'model'} of a copy carries hooks: {sorted(hooks)}"
+            assert module._is_full_backward_hook is None
+        assert replica.bert.embeddings.word_embeddings.weight is model.bert.embeddings.word_embeddings.weight
+    client = app.test_client()
+    text = "the plot was dull"
+    job = explain(client, text=text, methods=["pr-ag", "rollout"])
+    assert calls == {"pre": 0, "backward": 0}  # no copied hook fired
+    enc = tokenizer(text, return_tensors="pt")
+    with torch.no_grad():
+        probs = model(**enc).logits.softmax(-1)[0]
+    assert job["input"]["probabilities"] == pytest.approx(probs.tolist(), abs=1e-6)
+    forward = make_forward_func(model)
+    for result in job["results"]:
+        expected = build_method(result["method"], model, forward)(
+            enc["input_ids"], enc["attention_mask"], None, torch.tensor([job["input"]["target"]]))[0]
+        assert result["scores"] == pytest.approx(expected.tolist(), abs=1e-6), result["method"]
+    alone.classifier.register_full_backward_hook(count_backward)  # the copy takes new hooks of its own
+    alone(**enc).logits[0, 0].backward()
+    assert calls["backward"] == 1

@@ -39,7 +39,7 @@ import threading
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 from captum_prxai._tokenize import encode_text, model_input_limit
 from captum_prxai.exceptions import PRXAIError
@@ -112,14 +112,34 @@ def release_memory() -> None:
         pass
 
 
+def _hook_dicts(module: Any) -> Iterator[Tuple[str, Any]]:
+    """``(attribute name, dict)`` of every hook dict of one module (forward, backward, state-dict ...)."""
+    for name, value in list(vars(module).items()):
+        if "hook" in name and isinstance(value, dict):
+            yield name, value
+
+
 def share_weights(model: Any) -> Any:
     """A copy of ``model``'s modules that shares its parameters and buffers (no weight is copied).
 
     Hooks installed on one copy do not fire on the other, so two threads can
-    explain (or predict) at once without seeing each other's hooks.
+    explain (or predict) at once without seeing each other's hooks. The copy
+    starts without any module hook: the hook dicts of ``model`` (forward,
+    backward, state-dict hooks) are not copied but replaced by empty ones, so
+    a copy made while a method is running on ``model`` (its hooks installed)
+    does not carry that method's hooks. Hooks on the shared parameter tensors
+    themselves, and global module hooks, are shared by nature.
     """
-    memo = {id(t): t for t in itertools.chain(model.parameters(), model.buffers())}
-    return copy.deepcopy(model, memo)
+    memo: Dict[int, Any] = {id(t): t for t in itertools.chain(model.parameters(), model.buffers())}
+    modules = list(model.modules()) if hasattr(model, "modules") else []
+    for module in modules:
+        for _, hooks in _hook_dicts(module):
+            memo[id(hooks)] = type(hooks)()  # never deep-copied: an empty dict of the same type
+    replica = copy.deepcopy(model, memo)
+    for module in replica.modules() if hasattr(replica, "modules") else ():
+        if getattr(module, "_is_full_backward_hook", None) is not None:
+            module._is_full_backward_hook = None  # no backward hook left: either kind may be registered again
+    return replica
 
 
 @dataclass(frozen=True)
