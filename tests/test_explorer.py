@@ -67,6 +67,15 @@ def explain(client, **body):
     return wait(client, resp.json)
 
 
+def draw_graph(client, **body):
+    """Post a graph request, wait for its job, and return the drawing."""
+    resp = client.post("/api/graph", json=body)
+    assert resp.status_code in (200, 202), resp.json
+    job = wait(client, resp.json)
+    assert job["kind"] == "graph" and job["status"] == "done" and job["errors"] == [], job
+    return job["graph"]
+
+
 def predictions(tiny, texts):
     model, tokenizer, _ = tiny
     enc = tokenizer(list(texts), padding=True, return_tensors="pt")
@@ -405,10 +414,7 @@ def test_graph_view_draws_the_scored_graph(client, tiny, method, params, options
 
     model, tokenizer, _ = tiny
     text = "the story was not good"
-    resp = client.post("/api/graph", json={"text": text, "method": method, "params": params, "top_edges": 5,
-                                           "nodes": 5})
-    assert resp.status_code == 200, resp.json
-    out = resp.json
+    out = draw_graph(client, text=text, method=method, params=params, top_edges=5, nodes=5)
     assert out["svg"].startswith("<svg") and "</svg>" in out["svg"] and out["graph"] == "token"
     enc = tokenizer(text, return_tensors="pt")
     job = explain(client, text=text, methods=[method], params=params)
@@ -436,8 +442,7 @@ def test_graph_view_draws_the_scored_graph(client, tiny, method, params, options
 
 
 def test_graph_view_of_the_layered_graph(client):
-    out = client.post("/api/graph", json={"text": "a good film", "method": "pr-ag",
-                                          "params": {"graph": "layered"}, "nodes": 200}).json
+    out = draw_graph(client, text="a good film", method="pr-ag", params={"graph": "layered"}, nodes=200)
     assert out["graph"] == "layered"
     assert "layered graph (3 x 5 nodes)" in out["title"]  # (L + 1) x T nodes, 2 layers, 5 tokens
     assert max(out["nodes"]) >= 5 and len(out["nodes"]) == 15
@@ -445,11 +450,10 @@ def test_graph_view_of_the_layered_graph(client):
 
 @pytest.mark.parametrize("gate, weight", [(-1.0, 0.0), (1.0, 1.0)])
 def test_graph_view_says_when_the_gate_kept_the_positive_walk_alone(client, gate, weight):
-    out = client.post("/api/graph", json={"text": "the story was not good", "method": "explorer-test-pm",
-                                          "params": {"walk_gate": gate}}).json
+    out = draw_graph(client, text="the story was not good", method="explorer-test-pm", params={"walk_gate": gate})
     assert out["walk_weight"] == weight
     assert ("the two walks agree (correlation above" in out["title"]) is (weight == 0.0)
-    unsigned = client.post("/api/graph", json={"text": "the story was not good", "method": "explorer-test-pm"}).json
+    unsigned = draw_graph(client, **{"text": "the story was not good", "method": "explorer-test-pm"})
     assert unsigned["walk_weight"] == 1.0  # no gate: λ of PR-TAG±
 
 
@@ -459,9 +463,9 @@ def test_graph_view_says_when_the_token_scores_carry_the_relevance_weight(client
     from captum_prxai.methods import default_method
 
     name = default_method(client.application.extensions["prxai_explorer"].model)
-    out = client.post("/api/graph", json={"text": "the story was not good", "method": name}).json
+    out = draw_graph(client, **{"text": "the story was not good", "method": name})
     assert out["method"] == name and "token scores times 1 + R/max|R| (R: gradient x input)" in out["title"]
-    plain = client.post("/api/graph", json={"text": "the story was not good", "method": "explorer-test-pm"}).json
+    plain = draw_graph(client, **{"text": "the story was not good", "method": "explorer-test-pm"})
     assert "R/max|R|" not in plain["title"]
 
 
@@ -475,8 +479,7 @@ def test_graph_view_of_both_walks_draws_each_walk_and_says_which(client, tiny):
     text = "the story was not good"
     drawn = {}
     for walk in ("positive", "negative"):
-        out = client.post("/api/graph", json={"text": text, "method": "explorer-test-pm", "top_edges": 4, "nodes": 200,
-                                              "walk": walk}).json
+        out = draw_graph(client, text=text, method="explorer-test-pm", top_edges=4, nodes=200, walk=walk)
         assert out["walk"] == walk and out["walks"] == ["positive", "negative"]
         assert f"{walk} walk (the scores are the positive walk's PageRank minus the negative walk's" in out["title"]
         drawn[walk] = out
@@ -496,7 +499,7 @@ def test_graph_view_of_both_walks_draws_each_walk_and_says_which(client, tiny):
         sub = adjacency[0][nodes][:, nodes]
         assert [e[:2] for e in drawn[walk]["edges"]] == [[nodes[i], nodes[j]] for i, j, _ in top_edges_of(sub, 4)]
     assert drawn["positive"]["edges"] != drawn["negative"]["edges"]
-    one = client.post("/api/graph", json={"text": text, "method": "pr-ag"}).json
+    one = draw_graph(client, **{"text": text, "method": "pr-ag"})
     assert one["walks"] == ["positive"] and "walk" not in one["title"]
     resp = client.post("/api/graph", json={"text": text, "method": "pr-ag", "walk": "negative"})
     assert resp.status_code == 400 and "has no negative walk to draw" in resp.json["error"]
@@ -511,8 +514,7 @@ def test_graph_view_of_the_hub_weighted_walks_sizes_nodes_by_what_was_scored(cli
 
     model, tokenizer, _ = tiny
     text = "the story was not good"
-    out = client.post("/api/graph", json={"text": text, "method": "explorer-test-pm-hubs", "nodes": 3,
-                                          "walk": "negative"}).json
+    out = draw_graph(client, text=text, method="explorer-test-pm-hubs", nodes=3, walk="negative")
     assert "negative walk (the scores are the positive walk's PageRank x its graph's global PageRank^0.5 (hubs)" \
         in out["title"]
     attribution = build_method("explorer-test-pm-hubs", model, make_forward_func(model), MethodContext()).attribution
@@ -522,7 +524,7 @@ def test_graph_view_of_the_hub_weighted_walks_sizes_nodes_by_what_was_scored(cli
     sizes = graph.walk_scores("negative")[0]
     assert out["nodes"] == sorted(sorted(range(len(sizes)), key=lambda i: -float(sizes[i]))[:3])
     assert out["scores"] == pytest.approx(graph.scores[0].tolist(), abs=1e-6)
-    raised = client.post("/api/graph", json={"text": text, "method": "pr-ag", "params": {"hub_power": 1.0}}).json
+    raised = draw_graph(client, **{"text": text, "method": "pr-ag", "params": {"hub_power": 1.0}})
     assert raised["params"]["hub_power"] == 1.0
     attribution = build_method("pr-ag", model, make_forward_func(model), MethodContext()).attribution
     attribution.hub_power = 1.0
@@ -939,10 +941,9 @@ def test_export_is_exactly_the_jobs_results(client):
         block = page.split(f'data-method="{result["label"]}"', 1)[1].split('class="prx-legend"', 1)[0]
         exported = [float(x) for x in re.findall(r'data-score="([^"]+)"', block)]
         assert exported == pytest.approx(shown, rel=1e-3)
-    graph = client.post("/api/graph", json={"text": "the story was not good", "method": "pr-a", "target": 1,
-                                            "params": {"damping": 0.5}, "top_edges": 4, "nodes": 4,
-                                            "layout": "circle"}).json
-    assert graph["svg"] in page and graph["title"] in page  # the graph as the page drew it
+    drawn = draw_graph(client, text="the story was not good", method="pr-a", target=1, params={"damping": 0.5},
+                  top_edges=4, nodes=4, layout="circle")
+    assert drawn["svg"] in page and drawn["title"] in page  # the graph as the page drew it
     assert ".prx-graph svg{max-width:100%" in page
     resp = client.post("/api/export", json={"job": "f" * 32})
     assert resp.status_code == 404
@@ -1536,3 +1537,118 @@ def test_an_explorer_made_while_hooks_are_on_the_model_copies_none(tiny):
     alone.classifier.register_full_backward_hook(count_backward)  # the copy takes new hooks of its own
     alone(**enc).logits[0, 0].backward()
     assert calls["backward"] == 1
+
+
+@pytest.fixture
+def slow_fast_method():
+    """A registered one-pass-lane method (family "gradient") that calls the model until released or cancelled:
+    it holds the lane the graph view runs on."""
+    import threading
+
+    from captum_prxai.methods import Explainer, register_method
+
+    state = {"release": threading.Event(), "started": threading.Event()}
+
+    def factory(model, forward, ctx):
+        def run(ids, mask, special, target):
+            state["started"].set()
+            while not state["release"].wait(0.005):
+                forward(ids, mask)  # the explorer's guarded forward: raises once the job is cancelled
+            return torch.zeros(ids.shape)
+
+        return Explainer("explorer-test-slow-fast", "Slow one-pass", run)
+
+    register_method("explorer-test-slow-fast", "Slow one-pass", "gradient", "calls the model until released", factory)
+    try:
+        yield state
+    finally:
+        state["release"].set()
+        METHODS.pop("explorer-test-slow-fast", None)
+
+
+def test_the_graph_view_is_a_job_under_the_same_limits_lanes_quota_owner_and_cancel(tiny, slow_fast_method):
+    """Item 1, the graph view: /api/graph is a job of the client, like /api/explain: the cost limit (422) and the
+    confirmation (409), the client's quota (429), the one-pass lane, its owner alone reads or cancels it, and a
+    cancel drops it before its pass."""
+    model, tokenizer, datasets = tiny
+    app = create_app(model, tokenizer, datasets, confirm_seconds=3600)
+    engine, runner = app.extensions["prxai_explorer"], app.extensions["prxai_explorer_jobs"]
+    mine, other = _session_client(app, 1), _session_client(app, 2)
+    body = {"text": "the story was not good", "method": "pr-a", "top_edges": 4, "nodes": 4}
+    engine.max_method_seconds = 1e-9
+    resp = mine.post("/api/graph", json=body)
+    assert resp.status_code == 422 and resp.json["error"].startswith("PR-A graph would take about"), resp.json
+    engine.max_method_seconds, engine.confirm_seconds = 300.0, 0.0
+    resp = mine.post("/api/graph", json=body)
+    assert resp.status_code == 409 and resp.json["needs_confirmation"] is True
+    assert runner.queued() == {} and len(runner._jobs) == 0  # nothing was submitted or computed
+    engine.confirm_seconds = 3600.0
+
+    blocker = other.post("/api/explain", json={"text": "a good film", "methods": ["explorer-test-slow-fast"]}).json
+    assert slow_fast_method["started"].wait(30)
+    resp = mine.post("/api/graph", json=body)
+    assert resp.status_code == 202 and resp.json["kind"] == "graph" and resp.json["status"] == "queued"
+    job = resp.json
+    assert runner.queued() == {"fast": 1}  # waits behind the one-pass lane's job
+    assert other.get(f"/api/jobs/{job['id']}").status_code == 404
+    assert other.post(f"/api/jobs/{job['id']}/cancel").status_code == 404
+    assert mine.get(f"/api/jobs/{job['id']}").json["status"] == "queued"  # untouched
+    runner._active_per_owner = 1  # this client's quota is its one queued graph job
+    resp = mine.post("/api/graph", json=dict(body, nodes=3))
+    assert resp.status_code == 429 and "jobs running or queued" in resp.json["error"]
+    runner._active_per_owner = 8
+    final = wait(mine, mine.post(f"/api/jobs/{job['id']}/cancel").json)
+    assert final["status"] == "cancelled" and final["graph"] is None
+    assert final["errors"] == [{"method": "pr-a", "error": "cancelled"}]
+    slow_fast_method["release"].set()
+    assert wait(other, blocker)["status"] == "done"
+    assert engine.stats()["graphs_cached"] == 0  # the cancelled graph was never drawn
+
+    drawn = draw_graph(mine, **body)  # now it runs, and the drawing is cached: the same request is done at once
+    assert drawn["cached"] is False and drawn["nodes"] and drawn["svg"].startswith("<svg")
+    again = mine.post("/api/graph", json=body)
+    assert again.status_code == 200 and again.json["graph"]["cached"] is True
+    assert again.json["graph"]["svg"] == drawn["svg"]
+
+
+def test_an_exports_graph_is_a_job_cancelled_when_the_client_leaves(tiny, slow_fast_method):
+    """Item 1, the graph inside an export: it runs as a graph job of the client (its limits first), and when the
+    client leaves while it waits, it is cancelled and never drawn."""
+    import json as json_
+    import socket as socket_
+
+    from captum_prxai.explorer import ServerThread
+
+    model, tokenizer, datasets = tiny
+    app = create_app(model, tokenizer, datasets, confirm_seconds=3600)
+    engine, runner = app.extensions["prxai_explorer"], app.extensions["prxai_explorer_jobs"]
+    client = _session_client(app, 1)
+    done = explain(client, text="a good film", methods=["pr-a"])
+    engine.max_method_seconds = 1e-9
+    resp = client.post("/api/export", json={"job": done["id"], "graph": "pr-ag"})
+    assert resp.status_code == 422 and resp.json["error"].startswith("PR-AG graph would take about"), resp.json
+    engine.max_method_seconds = 300.0
+    resp = client.post("/api/export", json={"job": done["id"], "graph": {"method": "pr-ag", "walk": "negative"}})
+    assert resp.status_code == 400 and "has no negative walk to draw" in resp.json["error"]
+    with ServerThread(app, port=0) as server:
+        blocker = client.post("/api/explain", json={"text": "a bad film", "methods": ["explorer-test-slow-fast"]}).json
+        assert slow_fast_method["started"].wait(30)
+        body = json_.dumps({"job": done["id"], "graph": "pr-ag"}).encode()
+        sock = socket_.create_connection(("127.0.0.1", server.port), timeout=30)
+        sock.sendall(b"POST /api/export HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                     b"X-PRXAI-Session: " + f"{1:032x}".encode() + b"\r\n"
+                     b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+        deadline = time.monotonic() + 30
+        while not [j for j in list(runner._jobs.values()) if j.payload["kind"] == "graph"]:
+            assert time.monotonic() < deadline, "the export submitted no graph job"
+            time.sleep(0.02)
+        graph_job = next(j for j in list(runner._jobs.values()) if j.payload["kind"] == "graph")
+        assert graph_job.owner == f"{1:032x}" and graph_job.status == "queued" and runner.queued() == {"fast": 1}
+        sock.close()  # the client leaves
+        assert graph_job.finished_event.wait(30), "the export's graph job still waits after its client left"
+        assert graph_job.status == "cancelled" and graph_job.errors == {"pr-ag": "cancelled"}
+    slow_fast_method["release"].set()
+    assert wait(client, blocker)["status"] == "done"
+    assert engine.stats()["graphs_cached"] == 0  # never drawn
+    page = client.post("/api/export", json={"job": done["id"], "graph": "pr-ag"}).get_data(as_text=True)
+    assert "PR-AG graph</h2>" in page and "<svg" in page  # with the client there, the export has its graph

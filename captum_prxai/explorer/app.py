@@ -26,13 +26,19 @@ Endpoints (all JSON unless noted; errors are ``{"error": "..."}`` with a 4xx sta
   :data:`ACTIVE_JOBS_PER_CLIENT` unfinished jobs (429 beyond them).
 * ``POST /api/graph`` -- the same input plus ``"method"`` (a PR-XAI method),
   ``"top_edges"``, ``"nodes"``, ``"layout"``, ``"walk"`` (``"positive"`` or, for a method that walks
-  both signs, ``"negative"``): the graph PageRank ran on, as SVG.
+  both signs, ``"negative"``), ``"confirmed"``: a job of the client (``"kind": "graph"``) that draws
+  the graph PageRank ran on, as SVG, under the same cost limits (422, 409), quota (429),
+  lane (``"fast"``), ownership and cancel as ``/api/explain``; polled at
+  ``/api/jobs/<id>``, whose ``"graph"`` holds the drawing once it is done
+  (200 at once for a drawing in the cache, else 202).
 * ``POST /api/export`` -- ``{"job": id | [id, ...], "merge_subwords", "palette", "scale", "graph":
-  {"method", "top_edges", "nodes", "layout", "walk"} | null}``: the jobs' results as
+  {"method", "top_edges", "nodes", "layout", "walk"} | null, "confirmed"}``: the jobs' results as
   shown (several ids: the models side by side, one section each), as a
   standalone HTML download. It also accepts the explain body: that runs as
   a job of the client, with the same cost limits, lanes and cancel as
-  ``/api/explain``, and is cancelled when the client leaves. Built in memory.
+  ``/api/explain``, and is cancelled when the client leaves. The graph is
+  drawn by a graph job of the client, waited for and cancelled the same
+  way (a drawing in the cache is used at once). Built in memory.
 * ``GET /api/stats`` -- cache and memory counters.
 
 Every request body must be a JSON object without ``NaN`` / ``Infinity``,
@@ -359,7 +365,11 @@ class _Explorer:
     @staticmethod
     def make_runner(eng: Engine) -> JobRunner:
         def run_method(job: Job, name: str) -> Dict[str, Any]:
-            return eng.explain(job.payload["enc"], job.payload["target"], name, job.payload["params"],
+            p = job.payload
+            if p.get("kind") == "graph":
+                return eng.graph_svg(p["enc"], p["target"], name, p["params"], cancel=job.cancel_event,
+                                     progress=lambda n: job.add_rows(name, n), **p["graph"])
+            return eng.explain(p["enc"], p["target"], name, p["params"],
                                cancel=job.cancel_event, progress=lambda n: job.add_rows(name, n))
 
         def lane_of(name: str) -> str:
@@ -583,7 +593,11 @@ class _Explorer:
         snap = job.snapshot()
         info = job.payload["input"]
         merge = job.payload["merge"] if merge is None else merge
-        self.decorate(snap["results"], info, merge, palette, scale, share)
+        snap["kind"] = job.payload.get("kind", "explain")
+        if snap["kind"] == "graph":  # one drawing, no heatmap: ``graph`` once it is drawn
+            snap["graph"] = snap["results"][0] if snap["results"] else None
+        else:
+            self.decorate(snap["results"], info, merge, palette, scale, share)
         snap["input"] = info
         snap["request"] = job.payload["request"]
         snap["merge_subwords"], snap["palette"], snap["scale"] = merge, palette, scale
@@ -612,16 +626,11 @@ class _Explorer:
         probs = eng.predict(enc)
         target = self.resolve_target(data, probs)
         ests = self.estimates_of(eng, enc, target, methods, params)
-        eng.check_cost(ests)
-        total = sum(e["seconds"] for e in ests)
-        if total > eng.confirm_seconds and not confirmed:
-            costly = "; ".join(e["text"] for e in ests if e["seconds"] > 1)
-            raise _HTTPError(409, f"this will take about {total:.0f} s ({costly}). Run it anyway, or lower the "
-                                  "settings.", estimates=ests, seconds=total, needs_confirmation=True)
+        self.check_cost(eng, ests, confirmed)
         request_echo = {k: data[k] for k in ("methods", "params", "target", "truncate", "text", "example")
                         if k in data}
         request_echo.update(methods=methods, params=params, target=data.get("target"), model=name_)
-        job = Job(methods, {"enc": enc, "target": target, "params": params,
+        job = Job(methods, {"kind": "explain", "enc": enc, "target": target, "params": params,
                             "merge": check_flag(data, "merge_subwords"), "request": request_echo,
                             "model": name_,
                             "input": self.input_info(eng, text, source, enc, probs, target)},
@@ -634,6 +643,63 @@ class _Explorer:
         return job, ests
 
     @staticmethod
+    def check_cost(eng: Engine, ests: Sequence[Dict[str, Any]], confirmed: bool) -> None:
+        """Refuse a method over ``max_method_seconds`` (422) and, unless ``confirmed``, a job over
+        ``confirm_seconds`` (409, with the estimates)."""
+        eng.check_cost(ests)
+        total = sum(e["seconds"] for e in ests)
+        if total > eng.confirm_seconds and not confirmed:
+            costly = "; ".join(e["text"] for e in ests if e["seconds"] > 1)
+            raise _HTTPError(409, f"this will take about {total:.0f} s ({costly}). Run it anyway, or lower the "
+                                  "settings.", estimates=list(ests), seconds=total, needs_confirmation=True)
+
+    def graph_request(self, eng: Engine, spec: Mapping[str, Any], params: Mapping[str, Any]
+                      ) -> Tuple[str, Dict[str, Any]]:
+        """``(method, drawing options)`` of a graph request, checked before anything is computed."""
+        method = spec.get("method")
+        method = eng.default_pr_method() if method is None else method
+        if not isinstance(method, str):
+            raise PRXAIError("'method' must be a method name.")
+        kwargs: Dict[str, Any] = {}
+        for key, default in (("top_edges", 30), ("nodes", 40)):
+            value = spec.get(key, default)
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise PRXAIError(f"'{key}' must be an integer, got {str(value)[:40]!r}.")
+            kwargs[key] = value
+        kwargs["layout"] = _text_option(spec, "layout", "line", ("line", "circle"))
+        kwargs["walk"] = _text_option(spec, "walk", "positive", ("positive", "negative"))
+        return eng.resolve(method).name, eng.check_graph(method, params, **kwargs)
+
+    def start_graph_job(self, name_: str, spec: Mapping[str, Any], params: Dict[str, Any], enc: Encoded,
+                        target: int, info: Dict[str, Any], owner: str, confirmed: bool,
+                        request_echo: Optional[Dict[str, Any]] = None) -> Job:
+        """Submit the drawing of a graph as a job of ``owner``: the graph view's (and the export's) only path.
+
+        The same checks as :meth:`start_job`: the request's options first,
+        then the client's quota (429), the cost of the method's pass (422 over
+        ``max_method_seconds``, 409 over ``confirm_seconds`` unless
+        ``confirmed``). The pass runs on the ``"fast"`` lane and stops at a
+        cancel; a drawing in the cache is there at once.
+        """
+        eng, run = self.engines[name_], self.runners[name_]
+        method, drawing = self.graph_request(eng, spec, params)
+        run.check_quota(owner)
+        cached = eng.cached_graph(enc, target, method, params, drawing)
+        est = eng.estimate(enc, method, params)
+        label = f"{est['label']} graph"
+        est.update(label=label, text=f"{label}: about {est['text'].split(': about ', 1)[-1]}")
+        if cached is not None:
+            est.update(seconds=0.0, text=f"{est['label']}: cached")
+        self.check_cost(eng, [est], confirmed)
+        echo = dict(request_echo or {}, methods=[method], params=params, model=name_, **drawing)
+        job = Job([method], {"kind": "graph", "enc": enc, "target": target, "params": params, "graph": drawing,
+                             "merge": False, "request": echo, "model": name_, "input": info},
+                  estimates={method: est["seconds"]}, owner=owner, expected_rows={method: est["rows"]})
+        if cached is not None:
+            job.record(method, dict(cached, cached=True))
+        return run.submit(job)
+
+    @staticmethod
     def estimates_of(eng: Engine, enc: Encoded, target: int, methods: Sequence[str], params: Mapping[str, Any]
                      ) -> List[Dict[str, Any]]:
         out = []
@@ -643,6 +709,15 @@ class _Explorer:
                 e.update(seconds=0.0, text=f"{e['label']}: cached")
             out.append(e)
         return out
+
+    def await_job(self, job: Job, what: str) -> Job:
+        """Wait for ``job`` to finish; cancel it (and answer 400) when the client closes its connection."""
+        run = self.runners[job.payload["model"]]
+        while not job.finished_event.wait(0.2):
+            if _client_gone():
+                run.cancel(job)
+                raise _HTTPError(400, f"the client closed the connection; the {what} was cancelled.")
+        return job
 
     def find_job(self, job_id: str, owner: str) -> Job:
         """The job ``job_id`` of the client ``owner`` (404 for an unknown id and for another client's job alike)."""
@@ -654,13 +729,13 @@ class _Explorer:
         return job
 
     def export_page(self, jobs: Sequence[Job], merge: bool, palette: str, scale: str, share: Optional[float],
-                    graph_spec: Optional[Mapping[str, Any]]) -> str:
+                    drawn: Optional[Mapping[str, Any]]) -> str:
         """The standalone HTML page of ``jobs`` (one per model) as the page shows them.
 
         One section per job: its model, prediction and explained class, its
         finished heatmaps with the colour scales of the screen (``scale``),
-        and its top tokens (the cards' lists); then the graph, drawn for the
-        first job with ``graph_spec``.
+        and its top tokens (the cards' lists); then the graph ``drawn`` (the
+        answer of a graph job of the first job's input, see :meth:`export_graph`), if any.
         """
         from captum_prxai.viz.html import STYLE
 
@@ -692,9 +767,7 @@ class _Explorer:
                 f'explained class: {_esc(names[info["target"]])}; {info["n_tokens"]} tokens; '
                 f"methods: {_esc(described)}{note}</p>{cards}{_top_table_html(results, info)}</section>")
         extra = ""
-        if graph_spec:
-            eng = self.engines[first["model"]]
-            drawn = self.graph_of(eng, first["enc"], first["target"], first["params"], graph_spec)
+        if drawn:
             extra = (f"<h2>{_esc(drawn['label'])} graph</h2><p class=\"prx-meta prx-graph-title\">"
                      f"{_esc(drawn['title'])}</p><div class=\"prx-graph\">{drawn['svg']}</div>")
         title = f"Why {labels[first['target']]}? {text[:80]}{'...' if len(text) > 80 else ''}"
@@ -709,22 +782,16 @@ class _Explorer:
                 ".prx-graph svg{max-width:100%;height:auto;display:block}</style></head>"
                 f'<body><main class="prx-page">{body}</main></body></html>\n')
 
-    @staticmethod
-    def graph_of(eng: Engine, enc: Encoded, target: int, params: Mapping[str, Any], spec: Mapping[str, Any]
-                 ) -> Dict[str, Any]:
-        method = spec.get("method")
-        method = eng.default_pr_method() if method is None else method
-        if not isinstance(method, str):
-            raise PRXAIError("'method' must be a method name.")
-        kwargs: Dict[str, Any] = {}
-        for key, default in (("top_edges", 30), ("nodes", 40)):
-            value = spec.get(key, default)
-            if isinstance(value, bool) or not isinstance(value, int):
-                raise PRXAIError(f"'{key}' must be an integer, got {str(value)[:40]!r}.")
-            kwargs[key] = value
-        layout = _text_option(spec, "layout", "line", ("line", "circle"))
-        walk = _text_option(spec, "walk", "positive", ("positive", "negative"))
-        return eng.graph_svg(enc, target, method, params, layout=layout, walk=walk, **kwargs)
+    def export_graph(self, job: Job, spec: Mapping[str, Any], owner: str, confirmed: bool) -> Dict[str, Any]:
+        """The graph of ``job``'s input drawn for an export: a graph job of ``owner``, waited for."""
+        p = job.payload
+        graph_job = self.start_graph_job(p["model"], spec, p["params"], p["enc"], p["target"], p["input"], owner,
+                                         confirmed)
+        self.await_job(graph_job, "export's graph job")
+        if graph_job.results:
+            return next(iter(graph_job.results.values()))
+        error = next(iter(graph_job.errors.values()), "not drawn")
+        raise PRXAIError(f"the export's graph was not drawn: {error}.")
 
 
 def _configure_app(app: Any, explorer: _Explorer) -> None:
@@ -945,11 +1012,20 @@ def _register_graph_routes(app: Any, ex: _Explorer) -> None:
     @app.post("/api/graph")
     def graph():
         data = ex.payload()
-        _, eng, _ = ex.pick(data)
+        name_, eng, run = ex.pick(data)
         params = check_params(data.get("params"))
-        _, _, enc = ex.resolve_input(eng, data)
-        target = ex.resolve_target(data, eng.predict(enc))
-        return jsonify(ex.graph_of(eng, enc, target, params, data))
+        ex.graph_request(eng, data, params)  # bad options are refused before the input is read
+        confirmed = check_flag(data, "confirmed")
+        text, source, enc = ex.resolve_input(eng, data)
+        owner = _session()
+        run.check_quota(owner)
+        probs = eng.predict(enc)
+        target = ex.resolve_target(data, probs)
+        echo = {k: data[k] for k in ("truncate", "text", "example") if k in data}
+        echo["target"] = data.get("target")
+        job = ex.start_graph_job(name_, data, params, enc, target, ex.input_info(eng, text, source, enc, probs, target),
+                                 owner, confirmed, echo)
+        return jsonify(ex.job_json(job)), 200 if job.status == "done" else 202
 
     @app.post("/api/export")
     def export():
@@ -967,17 +1043,19 @@ def _register_graph_routes(app: Any, ex: _Explorer) -> None:
                 raise PRXAIError(f"'job' must be a job id, or a list of 1 to {len(ex.engines)} job ids "
                                  "(one per model shown).")
             jobs = [ex.find_job(i, owner) for i in ids]
+            if any(j.payload.get("kind") == "graph" for j in jobs):
+                raise PRXAIError("'job' takes the explain jobs' ids; the graph is asked for with 'graph'.")
         else:  # an explain body: run as this client's job, under the same limits, lanes and cancel as /api/explain
+            if graph_spec:  # a bad graph request is refused before the explain job runs
+                ex.graph_request(ex.pick(data)[1], graph_spec, check_params(data.get("params")))
             job, _ = ex.start_job(data, owner)
-            run = ex.runners[job.payload["model"]]
-            while not job.finished_event.wait(0.2):
-                if _client_gone():
-                    run.cancel(job)
-                    raise _HTTPError(400, "the client closed the connection; the export's job was cancelled.")
-            jobs = [job]
+            jobs = [ex.await_job(job, "export's job")]
         if not any(j.results for j in jobs):
             raise PRXAIError("no method of this job has finished yet; nothing to export.")
-        page = ex.export_page(jobs, merge, palette, scale, share, graph_spec)
+        drawn = None
+        if graph_spec:  # a graph job of this client too: the same limits, lanes and cancel
+            drawn = ex.export_graph(jobs[0], graph_spec, owner, check_flag(data, "confirmed"))
+        page = ex.export_page(jobs, merge, palette, scale, share, drawn)
         text = jobs[0].payload["input"]["text"]
         slug = re.sub(r"[^a-z0-9]+", "-", text[:40].lower()).strip("-") or "text"
         resp = Response(page, content_type="text/html; charset=utf-8")

@@ -57,6 +57,8 @@ CALIBRATION_RUNS = 9
 #: Runs estimated (before calibration) under this many seconds do not calibrate: a fixed start-up cost
 #: dominates them, and they are far under any limit anyway.
 CALIBRATION_MIN_SECONDS = 1.0
+#: Graph drawings (SVG and drawn nodes and edges) kept in the cache.
+GRAPH_CACHE_SIZE = 64
 
 
 def method_signed(spec: Any) -> bool:
@@ -397,6 +399,8 @@ class Engine:
         self._context = MethodContext.from_tokenizer(tokenizer)
         self._MethodContext = MethodContext
         self.attributions = _LRU(cache_size)
+        #: drawn graphs (:meth:`graph_svg`), so an export draws the graph on screen without a pass
+        self.graphs = _LRU(GRAPH_CACHE_SIZE)
         self.predictions: Dict[Tuple[str, int], Tuple[int, List[float]]] = {}
         self.prediction_calls = 0  #: model forward passes for example predictions
         #: tokens -> seconds of the first forward passes (batch of one) at that length; their median is used
@@ -918,34 +922,93 @@ class Engine:
         return dict(result, cached=False)
 
     # ------------------------------------------------------------------ graph view
-    def scored_graph(self, enc: Encoded, target: int, name: str, params: Mapping[str, Any]) -> Any:
+    def scored_graph(self, enc: Encoded, target: int, name: str, params: Mapping[str, Any],
+                     cancel: Optional[threading.Event] = None,
+                     progress: Optional[Callable[[int], None]] = None) -> Any:
         """The :class:`~captum_prxai.attr.pagerank_attribution.GraphExplanation` of a PR-XAI method.
 
         Built by the method's own attribution with the page's options and
         :meth:`~captum_prxai.PageRankAttribution.attribute_graph`, so its
         ``adjacency`` is exactly the graph whose PageRank gave the scores.
+        Runs on the ``"fast"`` lane; ``cancel`` and ``progress`` as in :meth:`explain`.
         """
         import torch
 
         from captum_prxai.methods import build_method
 
         spec, used, options, _ = self.method_key(name, params)
-        if spec.family != "pr-xai":
-            pr = [m["name"] for m in self.methods() if m["family"] == "pr-xai"]
-            raise PRXAIError(f"the graph view draws the graph PageRank ran on, so it needs a PR-XAI method; pick "
-                             f"one of {', '.join(pr)}, not {spec.name!r}.")
+        self._check_graph_method(spec)
         context = self._MethodContext(pad_token_id=self._context.pad_token_id,
                                       mask_token_id=self._context.mask_token_id, seed=self._context.seed,
                                       options={spec.name: options})
         lane = self.lanes["fast"]
-        with lane.lock:
-            attribution = build_method(spec.name, lane.model, lane.forward, context).attribution
-            graph = attribution.attribute_graph(enc.input_ids, target=torch.tensor([int(target)]),
-                                                additional_forward_args=(enc.attention_mask,))
+        self._local.cancel = cancel
+        self._local.progress = progress
+        try:
+            with lane.lock:
+                if cancel is not None and cancel.is_set():
+                    raise JobCancelled("cancelled")
+                attribution = build_method(spec.name, lane.model, lane.forward, context).attribution
+                graph = attribution.attribute_graph(enc.input_ids, target=torch.tensor([int(target)]),
+                                                    additional_forward_args=(enc.attention_mask,))
+        finally:
+            self._local.cancel = None
+            self._local.progress = None
         return spec, used, graph
 
+    def _check_graph_method(self, spec: Any) -> None:
+        if spec.family != "pr-xai":
+            pr = [m["name"] for m in self.methods() if m["family"] == "pr-xai"]
+            raise PRXAIError(f"the graph view draws the graph PageRank ran on, so it needs a PR-XAI method; pick "
+                             f"one of {', '.join(pr)}, not {spec.name!r}.")
+
+    def check_graph(self, name: str, params: Mapping[str, Any], top_edges: int = 30, layout: str = "line",
+                    nodes: int = 40, walk: str = "positive") -> Dict[str, Any]:
+        """Check a graph request before anything is computed; returns its options as :meth:`graph_svg` takes them.
+
+        Refuses a method that is not PR-XAI, options out of range, and the
+        negative walk of a method that walks the positive edges only (read
+        from the spec the method resolves to for this model, without a pass).
+
+        Raises:
+            PRXAIError: With a message that says what to change.
+        """
+        from captum_prxai.methods import build_method
+
+        if layout not in ("line", "circle"):
+            raise PRXAIError(f"layout must be 'line' or 'circle', got {str(layout)[:20]!r}.")
+        top_edges = int(top_edges)
+        if not 1 <= top_edges <= 200:
+            raise PRXAIError(f"top_edges must be between 1 and 200, got {top_edges}.")
+        nodes = int(nodes)
+        if not 2 <= nodes <= 200:
+            raise PRXAIError(f"nodes must be between 2 and 200, got {nodes}.")
+        if walk not in ("positive", "negative"):
+            raise PRXAIError(f"walk must be 'positive' or 'negative', got {str(walk)[:20]!r}.")
+        spec, _, options, _ = self.method_key(name, params)
+        self._check_graph_method(spec)
+        if walk == "negative":
+            context = self._MethodContext(pad_token_id=self._context.pad_token_id, options={spec.name: options})
+            attribution = build_method(spec.name, self.model, self.lanes["fast"].forward, context).attribution
+            if not attribution.resolve(self.model).both_walks:
+                raise PRXAIError(f"{spec.label} walks the positive edges only, so it has no negative walk to draw; "
+                                 "pick a method that walks both signs (PR-TAG±) or walk 'positive'.")
+        return {"top_edges": top_edges, "layout": layout, "nodes": nodes, "walk": walk}
+
+    def graph_key(self, enc: Encoded, target: int, name: str, params: Mapping[str, Any],
+                  options: Mapping[str, Any]) -> Tuple[Any, ...]:
+        spec, used, _, _ = self.method_key(name, params)
+        return self.cache_key(enc, target, spec.name, used) + (json.dumps(dict(options), sort_keys=True),)
+
+    def cached_graph(self, enc: Encoded, target: int, name: str, params: Mapping[str, Any],
+                     options: Mapping[str, Any]) -> Optional[Dict[str, Any]]:
+        """The cached drawing of this graph request (:meth:`graph_svg`'s answer), if any."""
+        return self.graphs.peek(self.graph_key(enc, target, name, params, options))
+
     def graph_svg(self, enc: Encoded, target: int, name: str, params: Mapping[str, Any], top_edges: int = 30,
-                  layout: str = "line", nodes: int = 40, walk: str = "positive") -> Dict[str, Any]:
+                  layout: str = "line", nodes: int = 40, walk: str = "positive",
+                  cancel: Optional[threading.Event] = None,
+                  progress: Optional[Callable[[int], None]] = None) -> Dict[str, Any]:
         """The graph PageRank ran on for this method and these options, drawn as SVG.
 
         Only the ``nodes`` highest-ranked nodes are drawn (in text order), with
@@ -966,23 +1029,25 @@ class Engine:
             of this example's negative walk (``None`` with one walk),
             ``nodes`` the drawn nodes' indices into the graph's adjacency,
             ``edges`` the drawn ``[i, j, weight]`` (same indices), ``scores``
-            the method's token scores.
+            the method's token scores. Answers are cached per input, target,
+            method, parameters and drawing options (``"cached"`` says whether
+            this one came from the cache).
+
+        The options are checked first (:meth:`check_graph`); the pass runs on
+        the ``"fast"`` lane and stops at a cancel (:class:`JobCancelled`), as
+        in :meth:`explain`.
         """
         from captum_prxai.hooks import attention_layers
         from captum_prxai.viz.explanation import walks_phrase
         from captum_prxai.viz.graph import attention_graph_svg, top_edges_of
 
-        if layout not in ("line", "circle"):
-            raise PRXAIError(f"layout must be 'line' or 'circle', got {str(layout)[:20]!r}.")
-        top_edges = int(top_edges)
-        if not 1 <= top_edges <= 200:
-            raise PRXAIError(f"top_edges must be between 1 and 200, got {top_edges}.")
-        nodes = int(nodes)
-        if not 2 <= nodes <= 200:
-            raise PRXAIError(f"nodes must be between 2 and 200, got {nodes}.")
-        if walk not in ("positive", "negative"):
-            raise PRXAIError(f"walk must be 'positive' or 'negative', got {str(walk)[:20]!r}.")
-        spec, used, graph = self.scored_graph(enc, target, name, params)
+        drawing = self.check_graph(name, params, top_edges=top_edges, layout=layout, nodes=nodes, walk=walk)
+        top_edges, nodes = drawing["top_edges"], drawing["nodes"]
+        key = self.graph_key(enc, target, name, params, drawing)
+        hit = self.graphs.get(key)
+        if hit is not None:
+            return dict(hit, cached=True)
+        spec, used, graph = self.scored_graph(enc, target, name, params, cancel=cancel, progress=progress)
         two_walks = graph.negative_adjacency is not None
         if walk == "negative" and not two_walks:
             raise PRXAIError(f"{spec.label} walks the positive edges only, so it has no negative walk to draw; "
@@ -1028,11 +1093,13 @@ class Engine:
         svg = attention_graph_svg([labels[i] for i in chosen], sub, [float(ranks[i]) for i in chosen],
                                   top_edges=top_edges, layout=layout, title=None,
                                   explained_position=chosen.index(explained) if explained in chosen else None)
-        return {"method": spec.name, "label": spec.label, "svg": svg, "title": title,
-                "graph": "layered" if layered else "token", "walk": walk,
-                "walks": ["positive", "negative"] if two_walks else ["positive"], "walk_weight": weight,
-                "nodes": chosen, "edges": edges,
-                "scores": [float(v) for v in scores.tolist()], "params": used}
+        result = {"method": spec.name, "label": spec.label, "svg": svg, "title": title,
+                  "graph": "layered" if layered else "token", "walk": walk,
+                  "walks": ["positive", "negative"] if two_walks else ["positive"], "walk_weight": weight,
+                  "nodes": chosen, "edges": edges,
+                  "scores": [float(v) for v in scores.tolist()], "params": used}
+        self.graphs.put(key, result)
+        return dict(result, cached=False)
 
     def explained_position(self, enc: Encoded) -> int:
         """Index of ``enc``'s explained token: the first for encoders, the last real one for decoders."""
@@ -1043,6 +1110,7 @@ class Engine:
     # ------------------------------------------------------------------ stats
     def stats(self) -> Dict[str, Any]:
         return {"attribution_hits": self.attributions.hits, "attribution_misses": self.attributions.misses,
-                "attributions_cached": len(self.attributions), "predictions_cached": len(self.predictions),
+                "attributions_cached": len(self.attributions), "graphs_cached": len(self.graphs),
+                "predictions_cached": len(self.predictions),
                 "prediction_calls": self.prediction_calls, "rss_mb": round(rss_bytes() / 2 ** 20, 1),
                 "memory_budget_mb": round(self.memory_budget / 2 ** 20, 1)}
