@@ -27,9 +27,10 @@ CELL_TIMEOUT_S = 300
 _DURATION = re.compile(r"\b\d+(?:\.\d+)?\s*(?:s|sec|secs|seconds?|min|mins|minutes?|h|hours?)\b", re.IGNORECASE)
 
 
-def test_all_four_tutorials_are_there():
+def test_all_five_tutorials_are_there():
     names = [p.stem for p in NOTEBOOKS]
-    assert names == ["01_quickstart", "02_captum_pipeline", "03_your_own_model", "04_long_documents"], names
+    assert names == ["01_quickstart", "02_captum_pipeline", "03_your_own_model", "04_long_documents",
+                     "05_explaining_generation"], names
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
