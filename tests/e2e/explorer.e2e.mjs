@@ -10,7 +10,7 @@
 // side by side, the batch view (its method select inside the sidebar), a slow method that a second tab does
 // not wait for, cannot read or cancel, and that the Cancel button stops (the progress bar moving meanwhile, and
 // Export and Show graph disabled after it), an export that is refused by the cost limit and one that stops
-// when its request is aborted; then takes a screenshot.
+// when its request is aborted, and a graph request whose page is left (cancelled); then takes a screenshot.
 // mode "shot": only picks an example (--index N of the first page, or the first match of --query) and
 // explains it, for documentation.
 // Prints one JSON line with what it saw; exits 1 with a message on the first failed check.
@@ -355,6 +355,52 @@ try {
       check(aborted.before.includes(args.slow) && aborted.outcome === "AbortError" && aborted.after.length === 0,
             `the aborted export's job stopped: ${JSON.stringify(aborted)}`);
       summary.export_limits = { refused: refused[0], aborted: aborted.after.length === 0 };
+
+      // item 1: the graph view's request is a job of its page, queued on the one-pass lane and cancelled when the
+      // page is left
+      if (args["slow-fast"]) {
+        const third = await context.newPage();
+        third.on("pageerror", (err) => problems.push(`third tab: ${err.message}`));
+        await third.goto(url);
+        await third.waitForSelector("#examples li");
+        await third.fill("#text", "the plot was dull");
+        await third.click("#explain");  // the default method
+        await third.waitForFunction(() => document.querySelector("#results").dataset.state === "done");
+        // another client's slow one-pass method holds the lane the graph is drawn on
+        const blocker = await third.evaluate(async (slowFast) => {
+          const session = [...crypto.getRandomValues(new Uint8Array(16))].map((b) => b.toString(16).padStart(2, "0")).join("");
+          const headers = { "X-PRXAI-Session": session, "Content-Type": "application/json" };
+          const job = await (await fetch("/api/explain", { method: "POST", headers,
+            body: JSON.stringify({ text: "a good film", methods: [slowFast] }) })).json();
+          for (let i = 0; i < 200 && !(await (await fetch("/api/stats")).json()).running.includes(slowFast); i += 1) {
+            await new Promise((r) => setTimeout(r, 50));
+          }
+          return { id: job.id, session };
+        }, args["slow-fast"]);
+        await third.click("#graph-btn");
+        await third.waitForFunction(() => !!document.querySelector("#graph").dataset.job);
+        const graphJob = await third.getAttribute("#graph", "data-job");
+        const owner = await third.evaluate(() => SESSION);
+        const queued = await third.evaluate(async () => (await (await fetch("/api/stats")).json()).queued);
+        check(queued.fast === 1 && await third.isVisible("#graph .spinner"), `the graph waits on the one-pass lane: ${JSON.stringify(queued)}`);
+        await third.goto("about:blank");  // the page is left
+        await third.close();
+        const left = await page.evaluate(async ([id, session, b]) => {
+          const pause = (ms) => new Promise((r) => setTimeout(r, ms));
+          const as = (sid) => ({ "X-PRXAI-Session": sid, "Content-Type": "application/json" });
+          let status = null;
+          for (let i = 0; i < 200 && status !== "cancelled"; i += 1) {  // read as the page that left
+            status = (await (await fetch(`/api/jobs/${id}`, { headers: as(session) })).json()).status;
+            if (status !== "cancelled") await pause(50);
+          }
+          const blocking = (await (await fetch(`/api/jobs/${b.id}`, { headers: as(b.session) })).json()).status;
+          await fetch(`/api/jobs/${b.id}/cancel`, { method: "POST", headers: as(b.session), body: "{}" });
+          return { status, blocking };
+        }, [graphJob, owner, blocker]);
+        check(left.status === "cancelled" && left.blocking === "running",
+              `leaving the page cancelled its graph job while the lane was still busy: ${JSON.stringify(left)}`);
+        summary.graph_left = { job: graphJob, status: left.status };
+      }
       await pickMethods(methods);
     }
 

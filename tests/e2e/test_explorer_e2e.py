@@ -69,7 +69,34 @@ def slow_method():
         METHODS.pop("e2e-slow", None)
 
 
-def test_explorer_in_headless_chromium(tmp_path, slow_method):
+@pytest.fixture
+def slow_fast_method():
+    """A registered one-pass-lane method (family "gradient") that calls the model until its job is cancelled (at most
+    120 s): it holds the lane the graph view runs on."""
+    import time
+
+    import torch
+
+    from captum_prxai.methods import METHODS, Explainer, register_method
+
+    def factory(model, forward, ctx):
+        def run(ids, mask, special, target):
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline:
+                forward(ids, mask)  # the explorer's guarded forward raises once the job is cancelled
+                time.sleep(0.01)
+            return torch.zeros(ids.shape)
+
+        return Explainer("e2e-slow-fast", "Slow one-pass (test)", run)
+
+    register_method("e2e-slow-fast", "Slow one-pass (test)", "gradient", "calls the model until cancelled", factory)
+    try:
+        yield "e2e-slow-fast"
+    finally:
+        METHODS.pop("e2e-slow-fast", None)
+
+
+def test_explorer_in_headless_chromium(tmp_path, slow_method, slow_fast_method):
     import copy
 
     import torch
@@ -95,7 +122,7 @@ def test_explorer_in_headless_chromium(tmp_path, slow_method):
     with ServerThread(app, port=0) as server:
         proc = subprocess.run(
             [node, str(SCRIPT), "--url", server.url, "--screenshot", str(shot), "--methods", "pr-ag,ig",
-             "--text", "a great film but a dull plot", "--slow", slow_method],
+             "--text", "a great film but a dull plot", "--slow", slow_method, "--slow-fast", slow_fast_method],
             cwd=ROOT, env={**os.environ, "CHROMIUM": chromium}, capture_output=True, text=True, timeout=240,
         )
     assert proc.returncode == 0, f"browser script failed:\n{proc.stderr}\n{proc.stdout}"
@@ -117,6 +144,10 @@ def test_explorer_in_headless_chromium(tmp_path, slow_method):
     assert summary["export_limits"] == {"refused": 422, "aborted": True}
     assert summary["foreign_job"] == [404, 404]
     assert summary["export"]["models"] == 2
+    # item 1: the graph view's job, left behind by its page, was cancelled before its pass
+    left = app.extensions["prxai_explorer_jobs"].get(summary["graph_left"]["job"])
+    assert left is not None and left.payload["kind"] == "graph" and left.status == "cancelled"
+    assert left.results == {} and set(left.errors.values()) == {"cancelled"}
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     engine = app.extensions["prxai_explorer"]
     assert engine.stats()["attribution_hits"] >= 2  # the repeated request in the page hit the cache

@@ -14,6 +14,7 @@ const state = {
   others: [],           // jobs of the compared models, shown in columns beside it
   shownForm: null,      // JSON of the form that produced the shown job (to tell when it is stale)
   graph: null,          // the graph request drawn on screen (export draws the same)
+  graphJob: null,       // the graph job being drawn (its last snapshot)
   pendingConfirm: null, // a request waiting for "Run anyway"
 };
 
@@ -42,6 +43,15 @@ class ApiError extends Error {
   constructor(message, status, body) { super(message); this.status = status; this.body = body; }
 }
 
+// ids of this page's jobs (explain, graph, batch) that have not finished: leaving the page cancels them, since no
+// other page can read them (they belong to this page's session)
+const LIVE_JOBS = new Set();
+
+function trackJob(data) {
+  if (!data || typeof data.id !== "string" || typeof data.status !== "string") return;
+  if (["done", "cancelled"].includes(data.status)) LIVE_JOBS.delete(data.id); else LIVE_JOBS.add(data.id);
+}
+
 async function api(path, body) {
   const opts = body === undefined ? { headers: { "X-PRXAI-Session": SESSION } } : {
     method: "POST", headers: { "Content-Type": "application/json", "X-PRXAI-Session": SESSION }, body: JSON.stringify(body),
@@ -54,8 +64,20 @@ async function api(path, body) {
     if (type.includes("json")) { data = await resp.json(); message = data.error || message; }
     throw new ApiError(message, resp.status, data);
   }
-  return type.includes("json") ? resp.json() : resp;
+  if (!type.includes("json")) return resp;
+  const data = await resp.json();
+  if (path.startsWith("/api/explain") || path.startsWith("/api/graph") || path.startsWith("/api/jobs/")) trackJob(data);
+  return data;
 }
+
+window.addEventListener("pagehide", () => {
+  for (const id of LIVE_JOBS) {
+    // keepalive: the request is sent even though the page goes away
+    fetch(`/api/jobs/${id}/cancel`, { method: "POST", keepalive: true, body: "{}",
+      headers: { "Content-Type": "application/json", "X-PRXAI-Session": SESSION } }).catch(() => {});
+  }
+  LIVE_JOBS.clear();
+});
 
 // ------------------------------------------------------------------ set-up
 async function init() {
@@ -207,14 +229,18 @@ function bindEvents() {
   $("truncate").addEventListener("change", () => { updateCharCount(); markStale(); });
   $("explain").addEventListener("click", () => explain());
   $("cancel").addEventListener("click", cancelJob);
-  $("confirm-run").addEventListener("click", () => { const body = state.pendingConfirm; hideConfirm(); if (body) explain(body); });
+  $("confirm-run").addEventListener("click", () => {
+    const pending = state.pendingConfirm;
+    hideConfirm();
+    if (pending && pending.graph) drawGraph(pending); else if (pending) explain(pending);
+  });
   $("confirm-cancel").addEventListener("click", hideConfirm);
   // display options: re-rendered from the shown job, never recomputed
   $("merge").addEventListener("change", rerender);
   $("palette").addEventListener("change", rerender);
   $("scale").addEventListener("change", rerender);
   $("batch-scale").addEventListener("change", rescaleBatch);
-  $("graph-btn").addEventListener("click", drawGraph);
+  $("graph-btn").addEventListener("click", () => drawGraph());
   for (const id of ["graph-method", "graph-edges", "graph-nodes", "graph-layout", "graph-walk"]) $(id).addEventListener("change", markGraphStale);
   $("export").addEventListener("click", exportPage);
 }
@@ -350,6 +376,10 @@ function clearResults() {
   document.querySelector(".column .column-title").hidden = true;
   state.shownForm = null;
   state.graph = null;
+  if (state.graphJob) {  // a graph of the old input being drawn: not needed any more
+    api(`/api/jobs/${state.graphJob.id}/cancel`, {}).catch(() => {});
+    state.graphJob = null;
+  }
   $("prediction").replaceChildren();
   $("prediction").hidden = true;
   $("results").replaceChildren();
@@ -496,6 +526,7 @@ function renderAll() {
 async function cancelJob() {
   if (!state.job) return;
   $("cancel").disabled = true;
+  if (state.graphJob) api(`/api/jobs/${state.graphJob.id}/cancel`, {}).catch(() => {});  // a graph being drawn too
   try {
     const snaps = await Promise.all([state.job, ...state.others].map((j) => api(`/api/jobs/${j.id}/cancel`, {})));
     state.job = snaps[0];
@@ -614,18 +645,38 @@ function graphSpec() {
            walk: $("graph-walk").value };
 }
 
-async function drawGraph() {
+async function drawGraph(pending) {
+  // pending: a graph request the server asked to confirm ("Run anyway")
   if (!state.job) return;
   showError(null);
+  hideConfirm();
   const box = $("graph");
   box.replaceChildren(el("span", { class: "spinner" }));
   $("graph-btn").disabled = true;
+  let spec = null, body = null, id = null;
   try {
-    const req = state.job.request;
-    const spec = graphSpec();
-    const body = Object.assign({ params: req.params, target: state.job.input.target, truncate: !!req.truncate },
-                               req.example ? { example: req.example } : { text: req.text }, spec);
-    const out = await api("/api/graph", body);
+    if (pending) {
+      spec = pending.spec;
+      body = Object.assign({}, pending.body, { confirmed: true });
+    } else {
+      const req = state.job.request;
+      spec = graphSpec();
+      body = Object.assign({ params: req.params, target: state.job.input.target, truncate: !!req.truncate },
+                           req.example ? { example: req.example } : { text: req.text }, spec);
+    }
+    // a job of this page, as an explain job is: the server's cost limits, quota and queue, and Cancel; polled here
+    let job = await api("/api/graph", body);
+    id = job.id;
+    state.graphJob = job;
+    box.dataset.job = job.id;
+    while (!["done", "cancelled"].includes(job.status)) {
+      await new Promise((r) => setTimeout(r, 200));
+      if (!state.graphJob || state.graphJob.id !== id) return;  // another graph was asked for meanwhile
+      job = await api(`/api/jobs/${id}`);
+      state.graphJob = job;
+    }
+    if (!job.graph) throw new Error(`graph: ${job.errors.length ? job.errors[0].error : "not drawn"}`);
+    const out = job.graph;
     // the title as text that wraps above the drawing (inside the SVG a long title was cut off on both sides)
     const caption = el("p", { class: "graph-title" }, out.title);
     const drawing = el("div", { class: "graph-svg" });
@@ -636,8 +687,15 @@ async function drawGraph() {
     $("graph-stale").hidden = true;
   } catch (err) {
     box.replaceChildren();
-    showError(err.message);
-  } finally { $("graph-btn").disabled = false; }
+    if (err.status === 409 && err.body && err.body.needs_confirmation) {
+      state.pendingConfirm = { graph: true, body, spec };
+      $("confirm-text").textContent = err.message;
+      $("confirm").hidden = false;
+    } else showError(err.message);
+  } finally {
+    if (state.graphJob && state.graphJob.id === id) state.graphJob = null;
+    $("graph-btn").disabled = false;
+  }
 }
 
 async function exportPage() {
@@ -651,6 +709,7 @@ async function exportPage() {
     const body = { job: all.map((j) => j.id), merge_subwords: $("merge").checked, palette: $("palette").value,
                    scale: $("scale").value, graph: state.graph };  // the graph drawn on screen, if any
     if ($("scale").value === "all") body.share = sharedTop(all);
+    if (state.graph) body.confirmed = true;  // the graph drawn on screen was confirmed (or needed no confirmation)
     const resp = await api("/api/export", body);
     const blob = await resp.blob();
     const match = /filename="([^"]+)"/.exec(resp.headers.get("Content-Disposition") || "");
