@@ -408,6 +408,12 @@ def capture_graph(
 
     Returns:
         CapturedGraph: maps in at least fp32, zero on padding rows and columns.
+
+    For a fp16 model the backward pass differentiates the objective times a
+    power of two, so that small gradients do not underflow, and the
+    gradients are divided by it in fp32 (:func:`loss_scale`); in the rare
+    case that a gradient overflows under that scale, the whole pass runs
+    again with a smaller one, so ``forward_func`` is called more than once.
     """
     _warn_if_training(layers)
     if with_gradients and torch.is_inference_mode_enabled():
@@ -430,8 +436,8 @@ def capture_graph(
             most = max(1.0, overflow.scale / 2**LOSS_SCALE_BACKOFF)
 
 
-#: The largest scale of the objective of a half-precision backward pass, and the magnitude the scale brings the
-#: objective to (see :func:`loss_scale`), as powers of two.
+#: The largest scale of the objective of a fp16 backward pass, and (as a power of two) the magnitude the scale
+#: brings the largest logit to (see :func:`loss_scale`).
 MAX_LOSS_SCALE = 2.0**24
 LOSS_SCALE_TARGET = 8
 #: After a gradient overflowed, the pass runs again with the scale divided by ``2**LOSS_SCALE_BACKOFF``.
