@@ -2,6 +2,7 @@
 
 from captum_prxai.attr._base import AttentionGraphAttribution
 from captum_prxai.attr.attention_flow import AttentionFlow
+from captum_prxai.attr.generalized_attention_flow import GeneralizedAttentionFlow
 from captum_prxai.attr.pagerank_attribution import (
     GraphExplanation,
     PageRankAttribution,
@@ -16,6 +17,7 @@ __all__ = [
     "AttentionFlow",
     "AttentionGraphAttribution",
     "AttentionRollout",
+    "GeneralizedAttentionFlow",
     "GradientWeightedRollout",
     "GraphExplanation",
     "PageRankAttribution",

@@ -362,6 +362,8 @@ def register_defaults() -> None:
         ("attention-flow", "Attention flow", "AttentionFlow",
          "max flow through the layered attention graph (Abnar & Zuidema, 2020); slow on long inputs",
          ("flow",)),
+        ("gaf", "Generalized attention flow", "GeneralizedAttentionFlow",
+         "barrier max flow through the layered attention x gradient graph (Azarkhalili & Libbrecht, 2025)", ()),
     ]
     for name, label, cls, desc, aliases in att:
         register_method(name, label, "attention", desc, pr_factory(name, label, cls), aliases,
