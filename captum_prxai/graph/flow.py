@@ -10,6 +10,11 @@ by the narrowest layer of every path.
 
 Costs one maximum-flow problem per input token, on a graph of ``(L + 1) T``
 nodes and ``L T^2`` edges, solved on the CPU by SciPy's Dinic algorithm.
+
+:func:`layered_barrier_flow` (generalized attention flow, Azarkhalili &
+Libbrecht 2025) instead solves one maximum flow from all input tokens at once
+by the log-barrier method (:func:`barrier_max_flow`), whose limit picks the
+unique analytic centre among the maximum flows.
 """
 
 from __future__ import annotations
