@@ -1652,3 +1652,51 @@ def test_an_exports_graph_is_a_job_cancelled_when_the_client_leaves(tiny, slow_f
     assert engine.stats()["graphs_cached"] == 0  # never drawn
     page = client.post("/api/export", json={"job": done["id"], "graph": "pr-ag"}).get_data(as_text=True)
     assert "PR-AG graph</h2>" in page and "<svg" in page  # with the client there, the export has its graph
+
+
+def test_an_explorer_made_during_a_capture_on_the_model_keeps_its_attention_setting(tiny):
+    """A capture running on the model in another thread (another explorer's attention flow, or a user's attribution)
+    switches the model's attention implementation while it runs; the new explorer's copies are made after it, with
+    the model's own setting, and none of its hooks."""
+    import threading
+
+    from captum_prxai.hooks import CAPTURE_IMPLEMENTATION, AttentionRecorder, attention_layers
+
+    model, tokenizer, datasets = tiny
+    rest = model.config._attn_implementation
+    assert rest != CAPTURE_IMPLEMENTATION
+    capturing, release, made = threading.Event(), threading.Event(), {}
+
+    def capture():
+        recorder = AttentionRecorder(attention_layers(model), reduce=lambda a: a.mean(1), with_gradients=True,
+                                     capture="recompute")
+        with recorder:
+            capturing.set()
+            release.wait(60)
+
+    def make():
+        made["app"] = create_app(model, tokenizer, datasets, model_name="tiny")
+
+    capturer = threading.Thread(target=capture)
+    capturer.start()
+    try:
+        assert capturing.wait(30)
+        assert model.config._attn_implementation == CAPTURE_IMPLEMENTATION  # switched while the capture runs
+        maker = threading.Thread(target=make)
+        maker.start()
+        time.sleep(0.5)  # the explorer is being made meanwhile
+    finally:
+        release.set()
+        capturer.join(30)
+    maker.join(60)
+    engine = made["app"].extensions["prxai_explorer"]
+    assert model.config._attn_implementation == rest
+    for lane in ("fast", "predict"):
+        replica = engine.lanes[lane].model
+        assert replica is not model and replica.config._attn_implementation == rest, lane
+        assert not any(layer._forward_hooks or layer._forward_pre_hooks for layer in attention_layers(replica))
+    job = explain(made["app"].test_client(), text="the plot was dull", methods=["pr-ag"])
+    enc = tokenizer("the plot was dull", return_tensors="pt")
+    expected = build_method("pr-ag", model, make_forward_func(model))(
+        enc["input_ids"], enc["attention_mask"], None, torch.tensor([job["input"]["target"]]))[0]
+    assert job["results"][0]["scores"] == pytest.approx(expected.tolist(), abs=1e-6)

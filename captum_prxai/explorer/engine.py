@@ -28,6 +28,7 @@ Predictions are cached per example and attributions per
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import ctypes
 import gc
@@ -121,6 +122,22 @@ def _hook_dicts(module: Any) -> Iterator[Tuple[str, Any]]:
             yield name, value
 
 
+def _between_captures(model: Any) -> Any:
+    """A context holding the capture locks of ``model``'s attention layers and configs (none if it has none found).
+
+    An attention capture (:class:`~captum_prxai.hooks.AttentionRecorder`)
+    holds them while it has hooks on the layers and its attention
+    implementation in the configs.
+    """
+    from captum_prxai.hooks import _exclusive, attention_layers
+
+    try:
+        layers = attention_layers(model)
+    except Exception:  # noqa: BLE001 - a model whose attention layers are not found is copied as it is
+        return contextlib.nullcontext()
+    return _exclusive(layers)
+
+
 def share_weights(model: Any) -> Any:
     """A copy of ``model``'s modules that shares its parameters and buffers (no weight is copied).
 
@@ -130,14 +147,17 @@ def share_weights(model: Any) -> Any:
     backward, state-dict hooks) are not copied but replaced by empty ones, so
     a copy made while a method is running on ``model`` (its hooks installed)
     does not carry that method's hooks. Hooks on the shared parameter tensors
-    themselves, and global module hooks, are shared by nature.
+    themselves, and global module hooks, are shared by nature. The copy is
+    made between two attention captures on ``model`` (a capture running in
+    another thread, which switches the model's attention implementation to
+    its own, ends first), so the copy's attention setting is the model's own.
     """
     memo: Dict[int, Any] = {id(t): t for t in itertools.chain(model.parameters(), model.buffers())}
-    modules = list(model.modules()) if hasattr(model, "modules") else []
-    for module in modules:
-        for _, hooks in _hook_dicts(module):
-            memo[id(hooks)] = type(hooks)()  # never deep-copied: an empty dict of the same type
-    replica = copy.deepcopy(model, memo)
+    with _between_captures(model):
+        for module in list(model.modules()) if hasattr(model, "modules") else []:
+            for _, hooks in _hook_dicts(module):
+                memo[id(hooks)] = type(hooks)()  # never deep-copied: an empty dict of the same type
+        replica = copy.deepcopy(model, memo)
     for module in replica.modules() if hasattr(replica, "modules") else ():
         if getattr(module, "_is_full_backward_hook", None) is not None:
             module._is_full_backward_hook = None  # no backward hook left: either kind may be registered again
