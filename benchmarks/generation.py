@@ -49,6 +49,7 @@ import argparse
 import hashlib
 import inspect
 import math
+import shlex
 import sys
 import time
 import warnings
@@ -525,7 +526,8 @@ def _stat(values: Sequence[float]) -> Dict[str, float]:
 
 
 def collect(records: Iterable[Dict[str, Any]]) -> Dict[Tuple[str, str, str], Dict[str, Dict[str, Dict[str, Any]]]]:
-    """``{(model, source, half): {method: {example: record}}}`` (the last record of a key wins)."""
+    """``{(model, source, half): {method: {example: record}}}``: the latest record of each (the cache keeps the
+    records of earlier settings too, e.g. of a method whose options changed)."""
     cells: Dict[Tuple[str, str, str], Dict[str, Dict[str, Dict[str, Any]]]] = {}
     for rec in records:
         cell = (rec["model"], rec["source"], rec["half"])
@@ -571,7 +573,7 @@ def write_table(records: Iterable[Dict[str, Any]], path: Path, command: str, not
             continue
         model, source, half = cell
         found = [r["answer_found"] for r in targets.values() if r.get("answer_found") is not None]
-        about = f"{len(targets)} prompts continued"
+        about = f"Prompts continued: {len(targets)}"
         if found:
             about += f"; the expected word is in the continuation of {sum(found)} of {len(found)}"
         sections += [f"## {model} · {source} · {half}", "", about + ".", ""]
@@ -663,7 +665,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     argv_list = list(sys.argv[1:] if argv is None else argv)
-    command = "python benchmarks/generation.py " + " ".join(argv_list)
+    command = "python benchmarks/generation.py " + shlex.join(argv_list)
 
     from captum_prxai.bench.cache import RecordCache
 
@@ -695,7 +697,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     torch.set_num_threads(args.threads)
     warnings.filterwarnings("ignore", message="The first prompt token")
     warnings.filterwarnings("ignore", message=r"\(i=\d+, idx=\d+\)|Pretty tokens length")
-    write_command(out, "python benchmarks/generation.py", argv_list, append=True)
+    before = (out / "COMMAND").read_text(encoding="utf-8").splitlines() if (out / "COMMAND").is_file() else []
+    if command not in before:  # each distinct command once, in the order first run
+        write_command(out, "python benchmarks/generation.py", argv_list, append=True)
     log_file = (out / "progress.log").open("a", encoding="utf-8")
 
     def log(message: str) -> None:

@@ -171,3 +171,12 @@ def test_run_resumes_from_the_cache_and_writes_the_table(gen, tok, lm, tmp_path)
     text = (tmp_path / "summary.md").read_text()
     assert "## tiny · cloze · tune" in text and "## tiny · chat · tune" in text
     assert "| PR-A | 2 |" in text and "| Random | 2 |" in text
+
+
+def test_command_line_rejects_unknown_names_in_one_line(gen, tmp_path):
+    assert gen._method_list("graph,random") == [*gen.GRAPH_METHODS, "random"]
+    for args, word in ((["--methods", "pr-a,nope"], "nope"), (["--models", "gpt9"], "gpt9"),
+                       (["--sources", "poems"], "poems"), (["--n", "0"], "positive")):
+        with pytest.raises(SystemExit) as caught:
+            gen.main(args + ["--out", str(tmp_path)])
+        assert word in str(caught.value) and "\n" not in str(caught.value)
