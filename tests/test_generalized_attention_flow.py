@@ -151,9 +151,12 @@ def test_gaf_on_a_tiny_bert_matches_networkx_on_its_attention(tiny):
         caps = [_with_residual(a[b].mean(0).double()[real][:, real]).numpy() for a in attentions]
         expected = layered_nx_value(caps, list(range(len(real))), list(range(len(real))))
         assert float(scores[b].sum()) == pytest.approx(expected, rel=1e-4)
-    agf = captum_prxai.GeneralizedAttentionFlow(forward, captum_prxai.attention_layers(model), sink="target")
-    grad_scores = agf.attribute(ids, target=1, additional_forward_args=(mask,), attention_mask=mask)
-    assert torch.isfinite(grad_scores).all() and (grad_scores[mask == 0] == 0).all()
+    for information in ("attention_gradient", "gradient"):
+        agf = captum_prxai.GeneralizedAttentionFlow(forward, captum_prxai.attention_layers(model), sink="target",
+                                                    information=information)
+        grad_scores = agf.attribute(ids, target=1, additional_forward_args=(mask,), attention_mask=mask)
+        assert torch.isfinite(grad_scores).all() and (grad_scores[mask == 0] == 0).all()
+        assert (grad_scores.sum(dim=1) > 0).all()
 
 
 def test_gaf_is_registered_as_an_attention_baseline(tiny):

@@ -163,6 +163,9 @@ def test_normalized_aopc_by_hand_on_an_additive_model():
         assert res.naopc.item() == pytest.approx(expected, abs=1e-6)
     best = normalized_aopc(fwd, ids, mask, special, torch.tensor([[0.0, 3.0, 1.0, 2.0]]))
     assert best.naopc.item() == pytest.approx(1.0, abs=1e-9)
+    # [MASK] has weight 0 here: replacing equals deleting
+    replaced = normalized_aopc(fwd, ids, mask, special, scores, mode="replace", replacement_id=MASK)
+    assert replaced.naopc.item() == pytest.approx(expected, abs=1e-6)
 
 
 def interaction_forward(ids, mask):
@@ -260,11 +263,13 @@ def test_f_fidelity_never_modifies_the_users_model(tiny):
         ids, mask, special = enc["input_ids"], enc["attention_mask"], enc["special_tokens_mask"]
         before = _snapshot(model)
         scores = torch.rand(ids.shape, generator=torch.Generator().manual_seed(0))
+        rng_before = torch.get_rng_state()
         tuned = random_mask_finetune(model, ids, mask, special_tokens_mask=special, steps=3, lr=1e-2,
                                      mask_rate=0.5, train_batch_size=2)
         res = f_fidelity(model, ids, mask, special, scores, finetuned=tuned, n_samples=2)
         res2 = f_fidelity(model, ids, mask, special, scores, steps=2, lr=1e-2, n_samples=2)
         after = _snapshot(model)
+        assert torch.equal(torch.get_rng_state(), rng_before)  # the copy's dropout drew from a forked generator
         for key, value in before[0].items():
             assert torch.equal(value, after[0][key]), key
         assert before[1] == after[1] and before[2] == after[2]

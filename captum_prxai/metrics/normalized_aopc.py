@@ -116,7 +116,8 @@ def normalized_aopc(
 ) -> NormalizedAOPC:
     r"""Normalised AOPC (Edin et al., 2024) of token-by-token removal.
 
-    .. math:: \mathrm{NAOPC} = \frac{\mathrm{AOPC}(\pi) - \mathrm{AOPC}_{\min}}{\mathrm{AOPC}_{\max} - \mathrm{AOPC}_{\min}}
+    .. math:: \mathrm{NAOPC} = \frac{\mathrm{AOPC}(\pi) - \mathrm{AOPC}_{\min}}
+                                    {\mathrm{AOPC}_{\max} - \mathrm{AOPC}_{\min}}
 
     with :math:`\pi` the explanation's ordering (most relevant first for
     ``order="most"``, least relevant first for ``"least"``; ties by position)
