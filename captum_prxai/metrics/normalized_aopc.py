@@ -175,7 +175,8 @@ def normalized_aopc(
         p0 = float(p_full[b, y])
         positions = real[b].nonzero().flatten().tolist()
         n = len(positions)
-        ranked = sorted(positions, key=lambda pos: (-values[b, pos] if largest else values[b, pos], pos))
+        row = values[b].tolist()
+        ranked = sorted(positions, key=lambda pos: (-row[pos] if largest else row[pos], pos))
         prefixes = torch.zeros(n, ids.shape[1], dtype=torch.bool)
         for k in range(n):
             prefixes[k:, ranked[k]] = True
