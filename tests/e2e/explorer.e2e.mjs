@@ -363,7 +363,7 @@ try {
         third.on("pageerror", (err) => problems.push(`third tab: ${err.message}`));
         await third.goto(url);
         await third.waitForSelector("#examples li");
-        await third.fill("#text", "the plot was dull");
+        await third.fill("#text", "a good film");  // a length whose forward passes were timed warm
         await third.click("#explain");  // the default method
         await third.waitForFunction(() => document.querySelector("#results").dataset.state === "done");
         // another client's slow one-pass method holds the lane the graph is drawn on
@@ -377,12 +377,27 @@ try {
           }
           return { id: job.id, session };
         }, args["slow-fast"]);
+        // the graph box's Cancel stops a graph waiting for the lane
         await third.click("#graph-btn");
         await third.waitForFunction(() => !!document.querySelector("#graph").dataset.job);
+        const cancelledJob = await third.getAttribute("#graph", "data-job");
+        await third.click("#graph .graph-cancel");
+        await third.waitForFunction(() => /graph cancelled/.test(document.querySelector("#graph").textContent));
+        check(await third.isHidden("#error"), "a cancelled graph is no error");
+        // a second graph request, left behind by its page
+        await third.click("#graph-btn");
+        await third.waitForFunction((old) => {
+          const job = document.querySelector("#graph").dataset.job;
+          return !!job && job !== old;
+        }, cancelledJob);
         const graphJob = await third.getAttribute("#graph", "data-job");
         const owner = await third.evaluate(() => SESSION);
-        const queued = await third.evaluate(async () => (await (await fetch("/api/stats")).json()).queued);
-        check(queued.fast === 1 && await third.isVisible("#graph .spinner"), `the graph waits on the one-pass lane: ${JSON.stringify(queued)}`);
+        const queued = await third.evaluate(async (id) => ({
+          lanes: (await (await fetch("/api/stats")).json()).queued,
+          status: (await (await fetch(`/api/jobs/${id}`, { headers: { "X-PRXAI-Session": SESSION } })).json()).status,
+        }), graphJob);
+        check(queued.status === "queued" && queued.lanes.fast >= 1 && await third.isVisible("#graph .spinner"),
+              `the graph waits on the one-pass lane: ${JSON.stringify(queued)}`);
         await third.goto("about:blank");  // the page is left
         await third.close();
         const left = await page.evaluate(async ([id, session, b]) => {
@@ -399,7 +414,7 @@ try {
         }, [graphJob, owner, blocker]);
         check(left.status === "cancelled" && left.blocking === "running",
               `leaving the page cancelled its graph job while the lane was still busy: ${JSON.stringify(left)}`);
-        summary.graph_left = { job: graphJob, status: left.status };
+        summary.graph_left = { job: graphJob, status: left.status, cancelled: cancelledJob };
       }
       await pickMethods(methods);
     }

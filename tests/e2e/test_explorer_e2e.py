@@ -144,10 +144,12 @@ def test_explorer_in_headless_chromium(tmp_path, slow_method, slow_fast_method):
     assert summary["export_limits"] == {"refused": 422, "aborted": True}
     assert summary["foreign_job"] == [404, 404]
     assert summary["export"]["models"] == 2
-    # item 1: the graph view's job, left behind by its page, was cancelled before its pass
-    left = app.extensions["prxai_explorer_jobs"].get(summary["graph_left"]["job"])
-    assert left is not None and left.payload["kind"] == "graph" and left.status == "cancelled"
-    assert left.results == {} and set(left.errors.values()) == {"cancelled"}
+    # item 1: the graph view's jobs, one cancelled with the graph box's Cancel and one left behind by its page, were
+    # cancelled before their pass
+    for key in ("cancelled", "job"):
+        left = app.extensions["prxai_explorer_jobs"].get(summary["graph_left"][key])
+        assert left is not None and left.payload["kind"] == "graph" and left.status == "cancelled", key
+        assert left.results == {} and set(left.errors.values()) == {"cancelled"}, key
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     engine = app.extensions["prxai_explorer"]
     assert engine.stats()["attribution_hits"] >= 2  # the repeated request in the page hit the cache

@@ -651,7 +651,9 @@ async function drawGraph(pending) {
   showError(null);
   hideConfirm();
   const box = $("graph");
-  box.replaceChildren(el("span", { class: "spinner" }));
+  const stop = el("button", { type: "button", class: "secondary graph-cancel", disabled: "" }, "Cancel");
+  box.replaceChildren(el("span", { class: "spinner" }), el("span", { class: "muted" }, "drawing the graph… "), stop);
+  state.graph = null;  // the graph drawn before is off the screen: the export leaves it out
   $("graph-btn").disabled = true;
   let spec = null, body = null, id = null;
   try {
@@ -669,12 +671,15 @@ async function drawGraph(pending) {
     id = job.id;
     state.graphJob = job;
     box.dataset.job = job.id;
+    stop.disabled = false;
+    stop.addEventListener("click", () => { stop.disabled = true; api(`/api/jobs/${id}/cancel`, {}).catch((err) => showError(err.message)); });
     while (!["done", "cancelled"].includes(job.status)) {
       await new Promise((r) => setTimeout(r, 200));
       if (!state.graphJob || state.graphJob.id !== id) return;  // another graph was asked for meanwhile
       job = await api(`/api/jobs/${id}`);
       state.graphJob = job;
     }
+    if (job.status === "cancelled") { box.replaceChildren(el("span", { class: "muted" }, "graph cancelled")); return; }
     if (!job.graph) throw new Error(`graph: ${job.errors.length ? job.errors[0].error : "not drawn"}`);
     const out = job.graph;
     // the title as text that wraps above the drawing (inside the SVG a long title was cut off on both sides)
