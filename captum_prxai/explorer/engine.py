@@ -22,8 +22,9 @@ batches sized by :meth:`Engine.batch_size_for` from the input length and
 ``perturbations_per_eval``), and the engine returns freed memory to the
 system after each of them (:func:`release_memory`).
 
-Predictions are cached per example and attributions per
-``(input ids, target, method, parameters)``.
+Predictions are cached per example, attributions per
+``(input ids, target, method, parameters)``, and graph drawings per those
+and the drawing options.
 """
 
 from __future__ import annotations
