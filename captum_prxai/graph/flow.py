@@ -20,7 +20,7 @@ unique analytic centre among the maximum flows.
 from __future__ import annotations
 
 import math
-from typing import Callable, Optional, Tuple
+from typing import Callable, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -73,14 +73,8 @@ def layered_max_flow(
         S. Abnar, W. Zuidema. *Quantifying Attention Flow in Transformers.* ACL 2020.
     """
     csr_array, maximum_flow = _maximum_flow()
-    if not transitions:
-        raise PRXAIError("attention flow needs at least one layer of transitions.")
-    batch, length, _ = transitions[0].shape
-    stacked = torch.stack([t.detach() for t in transitions], dim=1).to("cpu", torch.float64)  # (B, L, T, T)
-    low, high = value_range(stacked) if stacked.numel() else (0.0, 0.0)
-    if not (math.isfinite(low) and math.isfinite(high)) or low < 0:
-        raise PRXAIError("attention flow capacities must be finite and non-negative.")
-    n_layers = stacked.shape[1]
+    stacked = _stacked_capacities(transitions, "attention flow")  # (B, L, T, T)
+    batch, n_layers, length, _ = stacked.shape
     out = torch.zeros(batch, length, dtype=torch.float64)
     valid_all = mask.detach().to("cpu").bool()
     for b in range(batch):
@@ -385,14 +379,8 @@ def layered_barrier_flow(
     """
     if sink not in ("all", "target"):
         raise PRXAIError(f'sink must be "all" (every output token) or "target" (the explained token), got {sink!r}.')
-    if not transitions:
-        raise PRXAIError("generalized attention flow needs at least one layer of transitions.")
-    batch, length, _ = transitions[0].shape
-    stacked = torch.stack([t.detach() for t in transitions], dim=1).to("cpu", torch.float64)  # (B, L, T, T)
-    low, high = value_range(stacked) if stacked.numel() else (0.0, 0.0)
-    if not (math.isfinite(low) and math.isfinite(high)) or low < 0:
-        raise PRXAIError("generalized attention flow capacities must be finite and non-negative.")
-    n_layers = stacked.shape[1]
+    stacked = _stacked_capacities(transitions, "generalized attention flow")  # (B, L, T, T)
+    batch, n_layers, length, _ = stacked.shape
     out = torch.zeros(batch, length, dtype=torch.float64)
     valid_all = mask.detach().to("cpu").bool()
     for b in range(batch):
@@ -422,3 +410,15 @@ def layered_barrier_flow(
         start = layer.size
         out[b, real] = torch.from_numpy(flow[start : start + n].copy())
     return out.to(transitions[0].dtype if transitions[0].is_floating_point() else torch.float32)
+
+
+def _stacked_capacities(transitions: Sequence[Tensor], what: str) -> Tensor:
+    """The ``L`` per-layer ``(B, T, T)`` capacities as one fp64 CPU tensor ``(B, L, T, T)``, checked: at least one
+    layer, every capacity finite and non-negative."""
+    if not transitions:
+        raise PRXAIError(f"{what} needs at least one layer of transitions.")
+    stacked = torch.stack([t.detach() for t in transitions], dim=1).to("cpu", torch.float64)
+    low, high = value_range(stacked) if stacked.numel() else (0.0, 0.0)
+    if not (math.isfinite(low) and math.isfinite(high)) or low < 0:
+        raise PRXAIError(f"{what} capacities must be finite and non-negative.")
+    return stacked
