@@ -76,13 +76,8 @@ def layered_max_flow(
     stacked = _stacked_capacities(transitions, "attention flow")  # (B, L, T, T)
     batch, n_layers, length, _ = stacked.shape
     out = torch.zeros(batch, length, dtype=torch.float64)
-    valid_all = mask.detach().to("cpu").bool()
-    for b in range(batch):
-        real = torch.nonzero(valid_all[b]).flatten()
+    for b, real, caps in _real_tokens(stacked, mask):
         n = int(real.numel())
-        if n == 0:
-            continue
-        caps = stacked[b][:, real][:, :, real]  # (L, n, n)
         weights = np.rint(caps.numpy() * resolution).astype(np.int32)
         # node id of (layer l, token i) = l * n + i; edge (l + 1, i) -> (l, j) for layer l's map.
         layer, row, col = np.nonzero(weights)
@@ -382,16 +377,12 @@ def layered_barrier_flow(
     stacked = _stacked_capacities(transitions, "generalized attention flow")  # (B, L, T, T)
     batch, n_layers, length, _ = stacked.shape
     out = torch.zeros(batch, length, dtype=torch.float64)
-    valid_all = mask.detach().to("cpu").bool()
-    for b in range(batch):
-        real = torch.nonzero(valid_all[b]).flatten()
+    for b, real, caps in _real_tokens(stacked, mask):
         n = int(real.numel())
-        if n == 0:
-            continue
         at = torch.nonzero(real == int(sink_position[b])).flatten()
         if at.numel() == 0:
             raise PRXAIError(f"explained position {int(sink_position[b])} of example {b} is padding.")
-        caps = stacked[b][:, real][:, :, real].numpy()  # (L, n, n): row i reads column j
+        caps = caps.numpy()  # (L, n, n): row i reads column j
         layer, row, col = np.nonzero(caps)
         # node (l, j) = l * n + j; flow runs (l, j) -> (l + 1, i) with capacity M_l[i, j]
         tails = [layer * n + col]
@@ -422,3 +413,12 @@ def _stacked_capacities(transitions: Sequence[Tensor], what: str) -> Tensor:
     if not (math.isfinite(low) and math.isfinite(high)) or low < 0:
         raise PRXAIError(f"{what} capacities must be finite and non-negative.")
     return stacked
+
+
+def _real_tokens(stacked: Tensor, mask: Tensor):
+    """Per example with a real token: ``(b, real positions (n,), capacities among them (L, n, n))``."""
+    valid = mask.detach().to("cpu").bool()
+    for b in range(stacked.shape[0]):
+        real = torch.nonzero(valid[b]).flatten()
+        if real.numel():
+            yield b, real, stacked[b][:, real][:, :, real]
