@@ -116,18 +116,22 @@ def _forward_probs(forward_func: ForwardFunc, ids: Tensor, mask: Tensor, batch_s
         for start in range(0, order.numel(), batch_size):
             chunk = order[start : start + batch_size]
             width = int(lengths[chunk].max())
-            logits = forward_func(u_ids[chunk, :width], u_mask[chunk, :width])
-            if not isinstance(logits, Tensor):
-                logits = getattr(logits, "logits", logits)
-            if not isinstance(logits, Tensor) or logits.dim() != 2:
-                raise PRXAIError(
-                    "forward_func must return logits of shape (batch, classes); got "
-                    f"{type(logits).__name__} {tuple(getattr(logits, 'shape', ()))}."
-                )
-            outs.append(torch.softmax(logits.detach().float(), dim=-1))
+            outs.append(_probabilities(forward_func(u_ids[chunk, :width], u_mask[chunk, :width])))
     probs = torch.empty(order.numel(), outs[0].shape[1], device=outs[0].device)
     probs[order.to(probs.device)] = torch.cat(outs, dim=0)
     return probs[inverse.to(probs.device)]
+
+
+def _probabilities(output: object) -> Tensor:
+    """``(batch, classes)`` float probabilities: the softmax of a forward function's logits (or of the ``.logits`` of
+    a model output), checked to be two-dimensional."""
+    logits = output if isinstance(output, Tensor) else getattr(output, "logits", output)
+    if not isinstance(logits, Tensor) or logits.dim() != 2:
+        raise PRXAIError(
+            "forward_func must return logits of shape (batch, classes); got "
+            f"{type(logits).__name__} {tuple(getattr(logits, 'shape', ()))}."
+        )
+    return torch.softmax(logits.detach().float(), dim=-1)
 
 
 def _resolve_target(target: TargetLike, probs: Tensor) -> Tensor:

@@ -26,7 +26,7 @@ from torch import Tensor
 
 from captum_prxai.exceptions import PRXAIError
 from captum_prxai.metrics._inputs import _check_positive_int, _check_token_inputs
-from captum_prxai.metrics.faithfulness import TargetLike, _resolve_target
+from captum_prxai.metrics.faithfulness import TargetLike, _probabilities, _resolve_target
 
 #: ``forward_func(inputs_embeds, attention_mask) -> logits (B, C)``
 EmbeddingForward = Callable[[Tensor, Tensor], Tensor]
@@ -60,14 +60,7 @@ def _embed_probs(forward_func: EmbeddingForward, embeds: Tensor, mask: Tensor, b
     outs: List[Tensor] = []
     with torch.no_grad():
         for start in range(0, embeds.shape[0], batch_size):
-            logits = forward_func(embeds[start : start + batch_size], mask[start : start + batch_size])
-            logits = getattr(logits, "logits", logits)
-            if not isinstance(logits, Tensor) or logits.dim() != 2:
-                raise PRXAIError(
-                    "forward_func must return logits of shape (batch, classes); got "
-                    f"{type(logits).__name__} {tuple(getattr(logits, 'shape', ()))}."
-                )
-            outs.append(torch.softmax(logits.detach().float(), dim=-1))
+            outs.append(_probabilities(forward_func(embeds[start : start + batch_size], mask[start : start + batch_size])))
     return torch.cat(outs, dim=0)
 
 
