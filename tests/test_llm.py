@@ -420,16 +420,20 @@ def test_packaged_smollm2_end_to_end():
     model, tok = load_decoder("smollm2")
     llm = LLMGraphAttribution(cp.PageRankAttribution(model, cp.attention_layers(model)), tok)  # README's: PR-TAG±
     inp = TextTokenInput("The capital of France is", tok)
-    with pytest.warns(UserWarning, match="first prompt token"):  # SmolLM2's tokenizer adds no BOS
+    with warnings.catch_warnings():  # SmolLM2's tokenizer adds no BOS: the wrapper puts one in front, so no warning
+        warnings.filterwarnings("error", message="The first prompt token")
         result = llm.attribute(inp, gen_args={"max_new_tokens": 4, "do_sample": False})
-    assert result.output_tokens[:2] == ["Paris", "."]
-    # signed rows; the first token is the attention sink, whose edges are dropped (hence the warning)
-    assert result.token_attr.shape == (4, 5) and (result.token_attr[:, 1:] != 0).all()
-    assert torch.isfinite(result.token_attr).all()
-    with pytest.warns(UserWarning, match="first prompt token"):
         per_token = llm.attribute(inp, target=" Paris.", one_pass=False)
+    assert result.output_tokens[:2] == ["Paris", "."]
+    # signed rows; the BOS in front is the attention sink, so "The" keeps a score
+    assert result.token_attr.shape == (4, 5) and (result.token_attr != 0).all()
+    assert torch.isfinite(result.token_attr).all()
     assert per_token.output_tokens == ["Paris", "."]
     # rows depend only on their prefix, so the first two rows of the generated continuation are these
     torch.testing.assert_close(result.token_attr[:2], per_token.token_attr, atol=1e-4, rtol=1e-3)
     torch.testing.assert_close(result.output_probs[:2], per_token.output_probs, atol=1e-4, rtol=1e-3)
+    # the README's older form (the BOS typed and skipped) gives the same rows
+    typed = llm.attribute(TextTokenInput("<|im_start|>The capital of France is", tok, skip_tokens=["<|im_start|>"]),
+                          target=" Paris.")
+    torch.testing.assert_close(typed.token_attr, per_token.token_attr, atol=1e-4, rtol=1e-3)
     assert model.config._attn_implementation == "eager"
