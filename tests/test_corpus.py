@@ -363,8 +363,9 @@ def _descends_from_us(pid: int) -> bool:
     return False
 
 
-def test_ray_engine_equals_local_row_for_row_even_when_an_actor_is_killed(tiny_checkpoint, tmp_path):
-    """A two-actor local Ray cluster; one actor is SIGKILLed mid-run: Ray retries, nothing is lost or doubled."""
+def test_ray_engine_equals_local_row_for_row_even_when_an_actor_is_killed(tiny_checkpoint, tmp_path, capsys):
+    """A two-actor local Ray cluster; one actor is SIGKILLed mid-run: the texts left are retried on new actors
+    (if it was busy), nothing is lost or doubled, and Ray's error-level max_restarts line is not logged."""
     pytest.importorskip("ray.data")
     src = _csv(tmp_path / "in.csv", _texts(50, seed=5, lo=0, hi=80), labels=[LABELS[i % 3] for i in range(50)])
     common = dict(text_column="body", id_column="uid", label_column="gold", model=tiny_checkpoint,
@@ -388,9 +389,18 @@ def test_ray_engine_equals_local_row_for_row_even_when_an_actor_is_killed(tiny_c
     remote = attribute_dataset(src, tmp_path / "ray", engine="ray", actors=2, cpus_per_actor=1,
                                on_shard=kill_an_actor, **common)
     assert killed, "no Ray actor process was found to kill"
+    err = capsys.readouterr().err  # (the killed actor may have been idle: a retry is not always needed)
+    assert "max_restarts" not in err and "Traceback" not in err, [
+        line for line in err.splitlines() if "max_restarts" in line or "Error" in line][:20]
     assert (remote.processed, remote.skipped, remote.shards) == (local.processed, local.skipped, local.shards)
     assert local.skipped.get("empty", 0) >= 1 and local.truncated >= 1
-    assert read_results(tmp_path / "ray") == read_results(tmp_path / "local")
-    names = lambda d: sorted(p.name for p in (tmp_path / d).glob("part-*"))  # noqa: E731
-    assert names("ray") == names("local")
+    # Ray reads the file itself and cuts its shards in input order (the local engine: by length), so the batches,
+    # hence the last bits of the scores, may differ; every other value is equal
+    remote_rows, local_rows = read_results(tmp_path / "ray"), read_results(tmp_path / "local")
+    assert [r["row"] for r in remote_rows] == list(range(50))  # nothing lost or doubled
+    for a, b in zip(remote_rows, local_rows):
+        scores = ("scores_pr_g", "scores_pr_a", "probabilities")
+        assert {k: v for k, v in a.items() if k not in scores} == {k: v for k, v in b.items() if k not in scores}
+        for col in scores:
+            assert (a[col] is None and b[col] is None) or a[col] == pytest.approx(b[col], abs=1e-5)
     assert read_metadata(tmp_path / "ray") == read_metadata(tmp_path / "local")

@@ -454,3 +454,105 @@ def test_docs_dataset_md_states_the_codes_defaults_columns_and_example():
     pandas_example = re.search(r"```python\nimport pandas as pd.*?```", text, re.S)[0]
     assert re.findall(r"row\.(scores_\w+)", pandas_example) == [score_column(default)]
     assert f"at most {ACTOR_RESTARTS}\ntimes" in text or f"at most {ACTOR_RESTARTS} times" in text
+
+
+# ============================================================================ ray
+def test_ray_reads_the_input_itself_and_reports_per_batch(tiny_checkpoint, tmp_path, monkeypatch):
+    """CSV (with a ragged row skipped), JSON Lines and Parquet on a 1-CPU local Ray: the driver keeps no text,
+    Ray Data reads the file (ray.data.read_csv / read_json / read_parquet), rows come back batch by batch, and the
+    table equals the local engine's."""
+    ray = pytest.importorskip("ray")
+    pytest.importorskip("ray.data")
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from captum_prxai.corpus import runner as runner_mod
+
+    texts = _texts(14, seed=12, lo=0, hi=40)
+    labels = ["neg", "neu", "pos"]
+    rows = [[f"doc-{i}", t, labels[i % 3]] for i, t in enumerate(texts)]
+    inputs = {"csv": _write_csv(tmp_path / "in.csv", rows[:5] + [["bad", "a, b", "pos", "extra"]] + rows[5:])}
+    (tmp_path / "in.jsonl").write_text("".join(json.dumps({"uid": u, "body": t, "gold": g}) + "\n" for u, t, g in rows))
+    inputs["jsonl"] = tmp_path / "in.jsonl"
+    pq.write_table(pa.table({"uid": [r[0] for r in rows], "body": [r[1] for r in rows], "gold": [r[2] for r in rows]}),
+                   str(tmp_path / "in.parquet"))
+    inputs["parquet"] = tmp_path / "in.parquet"
+
+    corpora, reads, adds = [], [], []
+    real_read = runner_mod.read_corpus
+    monkeypatch.setattr(runner_mod, "read_corpus", lambda *a, **k: corpora.append(real_read(*a, **k)) or corpora[-1])
+    for name in ("read_csv", "read_json", "read_parquet"):
+        real = getattr(ray.data, name)
+        monkeypatch.setattr(ray.data, name, lambda *a, _real=real, _name=name, **k: reads.append(_name) or _real(*a, **k))
+    real_add = runner_mod._Flusher.add
+    monkeypatch.setattr(runner_mod._Flusher, "add", lambda self, i, r: adds.append(len(r)) or real_add(self, i, r))
+
+    common = dict(text_column="body", id_column="uid", label_column="gold", model=tiny_checkpoint, methods="pr-g",
+                  token_budget=64, shard_size=6, bad_rows="skip", progress=False)
+    ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)
+    try:
+        for fmt, src in inputs.items():
+            local = attribute_dataset(src, tmp_path / f"local-{fmt}", **common)
+            corpora.clear(), reads.clear(), adds.clear()
+            remote = attribute_dataset(src, tmp_path / f"ray-{fmt}", engine="ray", **common)
+            assert corpora[0].texts is None and len(corpora[0].digests) == 14  # the driver held no text
+            assert reads == [{"csv": "read_csv", "jsonl": "read_json", "parquet": "read_parquet"}[fmt]]
+            assert len(adds) > remote.shards > 0 and sum(adds) == 14  # per batch, not per shard
+            assert (remote.processed, remote.skipped, remote.explained) == (local.processed, local.skipped,
+                                                                            local.explained)
+            assert remote.processed == 14 and remote.skipped.get("empty", 0) >= 1
+            _same_table(read_results(tmp_path / f"ray-{fmt}"), read_results(tmp_path / f"local-{fmt}"))
+            if fmt == "csv":
+                assert any("line(s) 7" in n for n in remote.notes)
+    finally:
+        ray.shutdown()
+
+
+def test_ray_retries_only_the_rows_left_after_a_lost_worker_and_at_most_three_times(monkeypatch, capsys):
+    """run_ray's retries, with Ray's execution stubbed: a lost actor (ActorDiedError) after some rows came back
+    gets the rows left retried on new actors; a worker lost every time fails the run after ACTOR_RESTARTS retries;
+    an error of our own code fails at once."""
+    ray = pytest.importorskip("ray")
+    from ray.exceptions import ActorDiedError
+
+    from captum_prxai.corpus import ray_engine
+
+    monkeypatch.setattr(ray, "is_initialized", lambda: True)
+    monkeypatch.setattr(ray, "cluster_resources", lambda: {"CPU": 2.0})
+    shards = [[{"row": r, "id": str(r)} for r in range(s, s + 3)] for s in (0, 3, 6)]
+    calls, got = [], []
+
+    def flaky(_ray, todo, kwargs, deliver, *args):
+        calls.append(sorted(r["row"] for shard in todo for r in shard))
+        if len(calls) == 1:  # shard 0 and half of shard 1 come back, then the actor dies
+            deliver(0, shards[0])
+            deliver(1, shards[1][:1])
+            raise RuntimeError("MapBatches failed") from ActorDiedError()
+        for index, shard in enumerate(todo):
+            if shard:
+                deliver(index, shard)
+
+    monkeypatch.setattr(ray_engine, "_execute", flaky)
+    ray_engine.run_ray(shards, {}, lambda i, rows: got.extend(r["row"] for r in rows))
+    assert calls == [list(range(9)), [4, 5, 6, 7, 8]] and sorted(got) == list(range(9))
+    assert "a Ray worker was lost (ActorDiedError)" in capsys.readouterr().err
+
+    def always_lost(*args):
+        calls.append(1)
+        raise ActorDiedError()
+
+    calls.clear()
+    monkeypatch.setattr(ray_engine, "_execute", always_lost)
+    with pytest.raises(PRXAIError, match="the ray engine failed after 3 retries"):
+        ray_engine.run_ray(shards, {}, lambda i, rows: None)
+    assert len(calls) == 1 + ray_engine.ACTOR_RESTARTS
+
+    def our_bug(*args):
+        calls.append(1)
+        raise ValueError("a bug")
+
+    calls.clear()
+    monkeypatch.setattr(ray_engine, "_execute", our_bug)
+    with pytest.raises(PRXAIError, match=r"the ray engine failed \(ValueError: a bug\)"):
+        ray_engine.run_ray(shards, {}, lambda i, rows: None)
+    assert len(calls) == 1

@@ -237,8 +237,15 @@ def attribute_dataset(
     names = None if methods is None else registry.parse_methods(methods)  # None: the model's default, below
     # format, pyarrow, permissions: early (the columns do not matter for this check)
     ShardStore(output, format, names or [registry.default_method()], {"run_key": ""}).check_writable()
+    ray_reads_input = False
+    if engine == "ray" and input is not None:
+        from captum_prxai.corpus.ray_engine import ray_reads
+
+        ray_reads_input = ray_reads(input, encoding)
+    # the file is read row by row; with the ray engine reading the texts itself, the driver keeps only their hashes
     corpus = read_corpus(input, dataset=dataset, split=split, text_column=text_column, id_column=id_column,
-                         label_column=label_column, encoding=encoding, limit=limit, bad_rows=bad_rows)
+                         label_column=label_column, encoding=encoding, limit=limit, bad_rows=bad_rows,
+                         keep_texts=not ray_reads_input)
     if target == "label" and corpus.labels is None:
         raise PRXAIError("target 'label' explains each text's gold label: give the label column (--label-column).")
     if engine == "ray":
@@ -297,7 +304,9 @@ def attribute_dataset(
                for i in range(len(corpus)) if corpus.ids[i] not in done]
     result = DatasetRun(store.folder, engine, len(corpus), len(corpus) - len(records), notes=notes,
                         recomputed_shards=len(stale), damaged_shards=len(damaged))
-    shards = plan_shards(records, shard_size, bucketing)
+    # Ray reading the file streams it in input order: its shards are cut in that order (each is still sorted by
+    # length into batches); otherwise the shards are cut from the texts sorted by length
+    shards = plan_shards(records, shard_size, bucketing and texts is not None)
 
     from tqdm.auto import tqdm
 
@@ -331,8 +340,12 @@ def attribute_dataset(
             del worker  # the actors load their own copies
             from captum_prxai.corpus.ray_engine import run_ray
 
+            read = None
+            if corpus.texts is None:
+                read = {"path": str(Path(input).resolve()), "text_column": text_column, "encoding": encoding,
+                        "bad_rows": bad_rows, "n_rows": len(corpus)}
             run_ray(shards, worker_kwargs, flusher.add, actors=actors, cpus_per_actor=cpus_per_actor,
-                    gpus_per_actor=gpus_per_actor, address=address, output=store.folder)
+                    gpus_per_actor=gpus_per_actor, address=address, output=store.folder, read=read)
         flusher.check_complete()
     except BaseException:
         try:
