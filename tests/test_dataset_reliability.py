@@ -556,3 +556,22 @@ def test_ray_retries_only_the_rows_left_after_a_lost_worker_and_at_most_three_ti
     with pytest.raises(PRXAIError, match=r"the ray engine failed \(ValueError: a bug\)"):
         ray_engine.run_ray(shards, {}, lambda i, rows: None)
     assert len(calls) == 1
+
+
+def test_results_of_the_former_layout_are_refused_with_the_reason(tiny_checkpoint, tmp_path):
+    """A folder of the first layout (rows without input_hash, no shard list) is never resumed from."""
+    src = _csv(tmp_path / "in.csv", ["a b", "c d"])
+    out = tmp_path / "out"
+    attribute_dataset(src, out, text_column="body", model=tiny_checkpoint, methods="pr-g", progress=False)
+    manifest = json.loads((out / MANIFEST).read_text())
+    manifest.update(format_version=1, run_key="0123456789abcdef")
+    manifest.pop("shards")
+    (out / MANIFEST).write_text(json.dumps(manifest))
+    (out / "part-000000005-0123456789.parquet").write_bytes(b"a shard of the former layout")
+    (out / "part-notes.txt").write_text("mine")
+    with pytest.raises(PRXAIError, match=r"an older output layout \(1; this version writes 2"):
+        attribute_dataset(src, out, text_column="body", model=tiny_checkpoint, methods="pr-g", progress=False)
+    run = attribute_dataset(src, out, text_column="body", model=tiny_checkpoint, methods="pr-g", overwrite=True,
+                            progress=False)
+    assert run.processed == 2 and not (out / "part-000000005-0123456789.parquet").exists()  # its shards: deleted
+    assert (out / "part-notes.txt").read_text() == "mine" and len(list(out.glob("part-*.parquet"))) == 1

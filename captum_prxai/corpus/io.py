@@ -588,6 +588,13 @@ class ShardStore:
                 old = {}
             theirs = {"key": old.get("run_key"), "format": old.get("format")}
             if theirs != mine:
+                version = self.metadata.get("format_version")
+                if not overwrite and old.get("format_version") != version and "format_version" in old:
+                    raise PRXAIError(
+                        f"{folder} holds results of an older output layout ({old.get('format_version')}; this "
+                        f"version writes {version}, whose rows carry the input hash resuming needs); use another "
+                        "--output folder, or pass --overwrite to delete them."
+                    )
                 if not overwrite:
                     raise PRXAIError(
                         f"{folder} holds results of other settings (model, methods, options or format differ: "
