@@ -483,7 +483,8 @@ def test_ray_reads_the_input_itself_and_reports_per_batch(tiny_checkpoint, tmp_p
     monkeypatch.setattr(runner_mod, "read_corpus", lambda *a, **k: corpora.append(real_read(*a, **k)) or corpora[-1])
     for name in ("read_csv", "read_json", "read_parquet"):
         real = getattr(ray.data, name)
-        monkeypatch.setattr(ray.data, name, lambda *a, _real=real, _name=name, **k: reads.append(_name) or _real(*a, **k))
+        monkeypatch.setattr(ray.data, name,
+                            lambda *a, _real=real, _name=name, **k: reads.append(_name) or _real(*a, **k))
     real_add = runner_mod._Flusher.add
     monkeypatch.setattr(runner_mod._Flusher, "add", lambda self, i, r: adds.append(len(r)) or real_add(self, i, r))
 

@@ -462,7 +462,9 @@ def _schema(methods: Sequence[str], metadata: Dict[str, Any]) -> Any:
 
 
 def input_hash(run_key: str, id: str, digest: str, label: Optional[int]) -> str:
-    """The key of one input row: a hash of the run's settings, its id, its text (``digest``, :func:`text_digest`) and its label.
+    """The key of one input row: a hash of the run's settings, its id, its text and its label.
+
+    ``digest`` is the text's :func:`text_digest`.
 
     A finished row is reused on resume only when the input row with its id
     still has this hash (and the same row number), so an edited text, a

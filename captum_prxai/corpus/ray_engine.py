@@ -197,7 +197,6 @@ def run_ray(
     check_ray()
     import logging
 
-    import pyarrow as pa
     import ray
 
     started = False

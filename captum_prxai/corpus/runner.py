@@ -8,11 +8,13 @@ skips the ones already in the output folder, and hands the rest to an engine:
 * ``ray``: Ray Data, with an actor pool of workers
   (:mod:`captum_prxai.corpus.ray_engine`).
 
-Both engines get the same shards and run the same worker code, so their
-output is the same, row for row. The driver writes each finished shard
-atomically (temporary file, then rename), so an interrupted run leaves only
-complete shards, and a rerun with the same settings explains only the texts
-that no finished shard holds.
+Both engines run the same worker code, so their output is the same, row
+for row. The driver writes each finished shard atomically (listed in the
+manifest, temporary file, then rename), and the rows of an unfinished one
+every ``flush_seconds``, so an interrupted run leaves only complete shard
+files and loses little work. A rerun with the same settings keeps a finished
+shard only if every row in it still matches the input (id, row number and
+input hash: settings, text, label), explains the rest, and says what changed.
 
 Throughput: shards are cut from the input sorted by character length
 (longest first, so memory trouble shows early), and each shard is cut into
