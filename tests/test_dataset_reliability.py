@@ -505,6 +505,15 @@ def test_ray_reads_the_input_itself_and_reports_per_batch(tiny_checkpoint, tmp_p
             _same_table(read_results(tmp_path / f"ray-{fmt}"), read_results(tmp_path / f"local-{fmt}"))
             if fmt == "csv":
                 assert any("line(s) 7" in n for n in remote.notes)
+        # resume on Ray after an edit: Ray cut its shards in input order (6 rows each), so the one holding row 3
+        # is recomputed and the other 8 rows are kept; the texts still come from Ray's reader
+        rows[3][1] = "z y x"
+        _write_csv(inputs["csv"], rows[:5] + [["bad", "a, b", "pos", "extra"]] + rows[5:])
+        reads.clear()
+        again = attribute_dataset(inputs["csv"], tmp_path / "ray-csv", engine="ray", **common)
+        assert (again.recomputed_shards, again.already_done, again.processed) == (1, 8, 6) and reads == ["read_csv"]
+        attribute_dataset(inputs["csv"], tmp_path / "fresh-csv", **common)
+        _same_table(read_results(tmp_path / "ray-csv"), read_results(tmp_path / "fresh-csv"))
     finally:
         ray.shutdown()
 
