@@ -585,3 +585,17 @@ def test_results_of_the_former_layout_are_refused_with_the_reason(tiny_checkpoin
                             progress=False)
     assert run.processed == 2 and not (out / "part-000000005-0123456789.parquet").exists()  # its shards: deleted
     assert (out / "part-notes.txt").read_text() == "mine" and len(list(out.glob("part-*.parquet"))) == 1
+
+
+def test_the_library_refuses_a_device_this_torch_cannot_use_before_the_model_loads(monkeypatch):
+    """``attribute_dataset(device="tpu")`` (the library, not the CLI) says so in one line, before any model loads."""
+    import captum_prxai.corpus.worker as worker
+    from captum_prxai.exceptions import PRXAIError
+
+    def never(*args, **kwargs):
+        raise AssertionError("the model was loaded before the device was checked")
+
+    monkeypatch.setattr(worker, "load_model_spec", never)
+    for device in ("tpu", "cuda:7" if not __import__("torch").cuda.is_available() else "tpu"):
+        with pytest.raises(PRXAIError, match="device"):
+            worker.Worker("default", None, threads=1, device=device)

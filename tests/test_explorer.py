@@ -1700,3 +1700,12 @@ def test_an_explorer_made_during_a_capture_on_the_model_keeps_its_attention_sett
     expected = build_method("pr-ag", model, make_forward_func(model))(
         enc["input_ids"], enc["attention_mask"], None, torch.tensor([job["input"]["target"]]))[0]
     assert job["results"][0]["scores"] == pytest.approx(expected.tolist(), abs=1e-6)
+
+
+def test_many_pass_methods_run_on_the_slow_lane():
+    """IG, attention flow and generalized attention flow (an iterative max-flow per example) share the slow lane."""
+    from captum_prxai.explorer.engine import Engine
+
+    assert [Engine.lane_of(name, "attention") for name in ("attention-flow", "gaf", "rollout")] == ["slow", "slow",
+                                                                                                   "fast"]
+    assert Engine.lane_of("ig", "gradient") == "slow" and Engine.lane_of("lime", "perturbation") == "slow"

@@ -151,12 +151,15 @@ class Worker:
         if methods is not None:
             methods = registry.parse_methods(list(methods))  # refused before the model loads
             _check_options_selected(method_options, methods)
+        from captum_prxai._checks import check_device
+
+        if device == "auto":
+            device = "cuda" if torch.cuda.is_available() else "cpu"
+        device = check_device(device)  # an unknown or unavailable device is refused before the model loads
         self.model, self.tokenizer = load_model_spec(model)
         self.methods = methods if methods is not None else registry.parse_methods(registry.default_method(self.model))
         _check_options_selected(method_options, self.methods)
-        if device == "auto":
-            device = "cuda" if torch.cuda.is_available() else "cpu"
-        self.device = torch.device(device)
+        self.device = device
         self.model.to(self.device)
         from captum_prxai.models import label_names
 

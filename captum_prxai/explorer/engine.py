@@ -51,7 +51,7 @@ __all__ = ["Engine", "Encoded", "DatasetStore", "InputTooLong", "JobCancelled", 
            "method_signed", "model_max_tokens", "release_memory", "rss_bytes", "share_weights"]
 
 #: Methods that run many forward passes (besides the perturbation family): the slow lane.
-MANY_PASS = ("ig", "attention-flow")
+MANY_PASS = ("ig", "attention-flow", "gaf")
 #: Forward passes timed per input length for the estimates (the fastest is used).
 TIMED_PASSES = 5
 #: Recent runs per method whose measured over estimated time calibrates its estimates.
