@@ -499,6 +499,9 @@ def test_attribute_long_refuses_bad_input_clearly(tiny_model_factory):
         pr.attribute_long(ids, window=0)
     with pytest.raises(cp.PRXAIError, match="outside this model's vocabulary"):
         pr.attribute_long(ids + VOCAB, window=32)
+    for stride in (0, -3, 2.5, True):  # never silently taken as the default stride
+        with pytest.raises(cp.PRXAIError, match=r"^stride must be a positive int \(or None for half a window's "):
+            pr.attribute_long(ids, window=32, stride=stride)
 
 
 def test_attribute_long_checks_memory_before_its_passes(tiny_model_factory, monkeypatch):
