@@ -11,15 +11,22 @@ and returns Captum's own :class:`~captum.attr.LLMAttributionResult`, whose
 
 Where Captum runs one attribution (for Layer Integrated Gradients: 50
 forward and backward passes) per output token, the whole ``n_out x n_in``
-matrix here comes from **one forward pass** over ``prompt + target``:
+matrix here comes through the same capture -> graph -> PageRank pipeline as
+classification (:func:`~captum_prxai.capture.capture_graph`, with the
+method's resolved options):
 
-* attention-only edges (PR-A, raw attention, rollout) need nothing more: row
-  ``k`` is the graph of the causal prefix ``prompt + t_<k``, read from the same
-  attention maps, with teleport to the position that predicts ``t_k``; all
-  rows are one batched PageRank;
+* attention-only edges (PR-A, raw attention, rollout) need one forward pass
+  over ``prompt + target``: row ``k`` is the graph of the causal prefix
+  ``prompt + t_<k``, read from the same attention maps, with teleport to the
+  position that predicts ``t_k``; all rows are one batched PageRank;
 * gradient edges (PR-G, PR-AG, gradient-weighted rollout) differ per output
-  token; each row costs one backward pass (a vector-Jacobian product down to
-  the first attention layer) against the same retained forward graph.
+  token (one vector-Jacobian product each, down to the first attention
+  layer); a chunk of rows is one forward and one backward pass over copies of
+  the sequence on the batch axis, one copy per row.
+
+It also takes a list of prompts (one result per prompt), chat prompts
+(:func:`chat_input`), and saves results (:func:`save_result`,
+:func:`load_result`).
 
 See ``docs/llm.md`` for the semantics, the cost model and the limits.
 """
@@ -95,10 +102,12 @@ class LLMGraphAttribution(LLMGradientAttribution):
     (log-prob.), ``λ = 1``) a row is the positive walk's PageRank minus ``λ`` times the
     negative walk's: signed, summing to ``1 − λ`` (zero for the default).
 
-    All rows come from one forward pass over ``prompt + t_0 .. t_{n-2}``:
-    attention-only edges need no backward at all, gradient edges need one
-    backward pass per output token against the same retained forward graph
-    (see ``docs/llm.md`` for the cost model).
+    Attention-only edges come from one forward pass over ``prompt + t_0 ..
+    t_{n-2}`` and need no backward at all; gradient edges need one
+    vector-Jacobian product per output token, batched: a chunk of rows is one
+    forward and one backward pass over one copy of the sequence per row (see
+    ``docs/llm.md`` for the cost model). A BOS is put in front of a prompt
+    whose tokenizer adds none (``add_bos``).
 
     Args:
         attr_method (AttentionGraphAttribution): A captum-prxai attention-graph
@@ -109,6 +118,15 @@ class LLMGraphAttribution(LLMGradientAttribution):
             whatever the method's ``objective``.
         tokenizer: The model's tokenizer. :class:`~captum.attr.TextTemplateInput`
             needs a fast tokenizer (character offsets map template values to tokens).
+        add_bos (bool or str): ``"auto"`` (default) puts the tokenizer's BOS
+            in front of a prompt that does not start with a special token
+            (SmolLM2's tokenizer adds none, and the decoder's attention-sink
+            rule would otherwise silence the first word); ``True`` whenever the
+            prompt does not start with the BOS; ``False`` never. The added BOS
+            is in the model's input and the graph but has no column.
+        model_name (str, optional): The model's name, recorded in the results
+            (:func:`save_result`). Default: the config's ``_name_or_path``,
+            else the model's class name.
 
     Examples::
 
