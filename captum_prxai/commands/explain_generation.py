@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import warnings
 from pathlib import Path
 
 HELP = ("Explain a generated (or given) continuation of a prompt: one row per generated token, scoring the prompt's "
@@ -77,7 +78,9 @@ def run(args: argparse.Namespace) -> int:
     inp = chat_input([{"role": "user", "content": args.prompt}], tokenizer) if args.chat \
         else TextTokenInput(args.prompt, tokenizer)
     gen_args = None if args.target is not None else {"max_new_tokens": args.max_new_tokens, "do_sample": False}
-    result = llm.attribute(inp, target=args.target, gen_args=gen_args)
+    with warnings.catch_warnings():  # Captum's display tokens of byte-level BPE: its fallback warns, and is fine
+        warnings.filterwarnings("ignore", message=r"\(i=\d+, idx=\d+\)|Pretty tokens length")
+        result = llm.attribute(inp, target=args.target, gen_args=gen_args)
     color = False if args.no_color else None
     rows = result.token_attr
     width = max(len(repr(t)) for t in result.output_tokens)
