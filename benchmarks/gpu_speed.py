@@ -40,7 +40,9 @@ from typing import Optional, Sequence
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the benchmarks' own modules
-from research_methods import research_default  # noqa: E402  (registers the research variants)
+from research_methods import register_research_methods, research_default  # noqa: E402
+
+register_research_methods()  # the research variants the tables name (idempotent)
 
 #: Attention layers of each shape (:func:`captum_prxai.bench.speed.config_model`), which pick its default.
 DEPTHS = {"minilm": 6, "mpnet": 12}

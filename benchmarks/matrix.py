@@ -39,7 +39,9 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the benchmarks' own modules
-from research_methods import research_default  # noqa: E402  (registers the research variants)
+from research_methods import register_research_methods, research_default  # noqa: E402
+
+register_research_methods()  # the research variants the tables name (idempotent)
 
 RESULTS = Path(__file__).resolve().parent / "results"
 MATRIX_DIR = RESULTS / "matrix"

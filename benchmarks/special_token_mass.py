@@ -54,7 +54,9 @@ from typing import Any, Dict, List, Optional, Sequence
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the benchmarks' own modules
-from research_methods import research_default  # noqa: E402  (registers the research variants)
+from research_methods import register_research_methods, research_default  # noqa: E402
+
+register_research_methods()  # the research variants the tables name (idempotent)
 
 ROOT = Path(__file__).resolve().parent
 OUT = ROOT / "results" / "special-token-mass"

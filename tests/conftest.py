@@ -212,3 +212,16 @@ def random_graph():
     mask[1, 4] = False
     reference = pagerank(adjacency, 0.7, personalization=teleport, node_mask=mask, tol=1e-12, max_iter=1000)
     return adjacency, teleport, mask, reference
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _method_registry_left_as_found():
+    """Each test module leaves the method registry as it found it: methods that a benchmark script or a test
+    registers while it runs (the research variants, a test's own methods) never leak into the next module's
+    pickers and listings."""
+    from captum_prxai.methods import METHODS
+
+    saved = dict(METHODS)
+    yield
+    METHODS.clear()
+    METHODS.update(saved)

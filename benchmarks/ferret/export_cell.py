@@ -25,7 +25,9 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the benchmarks' own modules
-from research_methods import research_default  # noqa: E402  (registers the research variants)
+from research_methods import register_research_methods, research_default  # noqa: E402
+
+register_research_methods()  # the research variants the tables name (idempotent)
 
 torch.set_num_threads(1)
 

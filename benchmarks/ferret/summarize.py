@@ -12,6 +12,7 @@ Runs in the project venv (numpy, scipy and the method registry, whose labels it 
 import argparse
 import json
 import math
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +20,11 @@ from scipy.stats import kendalltau, spearmanr
 
 from captum_prxai.exceptions import PRXAIError
 from captum_prxai.methods import resolve_method
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the benchmarks' own modules
+from research_methods import register_research_methods  # noqa: E402
+
+register_research_methods()  # the research variants the cross-check names (their labels)
 
 
 def label(name: str) -> str:
