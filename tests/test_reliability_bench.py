@@ -409,12 +409,17 @@ def test_an_option_added_at_its_neutral_value_keeps_every_cached_records_key():
     from captum_prxai.methods import METHODS, method_settings
     from captum_prxai.methods.builtin import register_pr_method
 
-    for name in ("pr-a", "pr-g", "pr-ag", "pr-tag", "pr-tag-pm", "pr-tag-pm0.25", "pr-tag0.25-pm0.25"):
+    # two-walk variants as the benchmarks register them (benchmarks/research_methods.py), without and with a gate
+    register_pr_method("tmp-pm", {"walks": "both", "negative_weight": 1.0}, class_name="PRTemperedAttentionGradient",
+                       overwrite=True)
+    register_pr_method("tmp-pm-gate", {"walks": "both", "negative_weight": 0.25, "attention_power": 0.25,
+                                       "walk_gate": 0.5}, class_name="PRTemperedAttentionGradient", overwrite=True)
+    for name in ("pr-a", "pr-g", "pr-ag", "pr-tag", "tmp-pm"):
         assert "walk_gate" not in method_settings(name)["options"], name
-    assert METHODS["pr-tag-pm"].defaults()["walk_gate"] is None  # still an option of the preset
-    gated = method_settings("pr-tag0.25-pm0.25-gate0.5")["options"]
+    assert METHODS["tmp-pm"].defaults()["walk_gate"] is None  # still an option of the preset
+    gated = method_settings("tmp-pm-gate")["options"]
     assert gated["walk_gate"] == 0.5
-    assert method_settings("pr-tag-pm", {"pr-tag-pm": {"walk_gate": 0.3}})["options"]["walk_gate"] == 0.3
+    assert method_settings("tmp-pm", {"tmp-pm": {"walk_gate": 0.3}})["options"]["walk_gate"] == 0.3
     register_pr_method("tmp-gate-auto", {"edge_weight": "gradient"}, overwrite=True)
     try:  # the class's own "auto" resolves by model, so it stays in the key
         assert method_settings("tmp-gate-auto")["options"]["walk_gate"] == "auto"
