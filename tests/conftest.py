@@ -214,6 +214,38 @@ def random_graph():
     return adjacency, teleport, mask, reference
 
 
+# -- tiny causal language models for the generation tests ------------------------------------------------
+
+
+def tiny_causal_lm(vocab_size: int, layers: int = 2):
+    """A tiny random Llama causal LM (seed 0): ids 0, 1, 2 are padding, BOS and EOS."""
+    import transformers
+
+    torch.manual_seed(0)
+    config = transformers.LlamaConfig(vocab_size=vocab_size, hidden_size=16, num_hidden_layers=layers,
+                                      num_attention_heads=2, num_key_value_heads=1, intermediate_size=32,
+                                      max_position_embeddings=64, pad_token_id=0, bos_token_id=1, eos_token_id=2)
+    return transformers.LlamaForCausalLM(config).eval()
+
+
+def word_tokenizer(words, bos: bool = True, chat_template=None, specials=()):
+    """A word-level fast tokenizer over ``words`` (``words[0:4]`` = ``<pad> <s> </s> <unk>``), split on white space;
+    with ``bos`` it starts every text with ``<s>`` (as Llama's), else it adds none (as SmolLM2's)."""
+    import transformers
+    from tokenizers import Tokenizer, models, pre_tokenizers, processors
+
+    backend = Tokenizer(models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="<unk>"))
+    backend.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    if bos:
+        backend.post_processor = processors.TemplateProcessing(single="<s> $A", special_tokens=[("<s>", 1)])
+    tok = transformers.PreTrainedTokenizerFast(
+        tokenizer_object=backend, bos_token="<s>", eos_token="</s>", pad_token="<pad>", unk_token="<unk>",
+        **({"additional_special_tokens": list(specials)} if specials else {}))
+    if chat_template is not None:
+        tok.chat_template = chat_template
+    return tok
+
+
 @pytest.fixture(autouse=True, scope="module")
 def _method_registry_left_as_found():
     """Each test module leaves the method registry as it found it: methods that a benchmark script or a test

@@ -1,7 +1,6 @@
 """LLMGraphAttribution's rows from batched backward passes, and the method's spec honoured on the generation path.
 
-A tiny random Llama causal LM built from a config and a word-level tokenizer built in memory (helpers defined
-here, not imported from a conftest).
+A tiny random Llama causal LM built from a config and a word-level tokenizer built in memory.
 """
 
 from __future__ import annotations
@@ -15,6 +14,8 @@ from captum.attr import TextTokenInput  # noqa: E402
 import captum_prxai as cp  # noqa: E402
 from captum_prxai.llm import LLMGraphAttribution  # noqa: E402
 
+from conftest import tiny_causal_lm, word_tokenizer  # noqa: E402
+
 WORDS = ["<pad>", "<s>", "</s>", "<unk>"] + [f"w{i}" for i in range(46)]
 PROMPT = "w1 w2 w3 w4 w5 w6 w7"
 TARGET = "w8 w9 w10 w11 w12"
@@ -27,21 +28,11 @@ METHODS = {
 
 
 def _tokenizer():
-    from tokenizers import Tokenizer, models, pre_tokenizers, processors
-
-    backend = Tokenizer(models.WordLevel({w: i for i, w in enumerate(WORDS)}, unk_token="<unk>"))
-    backend.pre_tokenizer = pre_tokenizers.Whitespace()
-    backend.post_processor = processors.TemplateProcessing(single="<s> $A", special_tokens=[("<s>", 1)])
-    return transformers.PreTrainedTokenizerFast(tokenizer_object=backend, bos_token="<s>", eos_token="</s>",
-                                                pad_token="<pad>", unk_token="<unk>")
+    return word_tokenizer(WORDS)
 
 
 def _llama(layers: int = 3):
-    torch.manual_seed(0)
-    config = transformers.LlamaConfig(vocab_size=len(WORDS), hidden_size=16, num_hidden_layers=layers,
-                                      num_attention_heads=2, num_key_value_heads=1, intermediate_size=32,
-                                      max_position_embeddings=64, pad_token_id=0, bos_token_id=1, eos_token_id=2)
-    return transformers.LlamaForCausalLM(config).eval()
+    return tiny_causal_lm(len(WORDS), layers)
 
 
 @pytest.fixture(scope="module")

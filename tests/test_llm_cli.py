@@ -1,7 +1,7 @@
 """``captum-prxai explain-generation`` and its standalone HTML view (captum_prxai.viz.generation_html).
 
 The packaged SmolLM2 loader is replaced by a tiny random Llama causal LM and a word-level tokenizer with a chat
-template, built here (helpers defined in this file, not imported from a conftest).
+template (tests/conftest.py's tiny_causal_lm and word_tokenizer).
 """
 
 from __future__ import annotations
@@ -18,6 +18,8 @@ from captum_prxai import cli  # noqa: E402
 from captum_prxai.llm import load_result  # noqa: E402
 from captum_prxai.viz.generation_html import generation_html  # noqa: E402
 
+from conftest import tiny_causal_lm, word_tokenizer  # noqa: E402
+
 WORDS = ["<pad>", "<s>", "</s>", "<unk>", "<|im_start|>", "<|im_end|>", "user", "assistant"] + [
     f"w{i}" for i in range(42)]
 CHAT_TEMPLATE = ("{% for m in messages %}<|im_start|> {{ m['role'] }} {{ m['content'] }} <|im_end|> {% endfor %}"
@@ -25,23 +27,12 @@ CHAT_TEMPLATE = ("{% for m in messages %}<|im_start|> {{ m['role'] }} {{ m['cont
 
 
 def _tokenizer():
-    from tokenizers import Tokenizer, models, pre_tokenizers
-
-    backend = Tokenizer(models.WordLevel({w: i for i, w in enumerate(WORDS)}, unk_token="<unk>"))
-    backend.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    tok = transformers.PreTrainedTokenizerFast(  # adds no BOS, as SmolLM2's
-        tokenizer_object=backend, bos_token="<s>", eos_token="</s>", pad_token="<pad>", unk_token="<unk>",
-        additional_special_tokens=["<|im_start|>", "<|im_end|>"])
-    tok.chat_template = CHAT_TEMPLATE
-    return tok
+    return word_tokenizer(WORDS, bos=False, chat_template=CHAT_TEMPLATE,  # adds no BOS, as SmolLM2's
+                          specials=("<|im_start|>", "<|im_end|>"))
 
 
 def _llama():
-    torch.manual_seed(0)
-    config = transformers.LlamaConfig(vocab_size=len(WORDS), hidden_size=16, num_hidden_layers=2,
-                                      num_attention_heads=2, num_key_value_heads=1, intermediate_size=32,
-                                      max_position_embeddings=64, pad_token_id=0, bos_token_id=1, eos_token_id=2)
-    return transformers.LlamaForCausalLM(config).eval()
+    return tiny_causal_lm(len(WORDS))
 
 
 @pytest.fixture

@@ -1,7 +1,6 @@
 """LLMGraphAttribution's inputs: batches of prompts, chat templates, BOS, and the clear errors on bad input.
 
-A tiny random Llama causal LM built from a config and a word-level tokenizer built in memory (helpers defined
-here, not imported from a conftest).
+A tiny random Llama causal LM built from a config and a word-level tokenizer built in memory.
 """
 
 from __future__ import annotations
@@ -16,6 +15,8 @@ import captum_prxai as cp  # noqa: E402
 from captum_prxai.exceptions import PRXAIError  # noqa: E402
 from captum_prxai.llm import LLMGraphAttribution, chat_input  # noqa: E402
 
+from conftest import tiny_causal_lm, word_tokenizer  # noqa: E402
+
 WORDS = ["<pad>", "<s>", "</s>", "<unk>", "<|im_start|>", "<|im_end|>", "user", "assistant"] + [
     f"w{i}" for i in range(42)]
 CHAT_TEMPLATE = ("{% for m in messages %}<|im_start|> {{ m['role'] }} {{ m['content'] }} <|im_end|> {% endfor %}"
@@ -24,25 +25,11 @@ GEN = {"max_new_tokens": 3, "do_sample": False}
 
 
 def _tokenizer(bos: bool = True):
-    from tokenizers import Tokenizer, models, pre_tokenizers, processors
-
-    backend = Tokenizer(models.WordLevel({w: i for i, w in enumerate(WORDS)}, unk_token="<unk>"))
-    backend.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    if bos:
-        backend.post_processor = processors.TemplateProcessing(single="<s> $A", special_tokens=[("<s>", 1)])
-    tok = transformers.PreTrainedTokenizerFast(
-        tokenizer_object=backend, bos_token="<s>", eos_token="</s>", pad_token="<pad>", unk_token="<unk>",
-        additional_special_tokens=["<|im_start|>", "<|im_end|>"])
-    tok.chat_template = CHAT_TEMPLATE
-    return tok
+    return word_tokenizer(WORDS, bos=bos, chat_template=CHAT_TEMPLATE, specials=("<|im_start|>", "<|im_end|>"))
 
 
 def _llama():
-    torch.manual_seed(0)
-    config = transformers.LlamaConfig(vocab_size=len(WORDS), hidden_size=16, num_hidden_layers=2,
-                                      num_attention_heads=2, num_key_value_heads=1, intermediate_size=32,
-                                      max_position_embeddings=64, pad_token_id=0, bos_token_id=1, eos_token_id=2)
-    return transformers.LlamaForCausalLM(config).eval()
+    return tiny_causal_lm(len(WORDS))
 
 
 @pytest.fixture(scope="module")
