@@ -546,8 +546,8 @@ def _ordered(cells: Dict) -> List[Tuple[str, str, str]]:
 def write_table(records: Iterable[Dict[str, Any]], path: Path, command: str, notes: Sequence[str] = ()) -> Path:
     """``summary.md``: per (model × source × half) cell, each method's comprehensiveness, sufficiency,
     share of negative bottom scores and CPU time, and the paired differences default − method."""
-    from captum_prxai._cache import write_atomic
-    from captum_prxai.bench.report import _fmt, _paired, _signed, _table, _verdict
+    from captum_prxai.bench.cache import write_atomic
+    from captum_prxai.bench.report import format_signed, format_stat, markdown_table, paired_difference, paired_verdict
 
     cells = collect(records)
     lines = ["# Generation faithfulness", "", "```", command, "```", "",
@@ -581,36 +581,36 @@ def write_table(records: Iterable[Dict[str, Any]], path: Path, command: str, not
         for m in sorted(methods, key=lambda m: -_stat([r["comprehensiveness"] for r in by_method[m].values()])["mean"]):
             recs = list(by_method[m].values())
             rows.append([LABELS.get(m, m), str(len(recs)),
-                         _fmt(_stat([r["comprehensiveness"] for r in recs])),
-                         _fmt(_stat([r["sufficiency"] for r in recs])),
+                         format_stat(_stat([r["comprehensiveness"] for r in recs])),
+                         format_stat(_stat([r["sufficiency"] for r in recs])),
                          f"{100 * _stat([r['negative_bottom'] for r in recs])['mean']:.0f}%",
                          f"{_stat([r['cpu_s'] for r in recs])['mean']:.2f}"])
-        sections += _table(["Method", "Prompts", "Comp. ↑", "Suff. ↓", "Neg. bottom", "CPU s / prompt"], rows)
+        sections += markdown_table(["Method", "Prompts", "Comp. ↑", "Suff. ↓", "Neg. bottom", "CPU s / prompt"], rows)
         sections.append("")
         if DEFAULT in by_method:
             rows = []
             for m in methods:
                 if m == DEFAULT:
                     continue
-                diffs = {metric: _paired({e: r[metric] for e, r in by_method[DEFAULT].items()},
+                diffs = {metric: paired_difference({e: r[metric] for e, r in by_method[DEFAULT].items()},
                                          {e: r[metric] for e, r in by_method[m].items()})
                          for metric in ("comprehensiveness", "sufficiency")}
                 if diffs["comprehensiveness"]["n"] < 2:
                     continue
                 comp, suff = diffs["comprehensiveness"], diffs["sufficiency"]
-                rows.append([LABELS.get(m, m), str(comp["n"]), _signed(comp), _signed(suff), _verdict(comp, suff)])
+                rows.append([LABELS.get(m, m), str(comp["n"]), format_signed(comp), format_signed(suff), paired_verdict(comp, suff)])
                 if m in CAPTUM_METHODS:
-                    overview.append([model, source, half, LABELS[m], str(comp["n"]), _signed(comp), _signed(suff),
-                                     _verdict(comp, suff)])
+                    overview.append([model, source, half, LABELS[m], str(comp["n"]), format_signed(comp), format_signed(suff),
+                                     paired_verdict(comp, suff)])
             if rows:
                 sections += ["Paired differences, default − method, on the prompts both explained (comp. > 0 and "
                              "suff. < 0: the default is better; verdict: ahead / behind by more than one standard "
                              "error, else level):", ""]
-                sections += _table(["Method", "Prompts", "Δ comp.", "Δ suff.", "Default (comp. / suff.)"], rows)
+                sections += markdown_table(["Method", "Prompts", "Δ comp.", "Δ suff.", "Default (comp. / suff.)"], rows)
                 sections.append("")
     if overview:
         lines += ["## The default against Captum's LIG and FeatureAblation", ""]
-        lines += _table(["Model", "Source", "Half", "Rival", "Prompts", "Δ comp.", "Δ suff.",
+        lines += markdown_table(["Model", "Source", "Half", "Rival", "Prompts", "Δ comp.", "Δ suff.",
                          "Default (comp. / suff.)"], overview)
         lines.append("")
     return write_atomic(path, "\n".join(lines + sections) + "\n")

@@ -25,7 +25,9 @@ from typing import Any, Dict, Iterator, Mapping, Optional, Tuple
 import torch
 from torch import nn
 
-__all__ = ["CACHE_VERSION", "BenchmarkCacheWarning", "RecordCache", "model_fingerprint", "record_key"]
+from captum_prxai._cache import write_atomic  # noqa: E402  (re-exported: results files are written whole or not at all)
+
+__all__ = ["CACHE_VERSION", "BenchmarkCacheWarning", "RecordCache", "model_fingerprint", "record_key", "write_atomic"]
 
 #: Bumped whenever what a key covers changes: older records are then recomputed, never reused.
 CACHE_VERSION = 2

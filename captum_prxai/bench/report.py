@@ -113,7 +113,7 @@ def _num(value: float, digits: int) -> str:
     return text[1:] if text.startswith("-") and float(text) == 0 else text  # no "-0.000"
 
 
-def _fmt(stat: Optional[Dict[str, float]], digits: int = 3) -> str:
+def format_stat(stat: Optional[Dict[str, float]], digits: int = 3) -> str:
     if not stat or stat["n"] == 0 or math.isnan(stat["mean"]):
         return "n/a"
     if math.isnan(stat["sem"]):
@@ -130,7 +130,7 @@ def _best(summary: Dict[str, Dict[str, Dict[str, float]]], methods: Sequence[str
     return (max if higher else min)(candidates)[1]
 
 
-def _table(header: List[str], rows: List[List[str]]) -> List[str]:
+def markdown_table(header: List[str], rows: List[List[str]]) -> List[str]:
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|"]
     lines += ["| " + " | ".join(row) + " |" for row in rows]
     return lines
@@ -240,19 +240,19 @@ def write_markdown(summary: Dict[str, Dict[str, Dict[str, float]]], methods: Seq
         s = summary.get(m, {})
         row = [_label(m), str(int(s.get("n_examples", {}).get("n", 0)))]
         for k, _, _ in MAIN_COLUMNS:
-            cell = _fmt(s.get(k))
+            cell = format_stat(s.get(k))
             row.append(f"**{cell}**" if best[k] == m else cell)
-        row += [_fmt(s.get("time_s"), 4), _fmt(s.get("peak_mem_mb"), 1)]
+        row += [format_stat(s.get("time_s"), 4), format_stat(s.get("peak_mem_mb"), 1)]
         rows.append(row)
-    lines += _table(header, rows)
+    lines += markdown_table(header, rows)
     for metric, title in (("comprehensiveness", "Comprehensiveness per bin ↑"),
                           ("sufficiency", "Sufficiency per bin ↓")):
         if not bins:
             continue
         lines += ["", f"## {title}", ""]
         header = ["Method"] + [f"{_pct(b)}%" for b in bins]
-        rows = [[_label(m)] + [_fmt(summary.get(m, {}).get(f"{metric}@{_pct(b)}")) for b in bins] for m in methods]
-        lines += _table(header, rows)
+        rows = [[_label(m)] + [format_stat(summary.get(m, {}).get(f"{metric}@{_pct(b)}")) for b in bins] for m in methods]
+        lines += markdown_table(header, rows)
     if meta.get("errors"):
         lines += ["", f"**{meta['errors']} explanation(s) failed** and are left out; see the warnings of the run."]
     return write_atomic(path, "\n".join(lines) + "\n")
@@ -325,7 +325,7 @@ def _per_example(csv_path: Path, metric: str) -> Dict[str, Dict[str, float]]:
     return values
 
 
-def _paired(a: Dict[str, float], b: Dict[str, float]) -> Dict[str, float]:
+def paired_difference(a: Dict[str, float], b: Dict[str, float]) -> Dict[str, float]:
     """Mean and s.e. of the per-example differences ``a - b`` on the examples both have."""
     common = sorted(set(a) & set(b))
     mean, sem = mean_sem([a[e] - b[e] for e in common])
@@ -336,7 +336,7 @@ def _paired_differences(csv_path: Path, pairs: Sequence[Tuple[str, str]],
                         metric: str = "comprehensiveness") -> Dict[Tuple[str, str], Dict[str, float]]:
     """Per-example differences ``a - b`` of a metric on the examples both methods explained: mean and s.e."""
     values = _per_example(csv_path, metric)
-    return {(a, b): _paired(values[a], values[b]) for a, b in pairs if a in values and b in values}
+    return {(a, b): paired_difference(values[a], values[b]) for a, b in pairs if a in values and b in values}
 
 
 def write_matrix(cells: Sequence[Any], path: Path, title: str = "Faithfulness matrix",
@@ -380,12 +380,12 @@ def write_matrix(cells: Sequence[Any], path: Path, title: str = "Faithfulness ma
         about += f", model accuracy on them {accuracy:.3f}." if accuracy is not None else "."
         rows = []
         for m in order:
-            row = [_label(m)] + [_fmt(methods[m].get(key)) for key, _ in MATRIX_COLUMNS]
+            row = [_label(m)] + [format_stat(methods[m].get(key)) for key, _ in MATRIX_COLUMNS]
             row += [_num(methods[m]["time_s"]["mean"], 3) if "time_s" in methods[m] else "",
                     str(ranked.index(m) + 1) if m in ranked else "–"]
             rows.append(row)
         sections += [f"## {heading}", "", about, ""]
-        sections += _table(["Method"] + [h for _, h in MATRIX_COLUMNS] + ["Time / example (s)", "Rank"], rows)
+        sections += markdown_table(["Method"] + [h for _, h in MATRIX_COLUMNS] + ["Time / example (s)", "Rank"], rows)
         sections.append("")
     lines = [f"# {title}", ""] + ([intro, ""] if intro else [])
     if runs:
@@ -398,11 +398,11 @@ def write_matrix(cells: Sequence[Any], path: Path, title: str = "Faithfulness ma
         for m in everyone:
             row = [_label(m)]
             for (_, _, methods, _), best in zip(runs, bests):
-                cell = _fmt(methods[m]["comprehensiveness"]) if m in methods else ""
+                cell = format_stat(methods[m]["comprehensiveness"]) if m in methods else ""
                 row.append(f"**{cell}**" if m == best and cell else cell)
             row += [f"{sum(ranks[m]) / len(ranks[m]):.2f}" if m in ranks else "–", str(len(ranks.get(m, [])))]
             rows.append(row)
-        lines += _table(["Method"] + [run[0] for run in runs] + ["Mean rank", "Runs ranked"], rows)
+        lines += markdown_table(["Method"] + [run[0] for run in runs] + ["Mean rank", "Runs ranked"], rows)
         lines += ["", "Mean rank: place among the run's methods on comprehensiveness (1 = best), averaged over "
                   "the runs the method took part in (runs differ in their method lists, so compare mean ranks "
                   "of methods with the same runs); the control is not ranked.", ""]
@@ -412,21 +412,21 @@ def write_matrix(cells: Sequence[Any], path: Path, title: str = "Faithfulness ma
                 continue
             lines += [f"## Paired differences in {metric} (a − b, same examples; {better})", ""]
             rows = [[f"{_label(a)} − {_label(b)}"]
-                    + [_fmt(run[3][metric][(a, b)]) if (a, b) in run[3][metric] else "" for run in runs]
+                    + [format_stat(run[3][metric][(a, b)]) if (a, b) in run[3][metric] else "" for run in runs]
                     for a, b in shown]
-            lines += _table(["Pair"] + [run[0] for run in runs], rows)
+            lines += markdown_table(["Pair"] + [run[0] for run in runs], rows)
             lines.append("")
     lines += sections
     return write_atomic(path, "\n".join(lines))
 
 
-def _signed(stat: Dict[str, float]) -> str:
+def format_signed(stat: Dict[str, float]) -> str:
     """``+0.012 ± 0.004`` (a leading sign always, the minus as U+2212)."""
     mean = stat["mean"]
     return f"{'+' if mean >= 0 else '−'}{abs(mean):.3f} ± {stat['sem']:.3f}"
 
 
-def _verdict(comp: Dict[str, float], suff: Dict[str, float]) -> str:
+def paired_verdict(comp: Dict[str, float], suff: Dict[str, float]) -> str:
     """Each metric's side of a paired difference ``default − other``: ahead or behind by more than one standard
     error, else level."""
     def side(d: float, se: float, better_up: bool) -> str:
@@ -459,7 +459,7 @@ def default_check(csv_path: Path, default: str, rivals: Sequence[str] = ("gae", 
             continue
         others[method] = {}
         for metric in metrics:
-            diff = _paired(values[metric].get(default, {}), values[metric].get(method, {}))
+            diff = paired_difference(values[metric].get(default, {}), values[metric].get(method, {}))
             others[method][metric] = diff
             loss = -diff["mean"] if metric == "comprehensiveness" else diff["mean"]
             if diff["n"] and (worst is None or loss > worst[2]["mean"]):
@@ -488,9 +488,9 @@ def default_row(check: Dict[str, Any], default: str, columns: Sequence[str], riv
            " / ".join(f"{own[m]['mean']:.3f}".replace("-", "−") for m in ("comprehensiveness", "sufficiency"))]
     for c in columns:
         o = check["others"].get(c)
-        pair = f"{_signed(o['comprehensiveness'])} / {_signed(o['sufficiency'])}" if o else ""
+        pair = f"{format_signed(o['comprehensiveness'])} / {format_signed(o['sufficiency'])}" if o else ""
         if o and not short:
-            pair += f" ({_verdict(o['comprehensiveness'], o['sufficiency'])})"
+            pair += f" ({paired_verdict(o['comprehensiveness'], o['sufficiency'])})"
         row.append(pair or ("(not run)" if short else ""))
     failed = [name(r) for r in rivals if r in check["goal"] and not check["goal"][r]]
     absent = [name(r) for r in rivals if r not in check["goal"]]
@@ -499,7 +499,7 @@ def default_row(check: Dict[str, Any], default: str, columns: Sequence[str], riv
     row.append(goal + (f" ({', '.join(absent)} not run)" if absent else ""))
     w = check["worst"]
     metric = {"comprehensiveness": "comp.", "sufficiency": "suff."} if short else {}
-    row.append(f"{_signed(w[2])} {metric.get(w[1], w[1])} to {name(w[0])}" if w else "")
+    row.append(f"{format_signed(w[2])} {metric.get(w[1], w[1])} to {name(w[0])}" if w else "")
     return row
 
 
@@ -534,7 +534,7 @@ def write_default_check(cells: Sequence[Tuple[str, Path, str]], path: Path,
               "standard error, else level. The goal holds against a rival when the default is not behind it on "
               "either metric. Worst case: the largest paired loss to any method but the random control "
               "(> 0 is a loss).", ""]
-    lines += _table(header, rows)
+    lines += markdown_table(header, rows)
     if missing:
         lines += ["", "Not run with the default yet: " + "; ".join(missing) + "."]
     return write_atomic(path, "\n".join(lines) + "\n")
@@ -572,9 +572,9 @@ def write_bin_breakdown(cells: Sequence[Tuple[str, Path, str]], path: Path,
             row = [heading, _label(rival), str(len(first[default]))]
             for metric in ("comprehensiveness", "sufficiency"):
                 for b in bins:
-                    diff = _paired(columns[(metric, b)][default], columns[(metric, b)][rival])
+                    diff = paired_difference(columns[(metric, b)][default], columns[(metric, b)][rival])
                     loss = -diff["mean"] if metric == "comprehensiveness" else diff["mean"]
-                    row.append(f"**{_signed(diff)}**" if loss > diff["sem"] else _signed(diff))
+                    row.append(f"**{format_signed(diff)}**" if loss > diff["sem"] else format_signed(diff))
             rows.append(row)
-    lines += _table(header, rows)
+    lines += markdown_table(header, rows)
     return write_atomic(path, "\n".join(lines) + "\n")
