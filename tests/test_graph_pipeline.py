@@ -367,6 +367,19 @@ def test_the_constructor_stores_what_it_is_given_and_resolves_when_it_runs(tiny_
         cp.PRGradient(forward, layers, edge_weight="attention")
 
 
+def test_a_copy_has_its_own_options(tiny_model_factory):
+    import copy
+
+    model = tiny_model_factory("bert")
+    pr = cp.PageRankAttribution(forward_for(model), cp.attention_layers(model))
+    twin = copy.copy(pr)
+    twin.walks = "positive"
+    assert (pr.walks, pr.spec.walks) == ("auto", "both") and (twin.walks, twin.spec.walks) == ("positive", "positive")
+    deep = copy.deepcopy(pr)
+    deep.damping = 0.5
+    assert pr.spec.damping == 0.7 and deep.spec.damping == 0.5
+
+
 def test_graph_spec_defaults_are_the_papers_pr_ag():
     spec = cp.GraphSpec()
     assert (spec.edge_weight, spec.walks, spec.hub_power, spec.relevance_weight, spec.objective,

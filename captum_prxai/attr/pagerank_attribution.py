@@ -307,6 +307,14 @@ class PageRankAttribution(AttentionGraphAttribution):
         self.__dict__["_resolved"] = (key, spec)
         return spec
 
+    def __copy__(self) -> "PageRankAttribution":
+        """A shallow copy with its own options: setting an option on the copy leaves the original as it is."""
+        new = object.__new__(type(self))
+        new.__dict__.update(self.__dict__)
+        new.__dict__["_options"] = dict(self.__dict__["_options"])
+        new.__dict__.pop("_resolved", None)
+        return new
+
     @property
     def spec(self) -> GraphSpec:
         """The resolved :class:`~captum_prxai.graph.spec.GraphSpec` (:meth:`resolve`), read-only."""
