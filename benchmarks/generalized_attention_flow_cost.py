@@ -22,31 +22,12 @@ from pathlib import Path
 import torch
 
 import captum_prxai as cp
-import captum_prxai.graph.flow as flow_module
+from captum_prxai.graph.flow import layered_barrier_flow
 from captum_prxai.data import load_dataset
 from captum_prxai.graph import layered_transitions
 from captum_prxai.graph.spec import layer_edge_map
 from captum_prxai.methods import make_forward_func
 from captum_prxai.models import load_default
-
-
-class _CountSolves:
-    """Counts the Newton steps of the barrier method (one Laplacian solve each)."""
-
-    def __init__(self) -> None:
-        self.count = 0
-        self._solve = flow_module._solve_spd
-
-    def __enter__(self) -> "_CountSolves":
-        def counted(*args, **kwargs):
-            self.count += 1
-            return self._solve(*args, **kwargs)
-
-        flow_module._solve_spd = counted
-        return self
-
-    def __exit__(self, *exc) -> None:
-        flow_module._solve_spd = self._solve
 
 
 def main(argv=None) -> int:
@@ -72,13 +53,14 @@ def main(argv=None) -> int:
                                  targets=torch.tensor([target]), additional_forward_args=(mask,))
         capture = time.perf_counter() - start
         transitions = layered_transitions(graph.maps, 0.5, graph.mask)
-        with _CountSolves() as counter:
-            start = time.perf_counter()
-            scores = flow_module.layered_barrier_flow(transitions, graph.mask, graph.target_position)
-            barrier = time.perf_counter() - start
+        steps = []
+        start = time.perf_counter()
+        scores = layered_barrier_flow(transitions, graph.mask, graph.target_position,
+                                      on_newton_step=lambda: steps.append(1))
+        barrier = time.perf_counter() - start
         t = ids.shape[1]
-        rows.append((t, len(layers), capture, barrier, counter.count, float(scores.sum())))
-        print(f"T={t}: capture {capture:.3f} s, barrier flow {barrier:.2f} s, {counter.count} Newton steps",
+        rows.append((t, len(layers), capture, barrier, len(steps), float(scores.sum())))
+        print(f"T={t}: capture {capture:.3f} s, barrier flow {barrier:.2f} s, {len(steps)} Newton steps",
               flush=True)
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     lines = [

@@ -107,6 +107,17 @@ def test_layered_barrier_flow_gives_interchangeable_tokens_equal_scores():
     assert float(scores.sum()) == pytest.approx(expected, rel=REL_TOL)
 
 
+def test_the_newton_step_callback_counts_each_step_and_changes_nothing():
+    m = torch.tensor([[[0.6, 0.2, 0.2], [0.1, 0.45, 0.45], [0.1, 0.45, 0.45]]], dtype=torch.float64)
+    args = ([m, m], torch.ones(1, 3, dtype=torch.bool), torch.tensor([0]))
+    steps = []
+    counted = layered_barrier_flow(*args, on_newton_step=lambda: steps.append(1))
+    assert len(steps) > 0
+    torch.testing.assert_close(counted, layered_barrier_flow(*args), atol=0, rtol=0)
+    with pytest.raises(PRXAIError, match="did not converge"):  # the steps counted are those the limit counts
+        layered_barrier_flow(*args, max_newton=len(steps) - 1)
+
+
 def test_barrier_max_flow_refuses_bad_graphs():
     with pytest.raises(PRXAIError) as err:
         barrier_max_flow(np.array([0, 1, 2]), np.array([1, 2, 1]), np.ones(3), 4, 0, 3)

@@ -186,6 +186,7 @@ def barrier_max_flow(
     sink: int,
     tol: float = 1e-7,
     max_newton: int = 500,
+    on_newton_step: Optional[Callable[[], None]] = None,
 ) -> Tuple[np.ndarray, float]:
     r"""Maximum flow of an acyclic graph by the log-barrier (interior-point) method.
 
@@ -213,6 +214,7 @@ def barrier_max_flow(
         sink: Sink node.
         tol: Relative duality gap at which to stop.
         max_newton: Newton steps allowed in all.
+        on_newton_step: Called once per Newton step (one Laplacian solve), e.g. to count them.
 
     Returns:
         ``(flow, value)``: the ``(m,)`` flow on each edge and the flow value.
@@ -311,6 +313,8 @@ def barrier_max_flow(
             a_inv_g = np.bincount(hi[hi >= 0], (inv * grad)[hi >= 0], minlength=nodes.size) - np.bincount(
                 ti[ti >= 0], (inv * grad)[ti >= 0], minlength=nodes.size)
             w = _solve_spd(ti, hi, inv, nodes.size, r - a_inv_g) if nodes.size else np.zeros(0)
+            if on_newton_step is not None:
+                on_newton_step()
             at_w = np.where(hi >= 0, w[np.maximum(hi, 0)] if nodes.size else 0.0, 0.0) - np.where(
                 ti >= 0, w[np.maximum(ti, 0)] if nodes.size else 0.0, 0.0)
             step = -inv * (grad + at_w)
@@ -341,6 +345,7 @@ def layered_barrier_flow(
     sink: str = "all",
     tol: float = 1e-7,
     max_newton: int = 500,
+    on_newton_step: Optional[Callable[[], None]] = None,
 ) -> Tensor:
     """Generalized attention flow: the barrier maximum flow from the input tokens up the layered graph.
 
@@ -360,6 +365,7 @@ def layered_barrier_flow(
         sink: ``"all"`` or ``"target"``.
         tol: Relative duality gap of the barrier method.
         max_newton: Newton steps allowed per example.
+        on_newton_step: Called once per Newton step (see :func:`barrier_max_flow`).
 
     Returns:
         ``(B, T)`` flows, zero on padding.
@@ -397,7 +403,8 @@ def layered_barrier_flow(
         heads.append(np.full(outputs.size, sink_node))
         capacity.append(np.full(outputs.size, np.inf))
         flow, _ = barrier_max_flow(np.concatenate(tails), np.concatenate(heads), np.concatenate(capacity),
-                                   (n_layers + 1) * n + 2, source, sink_node, tol=tol, max_newton=max_newton)
+                                   (n_layers + 1) * n + 2, source, sink_node, tol=tol, max_newton=max_newton,
+                                   on_newton_step=on_newton_step)
         start = layer.size
         out[b, real] = torch.from_numpy(flow[start : start + n].copy())
     return out.to(transitions[0].dtype if transitions[0].is_floating_point() else torch.float32)
