@@ -51,7 +51,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tupl
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the benchmarks' own modules
-from research_methods import register_research_methods, research_default  # noqa: E402
+from research_methods import register_research_methods  # noqa: E402
 
 register_research_methods()  # the research variants the tables name (idempotent)
 from torch import Tensor

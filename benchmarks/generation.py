@@ -48,7 +48,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import inspect
-import math
 import shlex
 import sys
 import time
@@ -281,8 +280,6 @@ class TargetProbs:
 
     def _prime(self, prompt: Tuple[int, ...]) -> None:
         """Run the prompt once with a cache: its probabilities and the keys and values of every layer."""
-        from transformers import DynamicCache  # noqa: F401  (the cache type the model returns)
-
         ids = torch.tensor([prompt + tuple(self.target[:-1].tolist())], dtype=torch.long)
         with torch.no_grad():
             out = self.model(input_ids=ids, attention_mask=torch.ones_like(ids), use_cache=True)

@@ -63,7 +63,6 @@ from captum_prxai.exceptions import PRXAIError
 from captum_prxai.explorer.engine import DatasetStore, Encoded, Engine, InputTooLong, JobCancelled, TooCostly
 from captum_prxai.viz.html import escape as _esc
 from captum_prxai.explorer.jobs import Job, JobRunner
-from captum_prxai.explorer.params import PARAMS
 from captum_prxai.explorer.params import check_flag, check_params, param_specs
 
 __all__ = ["create_app", "LOOPBACK_HOSTS", "STATIC_FILES", "MAX_DEPTH", "PALETTES", "SCALES", "TOP_TOKENS",
