@@ -12,15 +12,16 @@ mailed or archived as one file.
 from __future__ import annotations
 
 import json
-from typing import Any, Optional, Sequence
+from typing import Any, Dict, Optional, Sequence
 
 from captum_prxai.viz import _colors
 from captum_prxai.viz.html import escape
 from captum_prxai.viz.tokens import display_token
 
-__all__ = ["generation_html"]
+__all__ = ["VIEW_SCRIPT", "VIEW_STYLE", "generation_html", "generation_view", "generation_view_html"]
 
-_STYLE = """
+#: The view's CSS (the standalone page inlines it; the explorer serves it).
+VIEW_STYLE = """
 body { font-family: system-ui, sans-serif; margin: 1.5em; color: #222; }
 h1 { font-size: 1.2em; } .meta { color: #555; font-size: 0.9em; }
 .prompt { margin: 1em 0; line-height: 2.1; max-width: 70em; }
@@ -35,7 +36,9 @@ td { min-width: 1.6em; }
 .legend { margin-top: 1em; font-size: 0.85em; color: #444; }
 """
 
-_SCRIPT = """
+#: The hover behaviour: hovering or focusing ``tr.row`` k recolours ``.prompt span`` by row k of the
+#: ``#prxai-data`` JSON (the standalone page inlines it; the explorer serves it, CSP forbids inline scripts).
+VIEW_SCRIPT = """
 (function () {
   var data = JSON.parse(document.getElementById('prxai-data').textContent);
   var spans = document.querySelectorAll('.prompt span');
@@ -59,6 +62,94 @@ _SCRIPT = """
   if (data.outputs.length) { show(0); }
 })();
 """
+
+
+def generation_view(
+    input_tokens: Sequence[str],
+    output_tokens: Sequence[str],
+    token_attr: Any,
+    *,
+    method: Optional[str] = None,
+    signed: Optional[bool] = None,
+) -> Dict[str, Any]:
+    """The data of the token x token view: each row's colours, text colours and shown scores.
+
+    :func:`generation_html` renders it as a standalone page and the explorer's
+    generation view (:mod:`captum_prxai.explorer.generation`) inside its own
+    page; both through :func:`generation_view_html`.
+
+    Args:
+        input_tokens: The columns' names (the prompt's features).
+        output_tokens: The rows' names (the generated tokens).
+        token_attr: ``(n_out, n_in)`` scores, row ``k`` explaining output token ``k``.
+        method: The method's registry name (chooses the colour scale when
+            ``signed`` is not given).
+        signed: Diverging (``True``) or sequential (``False``) colour scale;
+            default: the registered ``method``'s, else whether any score is negative.
+
+    Returns:
+        dict: ``inputs`` and ``outputs`` (the tokens as shown), ``scores``
+        (the rows, floats), ``colors`` and ``text`` (each cell's background
+        and text colour, CSS), ``shown`` (each score as the hover shows it),
+        ``signed`` and ``below_zero`` (whether any score is negative).
+
+    Raises:
+        ValueError: ``token_attr`` is not ``(len(output_tokens), len(input_tokens))``.
+    """
+    rows = [_colors.to_float_list(row, "token_attr row") for row in _rows(token_attr)]
+    if len(rows) != len(output_tokens) or any(len(r) != len(input_tokens) for r in rows):
+        raise ValueError(f"token_attr must be ({len(output_tokens)}, {len(input_tokens)}) for these tokens.")
+    flat = [v for row in rows for v in row]
+    signed = _colors.resolve_signed(signed, method, flat)
+    colors, text, shown = [], [], []
+    for row in rows:
+        top = _colors.scale_max(row, signed)  # each row on its own scale: rows differ in how much reaches the prompt
+        rgb = [_colors.intensity_rgb(t, signed) for t in _colors.intensities(row, signed, top)]
+        colors.append([_colors.css_rgb(c) for c in rgb])
+        text.append([_colors.css_rgb(_colors.text_on(c)) for c in rgb])
+        shown.append([f"{v:.4g}" for v in row])
+    return {"inputs": [display_token(t) for t in input_tokens], "outputs": [display_token(t) for t in output_tokens],
+            "scores": rows, "colors": colors, "text": text, "shown": shown, "signed": bool(signed),
+            "below_zero": any(v < 0 for v in flat)}
+
+
+def generation_view_html(view: Dict[str, Any]) -> str:
+    """The markup of the token x token view of :func:`generation_view`'s ``view``, without page or script.
+
+    The row label, the prompt (recoloured by the hovered row), the table (one
+    focusable ``tr.row`` per generated token), the legend, and the view's data
+    as a ``<script type="application/json" id="prxai-data">`` that
+    :data:`VIEW_SCRIPT` reads. Every token is escaped.
+
+    Args:
+        view: What :func:`generation_view` returns.
+
+    Returns:
+        str: An HTML fragment.
+    """
+    signed = view["signed"]
+    cells = []
+    for k, (row_colors, row_text, row) in enumerate(zip(view["colors"], view["text"], view["scores"])):
+        tds = "".join(f'<td style="background:{c};color:{t}" title="{escape(tok)}: {v:.4g}">'
+                      f"{v:+.2f}</td>" if signed else
+                      f'<td style="background:{c};color:{t}" title="{escape(tok)}: {v:.4g}">'
+                      f"{v:.2f}</td>" for c, t, v, tok in zip(row_colors, row_text, row, view["inputs"]))
+        cells.append(f'<tr class="row" tabindex="0" data-row="{k}"><th>{escape(view["outputs"][k])}'
+                     f"</th>{tds}</tr>")
+    header = "".join(f'<th class="col">{escape(t)}</th>' for t in view["inputs"])
+    prompt = "".join(f"<span>{escape(t)}</span>" for t in view["inputs"])
+    data = json.dumps({"colors": view["colors"], "text": view["text"], "scores": view["shown"],
+                       "outputs": view["outputs"]})
+    data = data.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+    note = _colors.legend_note(signed, below_zero=view["below_zero"])
+    return (
+        f"<p id=\"row-label\" class=\"meta\"></p><div class=\"prompt\">{prompt}</div>"
+        f"<table><thead><tr><th></th>{header}</tr></thead><tbody>{''.join(cells)}</tbody></table>"
+        f"<p class=\"legend\">Row k explains generated token k (log p(t_k | prompt, t_&lt;k)); each row has its own "
+        f"colour scale. Scale: {escape(_colors.scale_kind(signed))}, {escape(note)}. Hover or focus a row to "
+        "colour the prompt by its scores.</p>"
+        f"<script type=\"application/json\" id=\"prxai-data\">{data}</script>"
+    )
 
 
 def generation_html(
@@ -87,45 +178,14 @@ def generation_html(
     Returns:
         str: The page, one HTML document with its CSS and script inline.
     """
-    rows = [_colors.to_float_list(row, "token_attr row") for row in _rows(token_attr)]
-    if len(rows) != len(output_tokens) or any(len(r) != len(input_tokens) for r in rows):
-        raise ValueError(f"token_attr must be ({len(output_tokens)}, {len(input_tokens)}) for these tokens.")
-    flat = [v for row in rows for v in row]
-    signed = _colors.resolve_signed(signed, method, flat)
-    colors, text, shown = [], [], []
-    cells = []
-    for k, row in enumerate(rows):
-        top = _colors.scale_max(row, signed)  # each row on its own scale: rows differ in how much reaches the prompt
-        rgb = [_colors.intensity_rgb(t, signed) for t in _colors.intensities(row, signed, top)]
-        row_colors = [_colors.css_rgb(c) for c in rgb]
-        row_text = [_colors.css_rgb(_colors.text_on(c)) for c in rgb]
-        colors.append(row_colors)
-        text.append(row_text)
-        shown.append([f"{v:.4g}" for v in row])
-        tds = "".join(f'<td style="background:{c};color:{t}" title="{escape(display_token(tok))}: {v:.4g}">'
-                      f"{v:+.2f}</td>" if signed else
-                      f'<td style="background:{c};color:{t}" title="{escape(display_token(tok))}: {v:.4g}">'
-                      f"{v:.2f}</td>" for c, t, v, tok in zip(row_colors, row_text, row, input_tokens))
-        cells.append(f'<tr class="row" tabindex="0" data-row="{k}"><th>{escape(display_token(output_tokens[k]))}'
-                     f"</th>{tds}</tr>")
-    header = "".join(f'<th class="col">{escape(display_token(t))}</th>' for t in input_tokens)
-    prompt = "".join(f"<span>{escape(display_token(t))}</span>" for t in input_tokens)
-    data = json.dumps({"colors": colors, "text": text, "scores": shown,
-                       "outputs": [display_token(t) for t in output_tokens]})
-    data = data.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+    view = generation_view(input_tokens, output_tokens, token_attr, method=method, signed=signed)
     meta = " · ".join(escape(x) for x in (f"model: {model_name}" if model_name else "",
                                           f"method: {method}" if method else "") if x)
-    note = _colors.legend_note(signed, below_zero=any(v < 0 for v in flat))
     return (
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-        f"<title>{escape(title)}</title><style>{_STYLE}</style></head><body>"
+        f"<title>{escape(title)}</title><style>{VIEW_STYLE}</style></head><body>"
         f"<h1>{escape(title)}</h1><p class=\"meta\">{meta}</p>"
-        f"<p id=\"row-label\" class=\"meta\"></p><div class=\"prompt\">{prompt}</div>"
-        f"<table><thead><tr><th></th>{header}</tr></thead><tbody>{''.join(cells)}</tbody></table>"
-        f"<p class=\"legend\">Row k explains generated token k (log p(t_k | prompt, t_&lt;k)); each row has its own "
-        f"colour scale. Scale: {escape(_colors.scale_kind(signed))}, {escape(note)}. Hover or focus a row to "
-        "colour the prompt by its scores.</p>"
-        f"<script type=\"application/json\" id=\"prxai-data\">{data}</script><script>{_SCRIPT}</script>"
+        f"{generation_view_html(view)}<script>{VIEW_SCRIPT}</script>"
         "</body></html>\n"
     )
 
