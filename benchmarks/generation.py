@@ -59,6 +59,9 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tupl
 import torch
 from torch import Tensor
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the benchmarks' own modules
+from research_methods import RESEARCH_VARIANTS  # noqa: E402  (the default search's candidates)
+
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "benchmarks" / "results" / "generation"
 
@@ -397,8 +400,10 @@ def make_method(name: str, model: torch.nn.Module, tokenizer: Any, lig_steps: in
     graph = {"pr-xai": cp.PageRankAttribution, "pr-a": cp.PRAttention, "pr-g": cp.PRGradient,
              "pr-ag": cp.PRAttentionGradient, "pr-tag": cp.PRTemperedAttentionGradient,
              "raw-attention": cp.RawAttention, "rollout": cp.AttentionRollout}
-    if name in graph:
-        wrapper = LLMGraphAttribution(graph[name](model, cp.attention_layers(model)), tokenizer)
+    if name in graph or name in RESEARCH_VARIANTS:
+        method = graph[name](model, cp.attention_layers(model)) if name in graph else cp.PageRankAttribution(
+            model, cp.attention_layers(model), **RESEARCH_VARIANTS[name])  # a candidate of the default search
+        wrapper = LLMGraphAttribution(method, tokenizer)
         # one column per prompt token, as Captum's wrappers give (the protected ones are never deleted anyway)
         keep_all = {"skip_special_tokens": False} if "skip_special_tokens" in inspect.signature(
             wrapper.attribute).parameters else {}
@@ -532,6 +537,15 @@ def collect(records: Iterable[Dict[str, Any]]) -> Dict[Tuple[str, str, str], Dic
     return cells
 
 
+def _label(name: str) -> str:
+    """A method's label in the tables: the benchmark's own, else the registry's (the research variants)."""
+    from captum_prxai.methods import METHODS as REGISTRY
+
+    if name in LABELS:
+        return LABELS[name]
+    return REGISTRY[name].label if name in REGISTRY else name
+
+
 def _ordered(cells: Dict) -> List[Tuple[str, str, str]]:
     def rank(cell: Tuple[str, str, str]) -> Tuple:
         model, source, half = cell
@@ -577,7 +591,7 @@ def write_table(records: Iterable[Dict[str, Any]], path: Path, command: str, not
         rows = []
         for m in sorted(methods, key=lambda m: -_stat([r["comprehensiveness"] for r in by_method[m].values()])["mean"]):
             recs = list(by_method[m].values())
-            rows.append([LABELS.get(m, m), str(len(recs)),
+            rows.append([_label(m), str(len(recs)),
                          format_stat(_stat([r["comprehensiveness"] for r in recs])),
                          format_stat(_stat([r["sufficiency"] for r in recs])),
                          f"{100 * _stat([r['negative_bottom'] for r in recs])['mean']:.0f}%",
@@ -595,7 +609,7 @@ def write_table(records: Iterable[Dict[str, Any]], path: Path, command: str, not
                 if diffs["comprehensiveness"]["n"] < 2:
                     continue
                 comp, suff = diffs["comprehensiveness"], diffs["sufficiency"]
-                rows.append([LABELS.get(m, m), str(comp["n"]), format_signed(comp), format_signed(suff), paired_verdict(comp, suff)])
+                rows.append([_label(m), str(comp["n"]), format_signed(comp), format_signed(suff), paired_verdict(comp, suff)])
                 if m in CAPTUM_METHODS:
                     overview.append([model, source, half, LABELS[m], str(comp["n"]), format_signed(comp), format_signed(suff),
                                      paired_verdict(comp, suff)])
@@ -620,9 +634,9 @@ def _method_list(text: str) -> List[str]:
         part = part.strip()
         expanded = list(GRAPH_METHODS) if part == "graph" else list(METHODS) if part == "all" else [part]
         for m in expanded:
-            if m not in METHODS:
+            if m not in METHODS and m not in RESEARCH_VARIANTS:
                 raise SystemExit(f"generation.py: unknown method {m!r}; choose from graph, all, "
-                                 f"{', '.join(METHODS)}")
+                                 f"{', '.join(METHODS)} or a research variant ({', '.join(RESEARCH_VARIANTS)})")
             if m not in names:
                 names.append(m)
     return names
