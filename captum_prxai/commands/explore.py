@@ -4,11 +4,15 @@ Example::
 
     captum-prxai explore --model default --dataset movie-sentences --port 8765
     captum-prxai explore --model default --model my-base-model    # two models side by side
+    captum-prxai explore --decoder smollm2                         # the generation view
 
 Opens a page at http://127.0.0.1:8765/ to browse and filter a dataset's
 examples (or type a text), run PR-XAI and baseline attribution methods with
 chosen parameters, compare their heatmaps side by side, draw the attention
-graph and export the comparison as one HTML file. Needs Flask.
+graph and export the comparison as one HTML file. With ``--decoder`` it
+opens the generation view instead: a prompt, its continuation, and the
+token x token matrix of :class:`captum_prxai.llm.LLMGraphAttribution`
+(``docs/explorer.md``). Needs Flask.
 """
 
 from __future__ import annotations
@@ -29,6 +33,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
              "or the name of a model trained with 'captum-prxai train'; repeat it to explain the same text "
              "with several models side by side (default: default)",
     )
+    parser.add_argument("--decoder", default=None, metavar="NAME",
+                        help="open the generation view for this packaged causal LM "
+                             "(captum_prxai.models.decoder.load_decoder, e.g. smollm2) instead of the classifier "
+                             "view: type a prompt, see which prompt tokens each generated token comes from")
     parser.add_argument("--dataset", default="movie-sentences",
                         help="dataset shown first; others can be picked in the page (default: %(default)s)")
     parser.add_argument("--split", default="test", choices=("train", "test", "all"),
@@ -65,13 +73,18 @@ def run(args: argparse.Namespace) -> int:
         value = getattr(args, flag)
         if not value >= 0 or value == float("inf") or (flag != "confirm_seconds" and value == 0):
             raise PRXAIError(f"--{flag.replace('_', '-')} must be a positive number, got {value}.")
+    if getattr(args, "decoder", None) is not None:
+        if args.model is not None or args.methods is not None:
+            raise PRXAIError("--decoder opens the generation view alone; leave out --model and --methods "
+                             "(run a second explorer on another --port for the classifier view).")
+        return _serve(args, _generation_app(args))
     names = args.model or ["default"]
     if len(set(names)) != len(names):
         raise PRXAIError(f"--model names a model twice: {', '.join(names)}.")
 
     from captum_prxai.methods import parse_methods
     from captum_prxai.data import list_datasets
-    from captum_prxai.explorer import LOOPBACK_HOSTS, create_app, make_server
+    from captum_prxai.explorer import LOOPBACK_HOSTS, create_app
     from captum_prxai.models import load_model
 
     methods = None if args.methods is None else tuple(parse_methods(args.methods))
@@ -89,8 +102,28 @@ def run(args: argparse.Namespace) -> int:
         memory_budget_mb=args.memory_budget_mb, max_method_seconds=args.max_method_seconds,
         confirm_seconds=args.confirm_seconds, compare=others or None,
     )
+    return _serve(args, app)
+
+
+def _generation_app(args: argparse.Namespace):
+    """The generation view's app for ``--decoder`` (the model refused there if it is not a causal LM)."""
+    from captum_prxai.explorer import LOOPBACK_HOSTS
+    from captum_prxai.explorer.generation import create_generation_app
+    from captum_prxai.models import decoder
+
+    print(f"loading decoder {args.decoder!r} ...", flush=True)
+    model, tokenizer = decoder.load_decoder(args.decoder)
+    return create_generation_app(model, tokenizer, model_name=args.decoder, max_chars=args.max_chars,
+                                 allowed_hosts=LOOPBACK_HOSTS if args.host in _LOOPBACK else None)
+
+
+def _serve(args: argparse.Namespace, app) -> int:
+    """Serve ``app`` on ``--host``/``--port`` until Ctrl+C (and open a browser unless ``--no-browser``)."""
     import logging
 
+    from captum_prxai.explorer import make_server
+
+    loopback = args.host in _LOOPBACK
     logging.getLogger("werkzeug").setLevel(logging.WARNING)  # startup lines too (make_server logs no request)
     server = make_server(app, args.host, args.port)
     host = f"[{args.host}]" if ":" in args.host else args.host
