@@ -15,6 +15,14 @@ From Python::
     from captum_prxai.explorer import create_app, ServerThread
     server = ServerThread(create_app(model, tokenizer), port=8765).start()
 
+The generation view of a causal LM (a prompt, its continuation, the token x
+token matrix of :class:`captum_prxai.llm.LLMGraphAttribution`)::
+
+    captum-prxai explore --decoder smollm2
+
+    from captum_prxai.explorer import create_generation_app
+    server = ServerThread(create_generation_app(lm, lm_tokenizer, model_name="smollm2"), port=8765).start()
+
 In a notebook (an iframe to a local server, as Captum Insights)::
 
     from captum_prxai.explorer import show
@@ -27,8 +35,9 @@ Needs Flask (``pip install flask``).
 
 from captum_prxai.explorer.app import LOOPBACK_HOSTS, create_app
 from captum_prxai.explorer.engine import DatasetStore, Engine, as_dataset, model_max_tokens
+from captum_prxai.explorer.generation import GenerationEngine, create_generation_app
 from captum_prxai.explorer.notebook import show
 from captum_prxai.explorer.server import ServerThread, make_server
 
-__all__ = ["DatasetStore", "Engine", "LOOPBACK_HOSTS", "ServerThread", "as_dataset", "create_app", "make_server",
-           "model_max_tokens", "show"]
+__all__ = ["DatasetStore", "Engine", "GenerationEngine", "LOOPBACK_HOSTS", "ServerThread", "as_dataset", "create_app",
+           "create_generation_app", "make_server", "model_max_tokens", "show"]

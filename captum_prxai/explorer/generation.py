@@ -53,7 +53,8 @@ from captum_prxai.explorer.jobs import Job, JobRunner
 
 __all__ = ["DEFAULT_NEW_TOKENS", "MAX_NEW_TOKENS", "GenerationEngine", "create_generation_app", "generation_methods"]
 
-#: Tokens generated when no target is given and the request names no ``max_new_tokens`` (as the CLI's default).
+#: Tokens generated when no target is given and the request names no ``max_new_tokens`` (as the CLI's default;
+#: at most the engine's ``max_new_tokens``).
 DEFAULT_NEW_TOKENS = 10
 #: Most tokens one request may generate.
 MAX_NEW_TOKENS = 64
@@ -105,6 +106,8 @@ class GenerationEngine:
         self.model_name = str(model_name)
         self.max_chars = int(max_chars)
         self.max_new_tokens = int(max_new_tokens)
+        #: tokens generated when a request names none: :data:`DEFAULT_NEW_TOKENS`, at most ``max_new_tokens``
+        self.default_new_tokens = min(DEFAULT_NEW_TOKENS, self.max_new_tokens)
         self.lock = threading.Lock()
         #: seconds per model call of the finished passes (their median sizes the next estimates)
         self._call_seconds: List[float] = []
@@ -177,7 +180,7 @@ class GenerationEngine:
                                    f"{self.max_chars}.")
         count = data.get("max_new_tokens")
         if count is None:
-            count = DEFAULT_NEW_TOKENS
+            count = self.default_new_tokens
         if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= self.max_new_tokens:
             raise PRXAIError(f"'max_new_tokens' must be an integer from 1 to {self.max_new_tokens}, got "
                              f"{str(count)[:30]!r}.")
@@ -350,7 +353,7 @@ def _register_generation_routes(app: Any, gen: _Generation) -> None:
         return jsonify(model=eng.model_name, model_class=type(eng.model).__name__, methods=eng.methods(),
                        default_method=eng.default_method(),
                        limits={"max_chars": eng.max_chars, "max_new_tokens": eng.max_new_tokens,
-                               "default_new_tokens": DEFAULT_NEW_TOKENS})
+                               "default_new_tokens": eng.default_new_tokens})
 
     @app.post("/api/generation/explain")
     def explain():
