@@ -39,7 +39,15 @@ Each (model, source, half, prompt, method) record goes to ``cache.jsonl`` in the
 ``--table`` writes ``summary.md`` from the cache alone. CPU time is process time around the
 attribution call only (set ``--threads 1``).
 
+Precomputed methods (``--precomputed NAME=PATH``, e.g. AttnLRP from ``lxt``, which runs in its own venv:
+``benchmarks/attnlrp/generation_scores.py``) read their rows from a JSON Lines file, one line per prompt
+(:class:`Precomputed`); the same deletion code scores them, and their CPU time is the one the file states.
+A prompt whose ids or continuation differ from the file's is refused; a prompt the file does not cover is
+skipped (logged), its continuation is not generated for it.
+
     python benchmarks/generation.py --models smollm2 --n 50 --methods graph,random --threads 1
+    python benchmarks/generation.py --models smollm2 --n 50 --methods attnlrp --threads 1 \\
+        --precomputed attnlrp=benchmarks/results/generation-attnlrp/smollm2/scores.jsonl
     python benchmarks/generation.py --table
 """
 
@@ -48,6 +56,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import inspect
+import json
 import shlex
 import sys
 import time
@@ -79,7 +88,7 @@ CAPTUM_METHODS = ("feature-ablation", "lig")
 METHODS = GRAPH_METHODS + ("random",) + CAPTUM_METHODS
 LABELS = {"pr-xai": "PR-XAI default", "pr-a": "PR-A", "pr-g": "PR-G", "pr-ag": "PR-AG", "pr-tag": "PR-TAG",
           "raw-attention": "Raw attention", "rollout": "Rollout", "random": "Random",
-          "feature-ablation": "Captum FeatureAblation", "lig": "Captum LIG"}
+          "feature-ablation": "Captum FeatureAblation", "lig": "Captum LIG", "attnlrp": "AttnLRP (lxt)"}
 #: the record of a prompt's greedy continuation (not a method)
 TARGET = "_target"
 MODELS = ("smollm2", "gemma3-270m")
@@ -204,14 +213,20 @@ class Prompt:
 
 
 def build_prompt(tokenizer: Any, source: str, item: Source) -> Tuple[str, Tuple[int, int]]:
-    """The model's input text and the character span of the user's part in it."""
-    if source == "chat":
+    """The model's input text and the character span of the user's part in it.
+
+    A chat prompt is the instruction in the tokenizer's chat template; a tokenizer without one (a base model,
+    such as Gemma 3 270M) gets the instruction as plain text. Plain text starts with the BOS token, written into
+    the text only where the tokenizer does not add it itself."""
+    if source == "chat" and getattr(tokenizer, "chat_template", None):
         marker = "\u0000"
         templated = tokenizer.apply_chat_template([{"role": "user", "content": marker}], tokenize=False,
                                                   add_generation_prompt=True)
         start = templated.index(marker)
         return templated.replace(marker, item.text), (start, start + len(item.text))
     bos = getattr(tokenizer, "bos_token", None) or ""
+    if bos and tokenizer("x")["input_ids"][:1] == [tokenizer.bos_token_id]:
+        bos = ""  # the tokenizer adds it
     return bos + item.text, (len(bos), len(bos) + len(item.text))
 
 
@@ -421,6 +436,78 @@ def make_method(name: str, model: torch.nn.Module, tokenizer: Any, lig_steps: in
     raise ValueError(f"unknown method {name!r}; choose from {', '.join(METHODS)}")
 
 
+class Precomputed:
+    """Rows computed elsewhere (another environment, e.g. lxt's AttnLRP), one JSON line per prompt.
+
+    Each line has ``model`` (a name of :data:`MODELS`), ``source``, ``half``, ``example``, ``text_sha``
+    (:attr:`Prompt.sha`), ``input_ids`` (the prompt's ids exactly as :func:`tokenize_prompt` gives them),
+    ``target`` (the continuation of the prompt's ``_target`` record), ``rows`` (``(n_out, n_in)``: row k
+    explains output token k) and ``cpu_s`` (the CPU time of computing the rows, reported as the method's).
+
+    Args:
+        path: The JSON Lines file.
+
+    Raises:
+        PRXAIError: Missing or malformed file.
+    """
+
+    FIELDS = ("model", "source", "half", "example", "text_sha", "input_ids", "target", "rows", "cpu_s")
+
+    def __init__(self, path: Path) -> None:
+        from captum_prxai.exceptions import PRXAIError
+
+        self.path = Path(path)
+        if not self.path.is_file():
+            raise PRXAIError(f"no precomputed scores at {self.path}.")
+        self.lines: Dict[Tuple[str, str, str, int], Dict[str, Any]] = {}
+        for line_no, text in enumerate(self.path.read_text(encoding="utf-8").splitlines(), 1):
+            if not text.strip():
+                continue
+            try:
+                line = json.loads(text)
+                absent = [f for f in self.FIELDS if f not in line]
+            except (ValueError, TypeError) as err:
+                raise PRXAIError(f"{self.path}:{line_no}: not a JSON object ({err}).") from None
+            if absent:
+                raise PRXAIError(f"{self.path}:{line_no}: missing {', '.join(absent)}.")
+            self.lines[(str(line["model"]), str(line["source"]), str(line["half"]), int(line["example"]))] = line
+
+    def line(self, model_name: str, prompt: Prompt) -> Optional[Dict[str, Any]]:
+        """The file's line for ``prompt`` of ``model_name`` (``None``: not covered)."""
+        return self.lines.get((model_name, prompt.source, prompt.half, prompt.index))
+
+    def sha(self, model_name: str, prompt: Prompt) -> Optional[str]:
+        """A hash of the line's ids, continuation and rows (kept in the record: a changed line is scored again)."""
+        line = self.line(model_name, prompt)
+        if line is None:
+            return None
+        blob = json.dumps([line["input_ids"], line["target"], line["rows"]])
+        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+    def rows(self, model_name: str, prompt: Prompt, target: Tensor) -> Tuple[Tensor, float]:
+        """``((n_out, n_in) rows, cpu_s)`` for ``prompt`` and its continuation ``target``.
+
+        Raises:
+            PRXAIError: The file has no line for the prompt, or its line was computed on other ids or
+                another continuation.
+        """
+        from captum_prxai.exceptions import PRXAIError
+
+        line = self.line(model_name, prompt)
+        where = f"{model_name} {prompt.source}/{prompt.half} example {prompt.index}"
+        if line is None:
+            raise PRXAIError(f"{self.path} has no line for {where}.")
+        ids = prompt.ids.tolist()
+        if line["text_sha"] != prompt.sha or [int(i) for i in line["input_ids"]] != ids:
+            raise PRXAIError(f"{self.path}: the prompt of {where} differs from the benchmark's (file: "
+                             f"{len(line['input_ids'])} ids, text {line['text_sha']}; benchmark: {len(ids)} ids, "
+                             f"text {prompt.sha}); export and score the prompts again.")
+        if [int(t) for t in line["target"]] != target.tolist():
+            raise PRXAIError(f"{self.path}: the continuation of {where} differs from the benchmark's "
+                             f"({line['target']} against {target.tolist()}); export and score the prompts again.")
+        return torch.tensor(line["rows"], dtype=torch.float32), float(line["cpu_s"])
+
+
 def method_options(name: str, lig_steps: int) -> Dict[str, Any]:
     """What a method's record depends on beyond the model and the prompt."""
     return {"n_steps": lig_steps} if name == "lig" else {"forward_in_tokens": False} if name == "feature-ablation" else {}
@@ -450,11 +537,14 @@ def generate(model: torch.nn.Module, tokenizer: Any, prompt: Prompt) -> Tensor:
 
 def run(model_name: str, model: torch.nn.Module, tokenizer: Any, prompts: Dict[Tuple[str, str], List[Prompt]],
         names: Sequence[str], out: Path, lig_steps: int = 8, bins: Optional[Sequence[float]] = None,
-        log: Callable[[str], None] = print, memo: Optional[Dict[str, "TargetProbs"]] = None) -> Dict[str, int]:
+        log: Callable[[str], None] = print, memo: Optional[Dict[str, "TargetProbs"]] = None,
+        precomputed: Optional[Dict[str, Precomputed]] = None) -> Dict[str, int]:
     """Explain and score every prompt with every method, skipping what the cache holds.
 
     Prompts are visited round-robin over the (source, half) cells, so every cell fills at the same pace.
     ``memo`` (by prompt hash) keeps the perturbed prompts' probabilities between calls of one process.
+    ``precomputed`` maps method names of ``names`` to their rows' files (:class:`Precomputed`); a prompt a
+    file does not cover is skipped for that method (counted in ``"skipped"``).
 
     Returns:
         ``{"computed": records written, "cached": records reused}``.
@@ -469,6 +559,7 @@ def run(model_name: str, model: torch.nn.Module, tokenizer: Any, prompts: Dict[T
     done = cache.read({k for ks in keys.values() for k in ks.values()})
     have = {(rid[0], rid[1], rid[2], rid[3]): rec for rid, rec in done.items()}
     explainers: Dict[str, Explain] = {}
+    pre = precomputed or {}
     counts = {"computed": 0, "cached": 0}
     longest = max((len(p) for p in prompts.values()), default=0)
     for i in range(longest):
@@ -478,8 +569,16 @@ def run(model_name: str, model: torch.nn.Module, tokenizer: Any, prompts: Dict[T
             prompt, ks = cell_prompts[i], keys[cell]
             base = {"model": model_name, "source": cell[0], "half": cell[1], "text_sha": prompt.sha,
                     "example": prompt.index, "label": None}
-            missing = [m for m in names if (ks[m], prompt.index, m, prompt.sha) not in have]
+            missing = [m for m in names if (ks[m], prompt.index, m, prompt.sha) not in have
+                       or (m in pre and have[(ks[m], prompt.index, m, prompt.sha)].get("scores_sha")
+                           != pre[m].sha(model_name, prompt))]
             counts["cached"] += len(names) - len(missing)
+            uncovered = [m for m in missing if m in pre and pre[m].line(model_name, prompt) is None]
+            if uncovered:
+                counts["skipped"] = counts.get("skipped", 0) + len(uncovered)
+                log(f"{model_name} {cell[0]}/{cell[1]} (example {prompt.index}): no precomputed rows of "
+                    f"{', '.join(uncovered)}; skipped")
+                missing = [m for m in missing if m not in uncovered]
             if not missing:
                 continue
             tkey = (ks[TARGET], prompt.index, TARGET, prompt.sha)
@@ -500,16 +599,21 @@ def run(model_name: str, model: torch.nn.Module, tokenizer: Any, prompts: Dict[T
                 if memo is not None:
                     memo[prompt.sha] = probs
             for m in missing:
-                if m not in explainers:
-                    explainers[m] = make_method(m, model, tokenizer, lig_steps)
-                start = time.process_time()
-                scores = explainers[m](prompt, target)
-                cpu = time.process_time() - start
+                extra: Dict[str, Any] = {}
+                if m in pre:  # rows and CPU time from the file
+                    scores, cpu = pre[m].rows(model_name, prompt, target)
+                    extra["scores_sha"] = pre[m].sha(model_name, prompt)
+                else:
+                    if m not in explainers:
+                        explainers[m] = make_method(m, model, tokenizer, lig_steps)
+                    start = time.process_time()
+                    scores = explainers[m](prompt, target)
+                    cpu = time.process_time() - start
                 if scores.shape != (target.numel(), prompt.ids.numel()):
                     raise RuntimeError(f"{m} returned scores of shape {tuple(scores.shape)}, expected "
                                        f"{(target.numel(), prompt.ids.numel())}")
                 result = faithfulness(probs, prompt.ids, prompt.protected, scores, bins)
-                rec = {**base, "config_key": ks[m], "method": m, "cpu_s": cpu, **result}
+                rec = {**base, "config_key": ks[m], "method": m, "cpu_s": cpu, **extra, **result}
                 cache.append(rec)
                 have[(ks[m], prompt.index, m, prompt.sha)] = rec
                 counts["computed"] += 1
@@ -628,13 +732,13 @@ def write_table(records: Iterable[Dict[str, Any]], path: Path, command: str, not
 
 
 # ---------------------------------------------------------------------------------------------- main
-def _method_list(text: str) -> List[str]:
+def _method_list(text: str, precomputed: Sequence[str] = ()) -> List[str]:
     names: List[str] = []
     for part in text.split(","):
         part = part.strip()
         expanded = list(GRAPH_METHODS) if part == "graph" else list(METHODS) if part == "all" else [part]
         for m in expanded:
-            if m not in METHODS and m not in RESEARCH_VARIANTS:
+            if m not in METHODS and m not in RESEARCH_VARIANTS and m not in precomputed:
                 raise SystemExit(f"generation.py: unknown method {m!r}; choose from graph, all, "
                                  f"{', '.join(METHODS)} or a research variant ({', '.join(RESEARCH_VARIANTS)})")
             if m not in names:
@@ -672,6 +776,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--out", default=str(OUT))
     parser.add_argument("--table", action="store_true", help="only write summary.md from the cache")
     parser.add_argument("--note", action="append", default=[], help="a line for the table's notes")
+    parser.add_argument("--precomputed", action="append", default=[], metavar="NAME=PATH",
+                        help="a method whose rows are read from PATH (see Precomputed), named NAME in --methods")
     args = parser.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -689,7 +795,19 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
     from captum_prxai.bench.runner import write_command
 
-    groups = [_method_list(group) for group in args.methods.split("+")]
+    from captum_prxai.exceptions import PRXAIError
+
+    precomputed: Dict[str, Precomputed] = {}
+    for spec in args.precomputed:
+        name, _, path = spec.partition("=")
+        if not name.strip() or not path.strip() or name.strip() in METHODS:
+            raise SystemExit(f"generation.py: --precomputed takes NAME=PATH with a NAME not among the built-in "
+                             f"methods; got {spec!r}")
+        try:
+            precomputed[name.strip()] = Precomputed(Path(path.strip()))
+        except PRXAIError as err:
+            raise SystemExit(f"generation.py: {err}") from None
+    groups = [_method_list(group, tuple(precomputed)) for group in args.methods.split("+")]
     try:
         rounds = [int(x) for x in args.n.split(",")]
     except ValueError:
@@ -730,8 +848,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             prompts = load_prompts(tok, sources, halves, n, items)
             for names in groups:
                 log(f"{model_name}: {sum(len(p) for p in prompts.values())} prompts, methods {','.join(names)}")
-                counts = run(model_name, model, tok, prompts, names, out, lig_steps=args.lig_steps, log=log,
-                             memo=memo)
+                try:
+                    counts = run(model_name, model, tok, prompts, names, out, lig_steps=args.lig_steps, log=log,
+                                 memo=memo, precomputed={m: precomputed[m] for m in names if m in precomputed})
+                except PRXAIError as err:  # a precomputed file that does not match the prompts
+                    raise SystemExit(f"generation.py: {err}") from None
                 log(f"{model_name}: {counts['computed']} records computed, {counts['cached']} from the cache")
     return 0
 
