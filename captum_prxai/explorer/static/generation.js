@@ -51,7 +51,8 @@ async function init() {
   $("model-info").textContent = `model: ${info.model} (${info.model_class})`;
   const select = $("method");
   for (const m of info.methods) {
-    select.append(option(m.name, m.name === info.default_method ? `${m.label} (default)` : m.label));
+    const isDefault = m.name === info.default_method && !/default/i.test(m.label);
+    select.append(option(m.name, isDefault ? `${m.label} (default)` : m.label));
   }
   select.value = info.default_method;
   const count = $("max-new-tokens");
@@ -65,6 +66,10 @@ async function init() {
   };
   select.addEventListener("change", help);
   help();
+  // a given continuation is explained as it is: no token is generated
+  const generating = () => { $("max-new-tokens").disabled = $("target").value.trim() !== ""; };
+  $("target").addEventListener("input", generating);
+  generating();
   $("explain").addEventListener("click", explain);
   $("cancel").addEventListener("click", cancel);
   $("export").addEventListener("click", exportPage);
@@ -76,7 +81,7 @@ function request() {
   return {
     prompt: $("prompt").value,
     target: target.trim() === "" ? null : target,
-    max_new_tokens: Number($("max-new-tokens").value),
+    max_new_tokens: target.trim() === "" ? Number($("max-new-tokens").value) : null,
     method: $("method").value,
   };
 }
