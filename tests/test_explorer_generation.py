@@ -237,3 +237,35 @@ def test_cancel_stops_the_pass_at_the_next_model_call(app, lm):
     after = explain(client, prompt=PROMPT, target=TARGET, method="pr-g")
     assert torch.allclose(torch.tensor(after["result"]["token_attr"]), direct(lm, "pr-g").token_attr.float(),
                           atol=1e-6)
+
+
+def test_explore_decoder_serves_the_generation_view_on_loopback(lm, monkeypatch, capsys):
+    import webbrowser
+
+    from captum_prxai import explorer
+    from captum_prxai.models import decoder
+
+    served, loaded = [], []
+
+    class FakeServer:
+        server_port = 8799
+
+        def serve_forever(self):
+            raise KeyboardInterrupt
+
+        def server_close(self):
+            served.append("closed")
+
+    monkeypatch.setattr(decoder, "load_decoder", lambda name: loaded.append(name) or lm)
+    monkeypatch.setattr(explorer, "make_server", lambda app, host, port: served.append((app, host, port)) or FakeServer())
+    monkeypatch.setattr(webbrowser, "open", lambda url: served.append(url))
+    assert cli.main(["explore", "--decoder", "smollm2", "--port", "8799", "--max-chars", "50"]) == 0
+    assert loaded == ["smollm2"] and "PR-XAI explorer: http://127.0.0.1:8799/" in capsys.readouterr().out
+    app, host, port = served[0]
+    assert (host, port) == ("127.0.0.1", 8799) and served[1:] == ["http://127.0.0.1:8799/", "closed"]
+    client = app.test_client()
+    info = client.get("/api/generation/info").json
+    assert info["model"] == "smollm2" and info["limits"]["max_chars"] == 50
+    assert client.get("/api/generation/info", headers={"Host": "evil.example"}).status_code == 403
+    assert client.post("/api/generation/explain", json={"prompt": PROMPT},
+                       headers={"Origin": "http://evil.example"}).status_code == 403
