@@ -179,6 +179,25 @@ def test_a_model_that_is_not_a_causal_lm_is_refused_with_the_librarys_message(ti
         create_generation_app(classifier, word_tokenizer(WORDS))
 
 
+def test_a_model_without_causal_attention_shows_the_librarys_message_in_the_job():
+    """A language-model head on a bidirectional encoder passes the class check; the library finds its attention
+    is not causal during the pass, and the page gets that message as the job's error."""
+    import transformers
+
+    torch.manual_seed(0)
+    config = transformers.BertConfig(vocab_size=len(WORDS), hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
+                                     intermediate_size=32, max_position_embeddings=64, is_decoder=False,
+                                     attn_implementation="eager")
+    model, tokenizer = transformers.BertLMHeadModel(config).eval(), word_tokenizer(WORDS, bos=False)
+    with pytest.raises(PRXAIError) as refused:
+        LLMGraphAttribution(cp.PRAttention(model, cp.attention_layers(model)), tokenizer).attribute(
+            TextTokenInput(PROMPT, tokenizer), target=TARGET)
+    client = create_generation_app(model, tokenizer).test_client()
+    job = explain(client, prompt=PROMPT, target=TARGET, method="pr-a")
+    assert job["status"] == "done" and job["result"] is None
+    assert job["error"] == str(refused.value) and "not causal" in job["error"]
+
+
 def test_explore_decoder_prints_the_error_without_a_traceback(tiny_model_factory, monkeypatch, capsys):
     from captum_prxai.models import decoder
 

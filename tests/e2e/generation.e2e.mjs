@@ -4,7 +4,7 @@
 //
 // Submits an empty prompt (its error must show in the page), then the prompt and target; waits for the matrix,
 // hovers its second row and reads the prompt's colours before and after, the active row and the row label, and the
-// colours the view's data gives each row. Prints one JSON line with what it saw; exits 1 on a page error, a
+// colours the view's data gives each row; then, with --special-target, a continuation the library refuses. Prints one JSON line with what it saw; exits 1 on a page error, a
 // console error (a Content-Security-Policy violation included) or a failed check.
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -63,6 +63,15 @@ try {
   summary.job = await page.getAttribute("#gen-result", "data-job");
   summary.count_disabled = await page.isDisabled("#max-new-tokens");  // a target is given: nothing is generated
   await page.screenshot({ path: args.screenshot || join(profile, "generation.png"), fullPage: true });
+
+  // a continuation the library refuses (special tokens only): its message from the job, the old matrix cleared
+  if (args["special-target"]) {
+    await page.fill("#target", args["special-target"]);
+    await page.click("#explain");
+    await page.waitForSelector("#error:not([hidden])");
+    summary.job_error = await page.textContent("#error");
+    summary.cleared = await page.isHidden("#gen-result");
+  }
   if (problems.length) throw new Error(problems.join("\n"));
   console.log(JSON.stringify(summary));
 } catch (err) {

@@ -40,7 +40,7 @@ def test_generation_view_hover_highlights_the_rows_sources(tmp_path):
     with ServerThread(app, port=0) as server:
         proc = subprocess.run(
             [node, str(SCRIPT), "--url", server.url, "--prompt", "w1 w2 w3 w4", "--target", "w5 w6 w7",
-             "--method", "pr-g", "--screenshot", str(tmp_path / "generation.png")],
+             "--method", "pr-g", "--screenshot", str(tmp_path / "generation.png"), "--special-target", "</s>"],
             cwd=ROOT, env={**os.environ, "CHROMIUM": chromium}, capture_output=True, text=True, timeout=240,
         )
     assert proc.returncode == 0, f"browser script failed:\n{proc.stderr}\n{proc.stdout}"
@@ -63,3 +63,6 @@ def test_generation_view_hover_highlights_the_rows_sources(tmp_path):
     white = [j for j, c in enumerate(seen["after"]) if c == "rgb(255, 255, 255)"]
     assert all(float(scores[j]) <= float(scores[strongest]) for j in white)
     assert (tmp_path / "generation.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # the library's refusal of a special-tokens-only continuation, shown in the page (no traceback), old matrix gone
+    assert "only special tokens" in seen["job_error"] and "Traceback" not in seen["job_error"]
+    assert seen["cleared"] is True
