@@ -119,7 +119,8 @@ def test_default_request_and_info(client):
     assert info["limits"] == {"max_chars": 80, "max_new_tokens": 8, "default_new_tokens": default}
     resp = client.post("/api/generation/explain", json={"prompt": PROMPT})
     assert resp.json["request"] == {"prompt": PROMPT, "target": None, "max_new_tokens": default,
-                                    "method": info["default_method"]}
+                                    "method": info["default_method"], "chat": False}
+    assert info["chat"] is False  # this tokenizer has no chat template
     assert wait(client, resp.json)["status"] == "done"
 
 
@@ -158,6 +159,7 @@ def test_page_serves_the_view_script_and_no_inline_script(client):
     ({"prompt": PROMPT, "method": "ig"}, 400, "not an attention-graph method"),
     ({"prompt": PROMPT, "method": "no-such-method"}, 400, "no-such-method"),
     ({"prompt": "w1 " * 30}, 413, "at most 80"),
+    ({"prompt": PROMPT, "chat": "yes"}, 400, "'chat' must be true or false"),
 ])
 def test_bad_requests_are_refused_with_a_message(client, body, status, words):
     resp = client.post("/api/generation/explain", json=body)
@@ -171,6 +173,32 @@ def test_a_target_of_special_tokens_only_shows_the_librarys_message(client, lm):
     job = explain(client, prompt=PROMPT, target="</s> <s>", method="pr-a")
     assert job["status"] == "done" and job["result"] is None
     assert job["error"] == str(refused.value) and "only special tokens" in job["error"]
+
+
+def test_a_chat_prompt_equals_llm_graph_attribution_on_chat_input(lm):
+    """``"chat": true`` wraps the prompt as a user message (captum_prxai.llm.chat_input, as explain-generation
+    --chat); without a chat template the library's refusal is the job's error."""
+    from captum_prxai.llm import chat_input
+
+    model, plain = lm
+    words = WORDS + ["<|im_start|>", "<|im_end|>", "user", "assistant"]
+    template = ("{% for m in messages %}<|im_start|> {{ m['role'] }} {{ m['content'] }} <|im_end|> {% endfor %}"
+                "{% if add_generation_prompt %}<|im_start|> assistant {% endif %}")
+    tokenizer = word_tokenizer(words, bos=False, chat_template=template, specials=("<|im_start|>", "<|im_end|>"))
+    chat_model = tiny_causal_lm(len(words))
+    client = create_generation_app(chat_model, tokenizer).test_client()
+    assert client.get("/api/generation/info").json["chat"] is True
+    job = explain(client, prompt=PROMPT, target=TARGET, method="pr-g", chat=True)
+    assert job["status"] == "done" and job["error"] is None, job
+    expected = LLMGraphAttribution(cp.PRGradient(chat_model, cp.attention_layers(chat_model)), tokenizer).attribute(
+        chat_input([{"role": "user", "content": PROMPT}], tokenizer), target=TARGET)
+    assert job["result"]["input_tokens"] == list(expected.input_tokens)
+    assert not any("im_start" in t for t in job["result"]["input_tokens"])  # the template's tokens get no column
+    assert torch.allclose(torch.tensor(job["result"]["token_attr"]), expected.token_attr.float(), atol=1e-6)
+    with pytest.raises(PRXAIError) as refused:
+        chat_input([{"role": "user", "content": PROMPT}], plain)
+    plain_job = explain(create_generation_app(model, plain).test_client(), prompt=PROMPT, chat=True)
+    assert plain_job["result"] is None and plain_job["error"] == str(refused.value)
 
 
 def test_a_model_that_is_not_a_causal_lm_is_refused_with_the_librarys_message(tiny_model_factory):

@@ -25,7 +25,7 @@ Endpoints (JSON; errors are ``{"error": "..."}`` with a 4xx status, as in
   ``/static/style.css``, ``/static/generation-view.js``, ``/static/generation-view.css``.
 * ``GET /api/generation/info`` -- model, methods, default method, limits.
 * ``POST /api/generation/explain`` -- ``{"prompt", "target": str | null,
-  "max_new_tokens", "method"}``: a job of the client (202) on the
+  "max_new_tokens", "method", "chat"}``: a job of the client (202) on the
   explorer's job runner, polled at ``GET /api/generation/jobs/<id>`` (its
   ``"result"`` once done, its ``"error"`` if the library refused the input)
   and cancelled at ``POST /api/generation/jobs/<id>/cancel`` (the running
@@ -50,6 +50,7 @@ from captum_prxai.explorer.app import (ACTIVE_JOBS_PER_CLIENT, LOOPBACK_HOSTS, _
                                        _register_error_handlers, _register_request_guards, _session, _static)
 from captum_prxai.explorer.engine import MANY_PASS, InputTooLong, JobCancelled, method_signed
 from captum_prxai.explorer.jobs import Job, JobRunner
+from captum_prxai.explorer.params import check_flag
 
 __all__ = ["DEFAULT_NEW_TOKENS", "MAX_NEW_TOKENS", "GenerationEngine", "create_generation_app", "generation_methods"]
 
@@ -156,11 +157,13 @@ class GenerationEngine:
 
     # ------------------------------------------------------------------ requests
     def check_request(self, data: Mapping[str, Any]) -> Dict[str, Any]:
-        """The checked request: ``{"prompt", "target", "max_new_tokens", "method"}`` (``target`` ``None``: generate).
+        """The checked request: ``{"prompt", "target", "max_new_tokens", "method", "chat"}`` (``target`` ``None``:
+        generate; ``chat``: the prompt is a user message in the tokenizer's chat template, as ``explain-generation
+        --chat``).
 
         Raises:
             PRXAIError: An empty or non-text prompt, a blank target, a
-                ``max_new_tokens`` out of range, an unknown or non-graph method.
+                ``max_new_tokens`` out of range, an unknown or non-graph method, a ``chat`` that is not a boolean.
             InputTooLong: A prompt or target over ``max_chars`` (HTTP 413).
         """
         prompt = data.get("prompt")
@@ -185,7 +188,13 @@ class GenerationEngine:
             raise PRXAIError(f"'max_new_tokens' must be an integer from 1 to {self.max_new_tokens}, got "
                              f"{str(count)[:30]!r}.")
         method = self.resolve(data.get("method")).name
-        return {"prompt": prompt, "target": target, "max_new_tokens": count, "method": method}
+        chat = check_flag(data, "chat")
+        return {"prompt": prompt, "target": target, "max_new_tokens": count, "method": method, "chat": chat}
+
+    @property
+    def has_chat_template(self) -> bool:
+        """Whether the tokenizer has a chat template (a request may then ask for ``"chat": true``)."""
+        return bool(getattr(self.tokenizer, "chat_template", None))
 
     def expected_calls(self, request: Mapping[str, Any]) -> int:
         """Model calls a request is expected to make: one per generated token, then the attribution's pass."""
@@ -221,6 +230,7 @@ class GenerationEngine:
         """
         from captum.attr import TextTokenInput
 
+        from captum_prxai.llm import chat_input
         from captum_prxai.viz.generation_html import generation_view, generation_view_html
 
         spec = self.resolve(request["method"])
@@ -239,13 +249,15 @@ class GenerationEngine:
             if cancel is not None and cancel.is_set():
                 raise JobCancelled("cancelled")
             llm = self.attribution(spec.name)
+            prompt = request["prompt"]
+            inp = (chat_input([{"role": "user", "content": prompt}], self.tokenizer) if request.get("chat")
+                   else TextTokenInput(prompt, self.tokenizer))
             handle = self.model.register_forward_pre_hook(guard)
             start = time.perf_counter()
             try:
                 with warnings.catch_warnings(record=True) as caught:
                     warnings.simplefilter("always")
-                    result = llm.attribute(TextTokenInput(request["prompt"], self.tokenizer),
-                                           target=request["target"], gen_args=gen_args)
+                    result = llm.attribute(inp, target=request["target"], gen_args=gen_args)
             finally:
                 handle.remove()
             seconds = time.perf_counter() - start
@@ -351,7 +363,7 @@ def _register_generation_routes(app: Any, gen: _Generation) -> None:
     def info():
         eng = gen.engine
         return jsonify(model=eng.model_name, model_class=type(eng.model).__name__, methods=eng.methods(),
-                       default_method=eng.default_method(),
+                       default_method=eng.default_method(), chat=eng.has_chat_template,
                        limits={"max_chars": eng.max_chars, "max_new_tokens": eng.max_new_tokens,
                                "default_new_tokens": eng.default_new_tokens})
 

@@ -59,6 +59,8 @@ async function init() {
   count.max = String(info.limits.max_new_tokens);
   count.value = String(info.limits.default_new_tokens);
   $("prompt").maxLength = info.limits.max_chars;
+  $("chat").disabled = !info.chat;
+  if (!info.chat) $("chat").parentElement.title = "this tokenizer has no chat template";
   $("target").maxLength = info.limits.max_chars;
   const help = () => {
     const m = info.methods.find((x) => x.name === select.value);
@@ -83,6 +85,7 @@ function request() {
     target: target.trim() === "" ? null : target,
     max_new_tokens: target.trim() === "" ? Number($("max-new-tokens").value) : null,
     method: $("method").value,
+    chat: $("chat").checked,
   };
 }
 
