@@ -75,11 +75,21 @@ def main(argv: list[str] | None = None) -> int:
                              "backward per output token at long lengths")
     parser.add_argument("--new-tokens", type=int, default=32)
     parser.add_argument("--out", default=None)
+    parser.add_argument("--results", default=None,
+                        help="a JSON Lines file that every measurement is appended to; the table then shows its "
+                             "latest row of each (method, length), so runs of some lengths add to earlier ones")
+    parser.add_argument("--table", action="store_true", help="only write the table from --results")
     parser.add_argument("--one", nargs=2, metavar=("METHOD", "LENGTH"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.one:
         print(json.dumps(_one(args.one[0], int(args.one[1]), args.new_tokens, args.decoder)))
         return 0
+    threads = os.environ.get("OMP_NUM_THREADS")
+    command = (f"OMP_NUM_THREADS={threads} " if threads else "") + "python benchmarks/llm_long.py " + " ".join(
+        argv if argv is not None else sys.argv[1:])
+    store = Path(args.results) if args.results else None
+    if args.table:
+        return _write_table(_read_rows(store), args, None)
     rows = []
     for method in args.methods:
         lengths = args.lengths if method == "PR-A" or args.gradient_lengths is None else args.gradient_lengths
@@ -92,16 +102,36 @@ def main(argv: list[str] | None = None) -> int:
                 rows.append({"method": method, "prompt_tokens": length, "error": tail[0]})
             else:
                 rows.append(json.loads(done.stdout.strip().splitlines()[-1]))
+            rows[-1]["command"] = command.strip()
             print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
-    threads = os.environ.get("OMP_NUM_THREADS")
-    command = (f"OMP_NUM_THREADS={threads} " if threads else "") + "python benchmarks/llm_long.py " + " ".join(
-        argv if argv is not None else sys.argv[1:])
+            if store is not None and "error" not in rows[-1]:
+                with store.open("a", encoding="utf-8") as fh:  # one line per measurement: runs add up
+                    fh.write(json.dumps(rows[-1]) + "\n")
+    return _write_table(_read_rows(store) if store is not None else rows, args, command.strip())
+
+
+def _read_rows(store: Path | None) -> list[dict]:
+    """The measurements of ``store`` (JSON Lines), the latest of each (method, prompt tokens), in method and
+    length order."""
+    if store is None or not store.is_file():
+        return []
+    latest: dict[tuple, dict] = {}
+    for line in store.read_text(encoding="utf-8").splitlines():
+        if line.strip():
+            row = json.loads(line)
+            latest[(row["method"], row["prompt_tokens"])] = row
+    order = list(METHODS)
+    return [latest[k] for k in sorted(latest, key=lambda k: (order.index(k[0]) if k[0] in order else 99, k[1]))]
+
+
+def _write_table(rows: list[dict], args: argparse.Namespace, command: str | None) -> int:
     import torch
 
     lines = [
         "# LLM attribution on long prompts: time and peak memory",
         "",
-        f"Reproduce: `{command.strip()}`",
+        "Reproduce: " + ", then ".join(f"`{c}`" for c in dict.fromkeys(
+            [r["command"] for r in rows if r.get("command")] + ([command] if command else []))),
         "",
         f"Model: {args.decoder} (SmolLM2-135M-Instruct, float32), default capture (recomputed, tiled attention). "
         f"Prompt: a fixed passage repeated to N tokens; target: the {args.new_tokens} tokens that follow "
