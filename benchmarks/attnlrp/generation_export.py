@@ -10,7 +10,8 @@ saw) and checks it against the record (text, text hash, token count). It writes,
 (default ``/tmp/prxai-attnlrp/generation-<model>``):
 
   model/           the model (``save_pretrained``; config keys added for transformers 4.x, as
-                   ``export_examples.py`` does) and its tokenizer
+                   ``export_examples.py`` does, and for Gemma 3 the rotary bases of its two layer types,
+                   ``rope_theta`` and ``rope_local_base_freq``) and its tokenizer
   prompts.jsonl    one JSON line per prompt: model, source, half, example, text_sha, prompt (the text),
                    input_ids (the prompt), target (the continuation), protected (BOS / template tokens,
                    never deleted by the benchmark), positions (the positions of ``input_ids + target[:-1]``
@@ -36,6 +37,29 @@ ROOT = HERE.parents[1]
 sys.path.insert(0, str(HERE))
 
 from export_examples import _config_for_transformers4  # noqa: E402
+
+
+def _layer_type_rope_for_transformers4(model_dir: Path) -> list:
+    """Gemma 3: transformers 5 writes one ``rope_parameters`` entry per layer type; transformers 4.x reads
+    ``rope_theta`` (full attention), ``rope_local_base_freq`` (sliding) and ``sliding_window_pattern``.
+    Returns the keys added."""
+    path = model_dir / "config.json"
+    cfg = json.loads(path.read_text())
+    rope, added = cfg.get("rope_parameters"), []
+    if isinstance(rope, dict) and isinstance(rope.get("full_attention"), dict):
+        for key, layer_type in (("rope_theta", "full_attention"), ("rope_local_base_freq", "sliding_attention")):
+            params = rope.get(layer_type) or {}
+            if key not in cfg and "rope_theta" in params:
+                if params.get("rope_type", "default") != "default":
+                    raise SystemExit(f"{layer_type} rope_type {params['rope_type']!r}: not translated for 4.x")
+                cfg[key] = params["rope_theta"]
+                added.append(key)
+    if "_sliding_window_pattern" in cfg and "sliding_window_pattern" not in cfg:
+        cfg["sliding_window_pattern"] = cfg["_sliding_window_pattern"]
+        added.append("sliding_window_pattern")
+    if added:
+        path.write_text(json.dumps(cfg, indent=2, sort_keys=True) + "\n")
+    return added
 
 
 def load_generation():
@@ -119,7 +143,7 @@ def main() -> None:
     torch.save(logits, work / "logits.pt")
     model.save_pretrained(str(model_dir))
     tok.save_pretrained(str(model_dir))
-    added = _config_for_transformers4(model_dir)
+    added = _config_for_transformers4(model_dir) + _layer_type_rope_for_transformers4(model_dir)
     info = {"model": a.model, "weights": model_id, "cache": str(a.cache), "counts": dict(counts),
             "config_keys_added": added, "class": type(model).__name__,
             "attn": model.config._attn_implementation}
