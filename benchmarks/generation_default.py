@@ -51,8 +51,8 @@ def tune_losses(cells: Dict[Tuple[str, str, str], Dict[str, Dict[Any, Dict[str, 
                 min_prompts: int = 2) -> Tuple[Dict[str, List[Loss]], Dict[str, int]]:
     """Every candidate's losses to the best other candidate on ``model``'s tune cells.
 
-    A candidate takes part in a cell if it explained at least the prompts of the cell's best-covered candidate
-    that the others explained too; the paired comparison runs on the prompts every taking part candidate has.
+    A candidate takes part in a cell if it explained at least half as many prompts as the cell's best-covered
+    candidate; the paired comparison runs on the prompts that every candidate taking part explained.
 
     Returns:
         ``({candidate: [loss, ...]}, {source: prompts compared})``.
@@ -65,9 +65,9 @@ def tune_losses(cells: Dict[Tuple[str, str, str], Dict[str, Dict[Any, Dict[str, 
         present = {c: by_method[c] for c in CANDIDATES if c in by_method}
         if len(present) < 2:
             continue
-        # the candidates with the most prompts; a candidate run on fewer prompts would shrink everyone's sample
+        # a candidate run on under half the prompts of the best-covered one would shrink everyone's sample
         most = max(len(r) for r in present.values())
-        taking = {c: r for c, r in present.items() if len(r) == most}
+        taking = {c: r for c, r in present.items() if 2 * len(r) >= most}
         common = set.intersection(*(set(r) for r in taking.values()))
         if len(common) < min_prompts:
             continue

@@ -52,9 +52,11 @@ def test_a_candidate_run_on_fewer_prompts_does_not_shrink_the_sample(rule):
         "pr-xai": [(0.5, 0.1), (0.7, 0.3), (0.6, 0.2)],
         "pr-g": [(0.4, 0.2), (0.4, 0.2), (0.4, 0.2)],
         "pr-ag": [(0.1, 0.5)],
+        "pr-tag": [(0.1, 0.5), (0.2, 0.4)],
     }})
     losses, prompts = rule.tune_losses(rule.collect(records), "m")
-    assert prompts == {"cloze": 3} and set(losses) == {"pr-xai", "pr-g"}
+    # pr-ag (1 of 3 prompts) is left out; pr-tag (2 of 3) takes part, on the two prompts all three share
+    assert prompts == {"cloze": 2} and set(losses) == {"pr-xai", "pr-g", "pr-tag"}
 
 
 def test_report_names_the_choice_and_checks_it_held_out(rule):
