@@ -76,6 +76,7 @@ LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1", "[::1]")
 #: The only files served from the package's static folder: URL name -> content type.
 STATIC_FILES = {
     "index.html": "text/html; charset=utf-8",
+    "api.js": "text/javascript; charset=utf-8",
     "app.js": "text/javascript; charset=utf-8",
     "style.css": "text/css; charset=utf-8",
 }

@@ -64,6 +64,7 @@ MAX_NEW_TOKENS = 64
 GRAPH_FAMILIES = ("pr-xai", "attention")
 #: The only files the generation page serves from the package's static folder: URL name -> content type.
 STATIC_FILES = {
+    "api.js": "text/javascript; charset=utf-8",
     "generation.js": "text/javascript; charset=utf-8",
     "generation.css": "text/css; charset=utf-8",
     "style.css": "text/css; charset=utf-8",

@@ -36,13 +36,6 @@ function showError(message) {
   box.hidden = false;
 }
 
-// this page's session: jobs belong to it, so another tab (or anyone who sees a job id) cannot read or cancel them
-const SESSION = [...crypto.getRandomValues(new Uint8Array(16))].map((b) => b.toString(16).padStart(2, "0")).join("");
-
-class ApiError extends Error {
-  constructor(message, status, body) { super(message); this.status = status; this.body = body; }
-}
-
 // ids of this page's jobs (explain, graph, batch) that have not finished: leaving the page cancels them, since no
 // other page can read them (they belong to this page's session)
 const LIVE_JOBS = new Set();
@@ -53,19 +46,8 @@ function trackJob(data) {
 }
 
 async function api(path, body) {
-  const opts = body === undefined ? { headers: { "X-PRXAI-Session": SESSION } } : {
-    method: "POST", headers: { "Content-Type": "application/json", "X-PRXAI-Session": SESSION }, body: JSON.stringify(body),
-  };
-  const resp = await fetch(path, opts);
-  const type = resp.headers.get("Content-Type") || "";
-  if (!resp.ok) {
-    let message = `${resp.status} ${resp.statusText}`;
-    let data = null;
-    if (type.includes("json")) { data = await resp.json(); message = data.error || message; }
-    throw new ApiError(message, resp.status, data);
-  }
-  if (!type.includes("json")) return resp;
-  const data = await resp.json();
+  const data = await apiRequest(path, body);
+  if (data instanceof Response) return data;
   if (path.startsWith("/api/explain") || path.startsWith("/api/graph") || path.startsWith("/api/jobs/")) trackJob(data);
   return data;
 }
