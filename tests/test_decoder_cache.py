@@ -7,6 +7,8 @@ loads the packaged SmolLM2-135M through ``load_decoder`` twice (about 30 s for t
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import json
 import os
 import shutil
@@ -16,6 +18,7 @@ from pathlib import Path
 
 import pytest
 import torch
+import transformers
 from conftest import tiny_causal_lm, word_tokenizer
 
 from captum_prxai.models import decoder
@@ -58,11 +61,12 @@ def folder(tmp_path) -> Path:
     return tmp_path / "cache" / "decoders" / "smollm2"
 
 
+@contextlib.contextmanager
 def _no_cache_warnings():
-    ctx = warnings.catch_warnings()
-    ctx.__enter__()
-    warnings.filterwarnings("error", message="captum-prxai: ")
-    return ctx
+    """Any warning of the decoder cache (a rebuild, a failed write) fails the test."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message="captum-prxai: ")
+        yield
 
 
 def _assert_same_model(a, b):
@@ -105,8 +109,7 @@ def _build(folder, source, loader, key=None):
 @pytest.mark.parametrize("tied", [False, True], ids=["untied", "tied-embeddings"])
 def test_first_load_writes_and_the_second_reads_the_cache_bit_for_bit(folder, source, tied):
     loader = _Loader(tied)
-    ctx = _no_cache_warnings()  # a first build is no rebuild: no warning
-    try:
+    with _no_cache_warnings():  # a first build is no rebuild: no warning
         first, tok1 = _build(folder, source, loader)
         assert loader.calls == 1
         assert {"config.json", "manifest.json", "model.safetensors", "tokenizer.json"} <= {
@@ -116,16 +119,12 @@ def test_first_load_writes_and_the_second_reads_the_cache_bit_for_bit(folder, so
         assert manifest["name"] == "smollm2" and manifest["format"] == decoder._CACHE_FORMAT
         assert manifest["gguf"]["file"] == "model.gguf"
         assert manifest["gguf"]["size"] == source.stat().st_size
-        import hashlib
         assert manifest["gguf"]["sha256"] == hashlib.sha256(source.read_bytes()).hexdigest()
-        import transformers
         assert manifest["versions"]["transformers"] == transformers.__version__
         assert manifest["versions"]["torch"] == torch.__version__
         assert set(manifest["files"]) == {p.name for p in folder.iterdir()} - {"manifest.json"}
 
         second, tok2 = _build(folder, source, loader)
-    finally:
-        ctx.__exit__(None, None, None)
     assert loader.calls == 1  # read from the cache: the slow loader did not run
     assert second is not first
     _assert_same_model(first, second)
@@ -140,11 +139,8 @@ def test_a_gguf_file_touched_but_unchanged_keeps_the_cache(folder, source):
     _build(folder, source, loader)
     later = time.time_ns() + 5_000_000_000
     os.utime(source, ns=(later, later))  # another time, the same bytes: hashed again, and they match
-    ctx = _no_cache_warnings()
-    try:
+    with _no_cache_warnings():
         _build(folder, source, loader)
-    finally:
-        ctx.__exit__(None, None, None)
     assert loader.calls == 1
 
 

@@ -99,15 +99,16 @@ def load_decoder(name: str = "smollm2", cache: bool = True):
     cache. The cache is written into a temporary folder and renamed into
     place, so an interrupted write never leaves a cache that passes the check.
 
-    The model read from the cache is a plain float32 model: its config has no
-    ``quantization_config`` (the weights were dequantised already), so it can
-    also be saved with ``save_pretrained``. Its ``_name_or_path`` is the GGUF
-    file's folder, as when the GGUF file is loaded.
+    The load that writes the cache returns the model dequantised from the GGUF
+    file, as before. The model read from the cache is a plain float32 model:
+    its config has no ``quantization_config`` (the weights were dequantised
+    already), so it can also be saved with ``save_pretrained``; its
+    ``_name_or_path`` is the GGUF file's folder, as when the GGUF file is loaded.
 
     Args:
         name: Key of :data:`GGUF_MODELS`.
         cache: Read and write the dequantised cache; ``False`` dequantises the
-            GGUF file and writes nothing.
+            GGUF file and neither reads nor writes the cache.
 
     Returns:
         ``(model, tokenizer)``.
@@ -314,9 +315,17 @@ def _write_cache(folder: Path, model: nn.Module, tokenizer, manifest: dict) -> N
         os.chmod(tmp, 0o755)
         if folder.exists():
             aside = folder.with_name(f".{folder.name}.{uuid.uuid4().hex[:8]}.old")
-            os.rename(folder, aside)
+            try:
+                os.rename(folder, aside)
+            except FileNotFoundError:  # another process moved it meanwhile
+                pass
             shutil.rmtree(aside, ignore_errors=True)
-        os.rename(tmp, folder)
+        try:
+            os.rename(tmp, folder)
+        except OSError:
+            if not folder.is_dir():
+                raise
+            shutil.rmtree(tmp, ignore_errors=True)  # another process put its cache in place meanwhile
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
