@@ -49,6 +49,7 @@ from torch import Tensor, nn
 
 from captum_prxai._tokenize import max_input_length
 from captum_prxai.attr._base import AttentionGraphAttribution
+from captum_prxai.attr.pagerank_attribution import PageRankAttribution
 from captum_prxai.capture import CapturedGraph, capture_graph, check_memory
 from captum_prxai.exceptions import PRXAIError
 
@@ -305,9 +306,15 @@ class LLMGraphAttribution(LLMGradientAttribution):
     def method_description(self) -> str:
         """The wrapped method, as a saved result records it: its class and, for PageRank methods, the resolved
         :class:`~captum_prxai.graph.spec.GraphSpec` that ran."""
-        method = self.attr_method
+        method = self._method()
         spec = getattr(method, "spec", None)
         return f"{type(method).__name__}({spec!r})" if spec is not None else type(method).__name__
+
+    def _method(self) -> AttentionGraphAttribution:
+        """The wrapped method as the rows run it: a PageRank method's ``"auto"`` options are resolved for
+        generation (:meth:`~captum_prxai.PageRankAttribution.for_task`; options given explicitly are kept)."""
+        method = self.attr_method
+        return method.for_task("generation") if isinstance(method, PageRankAttribution) else method
 
     def attribute_future(self) -> Callable[[], LLMAttributionResult]:
         r"""Not implemented, as for Captum's ``LLMGradientAttribution``."""
@@ -561,7 +568,7 @@ class LLMGraphAttribution(LLMGradientAttribution):
         with its ``propagation``, ``layer_term`` and input gradient), so that the ``R`` vector-Jacobian
         products of a chunk run as one batched backward.
         """
-        method = self.attr_method
+        method = self._method()
         length = ids.shape[1]
         n_out = positions.shape[0]
         with_gradients = method._needs_gradients()
@@ -612,7 +619,7 @@ class LLMGraphAttribution(LLMGradientAttribution):
     def _row_chunk(self, length: int, n_out: int) -> int:
         """Rows per batched backward: as many as keep the chunk's activations within :data:`ROW_BATCH_BUDGET`
         and its edge maps within :data:`ROW_MAPS_BUDGET`."""
-        method = self.attr_method
+        method = self._method()
         kept = 1 if method._layer_term() is not None else len(method.layers)
         maps = 4 * (kept + 3) * length * length
         config = getattr(self.model, "config", None)
@@ -625,7 +632,7 @@ class LLMGraphAttribution(LLMGradientAttribution):
     def _rows_attention_only(self, ids: Tensor, positions: Tensor, target_ids: Tensor,
                              internal_batch_size: Optional[int]) -> tuple[Tensor, Tensor]:
         """Attention-only edges: one forward pass over the whole sequence; row ``r`` is its causal prefix."""
-        method = self.attr_method
+        method = self._method()
         length, n_out = ids.shape[1], positions.shape[0]
         stash: dict[str, Tensor] = {}
 
@@ -656,11 +663,11 @@ class LLMGraphAttribution(LLMGradientAttribution):
             input_gradient = input_gradient * prefix
         graph = CapturedGraph(maps=maps, mask=prefix, target_position=positions, causal=True,
                               input_gradient=input_gradient)
-        return self.attr_method._token_scores(graph) * prefix
+        return self._method()._token_scores(graph) * prefix
 
     def _rows_per_token(self, ids: Tensor, positions: Tensor, target_ids: Tensor) -> tuple[Tensor, Tensor]:
         """The per-token path: the wrapped method's own ``attribute`` on each prefix, one pass per output token."""
-        method = copy(self.attr_method)
+        method = copy(self._method())
         method.target_position = "last"
 
         def forward(input_ids: Tensor) -> Tensor:

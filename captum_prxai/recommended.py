@@ -15,16 +15,22 @@ from torch import nn
 from captum_prxai.exceptions import PRXAIError
 from captum_prxai.graph.spec import GraphSpec, has_negative_walk
 
-__all__ = ["AUTO", "DEEP_ENCODER_LAYERS", "recommended_spec"]
+__all__ = ["AUTO", "DEEP_ENCODER_LAYERS", "GENERATION_CHOICES", "TASKS", "recommended_spec"]
 
 #: The value of an option that :func:`recommended_spec` fills in.
 AUTO = "auto"
 #: Encoders with at least this many attention layers get the deep encoders' choices.
 DEEP_ENCODER_LAYERS = 12
+#: What the explained output is: a class (the classification benchmark's choices) or the tokens a decoder
+#: generates (:class:`~captum_prxai.llm.LLMGraphAttribution`'s rows; the generation benchmark's choices).
+TASKS = ("classification", "generation")
+#: The generation default's choices where they differ from the decoders' classification ones, chosen by the
+#: worst-case rule on the generation benchmark's tune halves (docs/defaults.md, "Generation").
+GENERATION_CHOICES: dict = {}
 
 
 def recommended_spec(model: Union[nn.Module, Sequence[nn.Module], None] = None, *, causal: Optional[bool] = None,
-                     depth: Optional[int] = None, **options: Any) -> GraphSpec:
+                     depth: Optional[int] = None, task: str = "classification", **options: Any) -> GraphSpec:
     r"""The measured default of PR-XAI for ``model``: a complete :class:`~captum_prxai.GraphSpec`.
 
     The choices depend on two facts of the model: whether its attention is causal (a decoder) and, for
@@ -56,6 +62,9 @@ def recommended_spec(model: Union[nn.Module, Sequence[nn.Module], None] = None, 
             (:func:`captum_prxai.attention_layers`). Without it, an encoder under 12 layers.
         causal (bool, optional): Whether the attention is causal; overrides what ``model`` declares.
         depth (int, optional): The number of attention layers; overrides ``model``'s.
+        task (str): ``"classification"`` (default) or ``"generation"`` (:data:`TASKS`): the rows of a
+            decoder's generation (:class:`~captum_prxai.llm.LLMGraphAttribution`) take
+            :data:`GENERATION_CHOICES` where they differ from the decoders' column above.
         **options: :class:`~captum_prxai.GraphSpec` fields to fix; ``"auto"`` leaves a field to the rules.
 
     Returns:
@@ -73,6 +82,8 @@ def recommended_spec(model: Union[nn.Module, Sequence[nn.Module], None] = None, 
     """
     from captum_prxai.capture import layers_are_causal, model_depth, model_is_causal
 
+    if task not in TASKS:
+        raise PRXAIError(f"task must be one of {', '.join(map(repr, TASKS))}, got {task!r}.")
     fields = GraphSpec.__dataclass_fields__
     unknown = sorted(set(options) - {name for name in fields if not name.startswith("_")})
     if unknown:
@@ -93,8 +104,12 @@ def recommended_spec(model: Union[nn.Module, Sequence[nn.Module], None] = None, 
 
     given = {name: value for name, value in options.items() if not _is_auto(value)}
 
+    generation = task == "generation"
+
     def pick(name: str, recommended: Any) -> Any:
-        return given.get(name, recommended)
+        if name in given:
+            return given[name]
+        return GENERATION_CHOICES.get(name, recommended) if generation else recommended
 
     edge_weight = pick("edge_weight", "tempered_attention_gradient")
     graph = pick("graph", GraphSpec.graph)

@@ -12,6 +12,8 @@ same steps over sliding windows.
 
 from __future__ import annotations
 
+import copy
+
 from dataclasses import dataclass
 from typing import Any, Callable, ClassVar, Optional, Sequence, Union
 
@@ -35,7 +37,7 @@ from captum_prxai.graph.scoring import apply_sign, hub_weighted, relevance_weigh
 from captum_prxai.graph.spec import DEFAULT_DAMPING, GraphSpec
 from captum_prxai.graph.windows import plan_windows, stitch_window_graphs
 from captum_prxai.hooks import AttentionExtractor
-from captum_prxai.recommended import AUTO, recommended_spec
+from captum_prxai.recommended import AUTO, TASKS, recommended_spec
 
 __all__ = [
     "DEFAULT_DAMPING",
@@ -288,24 +290,37 @@ class PageRankAttribution(AttentionGraphAttribution):
         """The options as given (``"auto"`` where left out), and ``spec`` (``None`` unless given)."""
         return {**self.__dict__["_options"], "spec": self.__dict__["_given_spec"]}
 
-    def resolve(self, model: Optional[nn.Module] = None) -> GraphSpec:
+    def resolve(self, model: Optional[nn.Module] = None, task: Optional[str] = None) -> GraphSpec:
         """The :class:`~captum_prxai.graph.spec.GraphSpec` that :meth:`attribute` runs with: the given ``spec``, or
         the options with every ``"auto"`` filled in by :func:`~captum_prxai.recommended_spec` for ``model``
-        (default: the model of ``layers``). Nothing is stored on the attribution's public attributes."""
+        (default: the model of ``layers``) and ``task`` (default: this attribution's, ``"classification"``
+        unless it is the copy that :meth:`for_task` made). Nothing is stored on the attribution's public
+        attributes."""
         given = self.__dict__["_given_spec"]
         if given is not None:
             return given
         options = self.__dict__["_options"]
+        task = self.__dict__.get("_task", TASKS[0]) if task is None else task
         if model is not None:
-            return recommended_spec(model, **options)
-        key = tuple((name, id(value) if isinstance(value, Tensor) or callable(value) else value)
-                    for name, value in options.items())
+            return recommended_spec(model, task=task, **options)
+        key = (task,) + tuple((name, id(value) if isinstance(value, Tensor) or callable(value) else value)
+                              for name, value in options.items())
         memo = self.__dict__.get("_resolved")
         if memo is not None and memo[0] == key:
             return memo[1]
-        spec = recommended_spec(self.layers, **options)
+        spec = recommended_spec(self.layers, task=task, **options)
         self.__dict__["_resolved"] = (key, spec)
         return spec
+
+    def for_task(self, task: str) -> "PageRankAttribution":
+        """A copy that resolves its ``"auto"`` options for ``task`` (:data:`~captum_prxai.recommended.TASKS`):
+        :class:`~captum_prxai.llm.LLMGraphAttribution` runs its rows with ``for_task("generation")``. Options
+        given explicitly, and a given ``spec``, are kept as they are."""
+        if task not in TASKS:
+            raise PRXAIError(f"task must be one of {', '.join(map(repr, TASKS))}, got {task!r}.")
+        new = copy.copy(self)
+        new.__dict__["_task"] = task
+        return new
 
     def __copy__(self) -> "PageRankAttribution":
         """A shallow copy with its own options: setting an option on the copy leaves the original as it is."""
