@@ -146,7 +146,13 @@ def main() -> None:
         for line in lines:
             f.write(json.dumps(line) + "\n")
     torch.save(logits, work / "logits.pt")
-    model.save_pretrained(str(model_dir))
+    try:
+        model.save_pretrained(str(model_dir))
+    except ValueError:  # a first load_decoder in a fresh cache gives the GGUF-loaded model, not serialisable
+        model, tok = load_decoder(a.model)  # the dequantised cache, written by that first load
+        if model_fingerprint(model)["weights"] != model_id["weights"]:
+            raise SystemExit("generation_export.py: the dequantised cache's weights differ from the GGUF model's")
+        model.save_pretrained(str(model_dir))
     tok.save_pretrained(str(model_dir))
     added = _config_for_transformers4(model_dir) + _layer_type_rope_for_transformers4(model_dir)
     info = {"model": a.model, "weights": model_id, "cache": str(a.cache), "counts": dict(counts),
