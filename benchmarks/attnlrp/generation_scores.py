@@ -22,7 +22,9 @@ deletes those, and ranks only the others) for the logit of t_k; the relevance th
 teacher-forced tokens t_<k is not part of the row and is recorded as ``relevance_generated``.
 
 Output (``--out``), one JSON line per prompt: the fields ``benchmarks/generation.py``'s ``Precomputed``
-reads (model, source, half, example, text_sha, input_ids, target, rows, cpu_s), and the checks:
+reads (model, source, half, example, text_sha, input_ids, target, rows, cpu_s), the ``config_key`` of the
+prompt's ``_target`` record (it names the weights; ``--resume`` keeps a line only under the same key,
+attention, ids and continuation), and the checks:
 ``logit_diff`` (max |lxt logits - ours| over the vocabulary at the explained positions), ``argmax_ok``
 (lxt's argmax there is the continuation), ``target_logits`` (lxt's logit of t_k), ``relevance_prompt`` and
 ``relevance_generated`` (per row: the relevance summed over the prompt, over t_<k), ``finite``, ``attn``,
@@ -102,7 +104,7 @@ def score_prompt(model, embed, line: dict, ours: torch.Tensor) -> dict:
     at = logits[positions].detach().float()
     return {
         "model": line["model"], "source": line["source"], "half": line["half"], "example": line["example"],
-        "text_sha": line["text_sha"], "input_ids": prompt, "target": target,
+        "text_sha": line["text_sha"], "config_key": line["config_key"], "input_ids": prompt, "target": target,
         "rows": [[float(v) for v in row] for row in rows],
         "cpu_s": cpu, "wall_s": wall,
         "logit_diff": float((at - ours).abs().max()),
@@ -149,6 +151,10 @@ def main() -> None:
     p.add_argument("--summary", default=None, help="also write the checks to this Markdown file")
     p.add_argument("--attn", default="eager", choices=("eager", "sdpa"))
     p.add_argument("--limit", type=int, default=None, help="only the first N prompts")
+    p.add_argument("--resume", action="store_true",
+                   help="keep the lines of an existing --out made with the same attention on the same prompt, "
+                        "ids and continuation of the same weights (the _target record's config_key); score the "
+                        "others")
     a = p.parse_args()
 
     tv = _stub_torchvision_if_broken()
@@ -164,11 +170,21 @@ def main() -> None:
     ours = torch.load(os.path.join(a.work, "logits.pt"))
     embed = model.get_input_embeddings()
     os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
+
+    def same(line: dict) -> tuple:
+        return (line["source"], line["half"], line["example"], line["text_sha"], line["config_key"],
+                tuple(line["input_ids"]), tuple(line["target"]))
+
+    kept = {}
+    if a.resume and os.path.isfile(a.out):
+        kept = {same(r): r for r in map(json.loads, filter(str.strip, open(a.out))) if r.get("attn") == a.attn}
     records = []
     with open(a.out, "w") as f:
         for i, line in enumerate(lines):
-            rec = score_prompt(model, embed, line, ours[f"{line['source']}/{line['half']}/{line['example']}"])
-            rec["attn"] = a.attn
+            rec = kept.get(same(line))
+            if rec is None:
+                rec = score_prompt(model, embed, line, ours[f"{line['source']}/{line['half']}/{line['example']}"])
+                rec["attn"] = a.attn
             records.append(rec)
             f.write(json.dumps(rec) + "\n")
             f.flush()
