@@ -42,7 +42,7 @@ import torch
 from torch import Tensor, nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the benchmarks' own modules
-from matrix import CELLS, RESULTS, Cell  # noqa: E402
+from matrix import ARCH_NAMES, CELLS, DATA_NAMES, RESULTS, Cell  # noqa: E402
 
 OUT_DIR = RESULTS / "metric-matrix"
 TABLES = RESULTS / "metric_matrix.md"
@@ -437,6 +437,11 @@ def summary_counts(standings: Dict[str, Dict[str, Optional[str]]]) -> Dict[str, 
     return out
 
 
+def heading(cell: Cell, n: Optional[int]) -> str:
+    """A cell's column heading: ``MiniLM · sentences (n=40)``, or ``(not run)``."""
+    return f"{ARCH_NAMES[cell.architecture]} · {DATA_NAMES[cell.dataset]} " + (f"(n={n})" if n else "(not run)")
+
+
 def write_tables(path: Path = TABLES, out_dir: Path = OUT_DIR) -> Path:
     """``benchmarks/results/metric_matrix.md``: per metric a table (methods x cells) and the paired differences
     default − rival with verdicts, the summary of the default's standing, the rank agreement between metrics, and
@@ -449,7 +454,7 @@ def write_tables(path: Path = TABLES, out_dir: Path = OUT_DIR) -> Path:
     ran = [c for c in cells if data[c.name] is not None]
     missing = [c.name for c in cells if data[c.name] is None]
     n_of = {c.name: len(json.loads((out_dir / c.name / META_FILE).read_text())["examples"]) for c in ran}
-    heads = [f"{c.name} (n={n_of[c.name]})" if c in ran else f"{c.name} (not run)" for c in cells]
+    heads = [heading(c, n_of.get(c.name)) for c in cells]
     lines = ["# The faithfulness matrix under other metrics", "",
              "The default (`pr-xai`, i.e. each cell's `research_default` column of the matrix) against PR-AG, GAE, "
              "generalized attention flow (GAF), LIG (the matrix's `ig`: LayerIntegratedGradients on the embeddings), "
@@ -469,7 +474,7 @@ def write_tables(path: Path = TABLES, out_dir: Path = OUT_DIR) -> Path:
              "read the ratios, not the absolute values) and its peak memory above the process's level (resident "
              "set); AttnLRP ran elsewhere, so its cost is not comparable (the look-up only).", ""]
     if missing:
-        lines += [f"Not run yet: {', '.join(missing)} (their columns say so).", ""]
+        lines += [f"Not run yet (their columns are marked so, with — in every row): {', '.join(missing)}.", ""]
     default_of = {c.name: c.default for c in cells}
     standings: Dict[str, Dict[str, Optional[str]]] = {}
     for metric in METRICS:
@@ -480,7 +485,7 @@ def write_tables(path: Path = TABLES, out_dir: Path = OUT_DIR) -> Path:
             for c in cells:
                 method = c.default if slot == "default" else slot
                 values = (data[c.name] or {}).get(metric.key, {}).get(method)
-                row.append(format_stat(_stat(values)) if values else ("—" if data[c.name] else "not run"))
+                row.append(format_stat(_stat(values)) if values else ("n/a" if data[c.name] else "—"))
             rows.append(row)
         lines += markdown_table(["method"] + heads, rows) + [""]
         lines += [f"Paired default − rival (same examples), and the default's side: ahead / behind by more than one "
@@ -494,7 +499,7 @@ def write_tables(path: Path = TABLES, out_dir: Path = OUT_DIR) -> Path:
                     diff = paired_difference(per[c.default], per[rival])
                     row.append(f"{format_signed(diff)} {side(diff, metric.higher)}")
                 else:
-                    row.append("—" if data[c.name] else "not run")
+                    row.append("n/a" if data[c.name] else "—")
             rows.append(row)
         lines += markdown_table(["default −"] + heads, rows) + [""]
         standings[metric.key] = {c.name: standing(data[c.name].get(metric.key, {}), c.default, metric.higher)
@@ -533,7 +538,7 @@ def write_tables(path: Path = TABLES, out_dir: Path = OUT_DIR) -> Path:
     lines += ["## Per cell: faithfulness next to cost", "",
               "Means over the cell's examples; cost of the attribution per example.", ""]
     for c in ran:
-        lines += [f"### {c.name} (n={n_of[c.name]})", ""]
+        lines += [f"### {heading(c, n_of[c.name])}: `{c.name}`", ""]
         rows = []
         for method in cell_methods(c):
             row = ["default (pr-xai)" if method == c.default else NAMES[method]]

@@ -125,8 +125,8 @@ def test_tables_list_the_run_cell_and_mark_the_others_not_run(mm, settings, meth
     mm.write_meta(out, out.name, methods, done, settings)
     path = mm.write_tables(tmp_path / "metric_matrix.md", out.parent)
     text = path.read_text()
-    assert "minilm--movie-sentences (n=3)" in text
-    assert "mpnet--bbc-news (not run)" in text and "Not run yet:" in text
+    assert "MiniLM · sentences (n=3)" in text
+    assert "MPNet · BBC News, long (not run)" in text and "Not run yet" in text and "mpnet--bbc-news" in text
     for metric in mm.METRICS:
         assert f"## {metric.header}" in text
     assert "## Rank agreement between the metrics" in text and "CPU s / example" in text
