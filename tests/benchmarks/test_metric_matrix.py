@@ -169,3 +169,30 @@ def test_summary_counts_first_level_and_behind_on_a_hand_made_table(mm):
     assert counts["n"]["run"] == 2 and counts["n"]["behind"] == ["c1", "c2"] and not counts["n"]["first"]
     assert not math.isnan(mm.kendall_tau([0.1, 0.2], [0.3, 0.4]))
     assert json.dumps(counts)  # plain values
+
+
+def test_a_decoder_cell_runs_with_its_explained_token_protected(mm, tiny_decoder, tmp_path):
+    from captum_prxai.bench import make_forward_func
+    from captum_prxai.bench.cache import RecordCache
+    from captum_prxai.metrics import comprehensiveness, protect_positions, replacement_token_id
+
+    model, tokenizer = tiny_decoder
+    settings = mm.MetricSettings(soft_samples=2, naopc_beam=1, ffid_samples=1, ffid_train=4, ffid_steps=1)
+    dataset = [(t, i % 2) for i, t in enumerate(TEXTS)]
+    done = mm.run_metrics(model, tokenizer, dataset, TRAIN, ["gae", "random"], 2, tmp_path, settings=settings,
+                          log=lambda m: None)
+    assert done["computed"] == 4
+    assert len(RecordCache(tmp_path / "metrics.jsonl").read()) == 4
+    scores_of = {(r["example"], r["method"]): r["scores"] for r in RecordCache(tmp_path / "cache.jsonl").read().values()}
+    forward = make_forward_func(model)
+    rid = replacement_token_id(tokenizer, causal=True)  # a decoder has no [MASK]: a space, else its unknown token
+    for rec in done["records"]:
+        assert set(rec["metrics"]) == {m.key for m in mm.METRICS}
+        x = tokenizer(dataset[rec["example"]][0], return_special_tokens_mask=True, return_tensors="pt")
+        ids, mask = x["input_ids"], x["attention_mask"]
+        # the explained (last) token is never removed on a decoder, as in the matrix
+        protected = protect_positions(x["special_tokens_mask"], mask, torch.tensor([ids.shape[1] - 1]))
+        scores = torch.tensor([scores_of[(rec["example"], rec["method"])]])
+        want = comprehensiveness(forward, ids, mask, protected, scores, target=rec["target"], mode="replace",
+                                 replacement_id=rid).mean
+        assert rec["metrics"]["replace_comp"] == pytest.approx(float(want[0]), abs=1e-6)
