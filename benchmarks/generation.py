@@ -422,7 +422,10 @@ def make_method(name: str, model: torch.nn.Module, tokenizer: Any, lig_steps: in
         # one column per prompt token, as Captum's wrappers give (the protected ones are never deleted anyway)
         keep_all = {"skip_special_tokens": False} if "skip_special_tokens" in inspect.signature(
             wrapper.attribute).parameters else {}
-        return rows(wrapper, **keep_all)
+        explain = rows(wrapper, **keep_all)
+        if isinstance(method, cp.PageRankAttribution):  # the spec its rows run with (recorded for the default)
+            explain.spec = method.for_task("generation").spec  # type: ignore[attr-defined]
+        return explain
     if name == "feature-ablation":  # one forward per ablated token (Captum's faster mode; same scores)
         return rows(LLMAttribution(FeatureAblation(model), tokenizer), forward_in_tokens=False)
     if name == "lig":
@@ -509,8 +512,18 @@ class Precomputed:
 
 
 def method_options(name: str, lig_steps: int) -> Dict[str, Any]:
-    """What a method's record depends on beyond the model and the prompt."""
+    """What a method's record depends on beyond the model and the prompt (the default: the generation choices
+    its "auto" options resolve to, so that records of an earlier default are never taken for the current one)."""
+    if name == DEFAULT:
+        from captum_prxai.recommended import GENERATION_CHOICES
+
+        return {"generation_choices": dict(sorted(GENERATION_CHOICES.items()))}
     return {"n_steps": lig_steps} if name == "lig" else {"forward_in_tokens": False} if name == "feature-ablation" else {}
+
+
+#: The records of ``pr-xai`` made before the generation default existed ran the decoders' classification default,
+#: PR-TAG± (log-prob.): they carry no ``spec`` and count as that research variant (:func:`collect`).
+FORMER_DEFAULT = "pr-tag-pm-lp"
 
 
 # ---------------------------------------------------------------------------------------------- runs
@@ -613,6 +626,9 @@ def run(model_name: str, model: torch.nn.Module, tokenizer: Any, prompts: Dict[T
                     raise RuntimeError(f"{m} returned scores of shape {tuple(scores.shape)}, expected "
                                        f"{(target.numel(), prompt.ids.numel())}")
                 result = faithfulness(probs, prompt.ids, prompt.protected, scores, bins)
+                if m == DEFAULT:  # the spec its rows ran with
+                    extra = {**extra, "spec": {k: v for k, v in explainers[m].spec.as_dict().items()  # type: ignore
+                                               if isinstance(v, (str, int, float, bool, type(None)))}}
                 rec = {**base, "config_key": ks[m], "method": m, "cpu_s": cpu, **extra, **result}
                 cache.append(rec)
                 have[(ks[m], prompt.index, m, prompt.sha)] = rec
@@ -637,7 +653,8 @@ def collect(records: Iterable[Dict[str, Any]]) -> Dict[Tuple[str, str, str], Dic
     cells: Dict[Tuple[str, str, str], Dict[str, Dict[str, Dict[str, Any]]]] = {}
     for rec in records:
         cell = (rec["model"], rec["source"], rec["half"])
-        cells.setdefault(cell, {}).setdefault(rec["method"], {})[rec["example"]] = rec
+        method = FORMER_DEFAULT if rec["method"] == DEFAULT and "spec" not in rec else rec["method"]
+        cells.setdefault(cell, {}).setdefault(method, {})[rec["example"]] = rec
     return cells
 
 

@@ -33,8 +33,10 @@ from default_search import cell_losses  # noqa: E402
 from generation import CAPTUM_METHODS, DEFAULT, HALVES, OUT, _label, _ordered, collect  # noqa: E402
 from research_methods import RESEARCH_VARIANTS  # noqa: E402
 
-#: the candidates of the rule: the PageRank methods (raw attention, rollout and Captum's are rivals, never picked)
-PRESETS = ("pr-xai", "pr-a", "pr-g", "pr-ag", "pr-tag")
+#: the candidates of the rule: the PageRank presets and the research variants, among them the former default
+#: (``generation.FORMER_DEFAULT``); ``pr-xai``, the library's current choice, is not a candidate of its own but
+#: an alias of one (raw attention, rollout and Captum's methods are rivals, never picked)
+PRESETS = ("pr-a", "pr-g", "pr-ag", "pr-tag")
 CANDIDATES = PRESETS + tuple(RESEARCH_VARIANTS)
 METRICS = ("comprehensiveness", "sufficiency")
 
@@ -87,6 +89,20 @@ def choose(losses: Dict[str, List[Loss]]) -> Optional[str]:
     most = max(len(found) for found in losses.values())
     ranked = {c: sorted((x[0] for x in found), reverse=True) for c, found in losses.items() if len(found) == most}
     return min(ranked, key=lambda c: ranked[c])
+
+
+def _alias_note(cells: Dict[Tuple[str, str, str], Dict[str, Dict[Any, Dict[str, Any]]]], model: str,
+                chosen: str) -> str:
+    """Whether the library's default (``pr-xai`` records, with the spec they ran) gives the choice's figures."""
+    gaps = [abs(r[metric] - by_method[chosen][e][metric])
+            for (m, _, _), by_method in cells.items() if m == model and DEFAULT in by_method and chosen in by_method
+            for e, r in by_method[DEFAULT].items() if e in by_method[chosen] for metric in METRICS]
+    if not gaps:
+        return f" The library's default (`{DEFAULT}`) has no records on these prompts yet."
+    return (f" The library's default (`{DEFAULT}`, recorded on {len(gaps) // 2} prompts) matches it to "
+            f"{max(gaps):.1e} on both metrics." if max(gaps) < 1e-6 else
+            f" The library's default (`{DEFAULT}`) differs from it (by up to {max(gaps):.3f}): update "
+            "`captum_prxai.recommended.GENERATION_CHOICES`.")
 
 
 def held_out_rows(cells: Dict[Tuple[str, str, str], Dict[str, Dict[Any, Dict[str, Any]]]], model: str,
@@ -142,8 +158,7 @@ def report(records: Iterable[Dict[str, Any]], command: str) -> str:
                          f"{_fmt(nxt[0], nxt[1])} ({nxt[2]} {nxt[3]})" if nxt else "–", str(len(found))])
         lines += markdown_table(["Candidate", "Name", "Worst case", "Where", "Best other there", "Next worst",
                                  "Losses"], rows)
-        lines += ["", f"The rule's choice: **{_label(chosen)}** (`{chosen}`)"
-                  + (" = the current default." if chosen == DEFAULT else f"; the current default is `{DEFAULT}`."), ""]
+        lines += ["", f"The rule's choice: **{_label(chosen)}** (`{chosen}`)." + _alias_note(cells, model, chosen), ""]
         held = held_out_rows(cells, model, chosen)
         if held:
             lines += [f"Held out: {_label(chosen)} − method, paired (comp. > 0 and suff. < 0: the choice is better):",

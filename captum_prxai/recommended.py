@@ -24,9 +24,10 @@ DEEP_ENCODER_LAYERS = 12
 #: What the explained output is: a class (the classification benchmark's choices) or the tokens a decoder
 #: generates (:class:`~captum_prxai.llm.LLMGraphAttribution`'s rows; the generation benchmark's choices).
 TASKS = ("classification", "generation")
-#: The generation default's choices where they differ from the decoders' classification ones, chosen by the
-#: worst-case rule on the generation benchmark's tune halves (docs/defaults.md, "Generation").
-GENERATION_CHOICES: dict = {}
+#: The generation default's choices where they differ from the decoders' classification ones: PR-AG's one walk
+#: on ``(A ⊙ dA)⁺``, chosen by the worst-case rule on the generation benchmark's tune halves (SmolLM2; cloze,
+#: narrative and chat prompts) and checked on its held-out halves (docs/defaults.md, "Generation").
+GENERATION_CHOICES: dict = {"edge_weight": "attention_gradient", "walks": "positive"}
 
 
 def recommended_spec(model: Union[nn.Module, Sequence[nn.Module], None] = None, *, causal: Optional[bool] = None,
@@ -50,6 +51,9 @@ def recommended_spec(model: Union[nn.Module, Sequence[nn.Module], None] = None, 
     propagation         conservative (CP-LRP)        conservative (CP-LRP)           gradient
     relevance_weight w  1                            1                               0
     ==================  ===========================  ==============================  =================
+
+    The rows of a decoder's generation (``task="generation"``) take PR-AG's edges and one walk
+    (:data:`GENERATION_CHOICES`), the decoders' column for the rest.
 
     Options given explicitly are kept, and the rules fill the rest consistently with them: the negative
     walk only where the edges and graph have one (:func:`~captum_prxai.graph.spec.has_negative_walk`), no

@@ -161,7 +161,8 @@ def _check_one_pass_equals_per_token(model, tok, cls):
 
 @pytest.mark.parametrize("cls", [cp.PRGradient, cp.PRAttention, cp.PageRankAttribution])
 def test_each_row_is_the_core_attribution_of_its_prefix(lms, tok, cls):
-    """Row k equals the core PageRankAttribution.attribute on ids prompt + t_<k with the log-prob of t_k as target."""
+    """Row k equals the core attribute (resolved for generation) on ids prompt + t_<k with the log-prob of t_k as
+    target."""
     model = lms("llama")
     result = _wrap(model, cls, tok).attribute(TextTokenInput(PROMPT, tok), target=TARGET, include_generated=True)
     prompt_ids = tok.encode(PROMPT, return_tensors="pt")
@@ -170,7 +171,8 @@ def test_each_row_is_the_core_attribution_of_its_prefix(lms, tok, cls):
     def next_token_log_probs(ids):
         return torch.log_softmax(model(ids).logits[:, -1], -1)
 
-    core = cls(next_token_log_probs, cp.attention_layers(model))
+    # the rows resolve "auto" options for generation (PageRankAttribution.for_task; the presets fix theirs)
+    core = cls(next_token_log_probs, cp.attention_layers(model)).for_task("generation")
     for k in range(len(target_ids)):
         ids = torch.cat([prompt_ids, target_ids[:k].unsqueeze(0)], dim=1)
         row = core.attribute(ids, target=int(target_ids[k]))[0]
@@ -190,10 +192,12 @@ def test_include_generated_rows_are_distributions_over_the_causal_prefix(lms, to
     assert (generated.diagonal(-1) > 0).all()  # t_{k-1} is the explained position of row k
 
 
-def test_the_default_gives_signed_rows_summing_to_zero(lms, tok):
-    """PageRankAttribution's default on a causal LM walks both ways with λ = 1 (PR-TAG±): each row is the positive
-    walk's PageRank minus the negative walk's over the causal prefix, so it sums to zero and has both signs."""
-    method = cp.PageRankAttribution(lms("llama"), cp.attention_layers(lms("llama")))
+def test_the_decoders_classification_default_gives_signed_rows_summing_to_zero(lms, tok):
+    """A decoder's classification default walks both ways with λ = 1 (PR-TAG±); given as a spec to the generation
+    path, each row is the positive walk's PageRank minus the negative walk's over the causal prefix, so it sums to
+    zero and has both signs. (The generation default itself is PR-AG's one walk: test_llm_generation_default.py.)"""
+    model = lms("llama")
+    method = cp.PageRankAttribution(model, cp.attention_layers(model), spec=cp.recommended_spec(model))
     assert method.spec.walks == "both" and method.spec.negative_weight == 1.0
     result = LLMGraphAttribution(method, tok).attribute(TextTokenInput(PROMPT, tok), target=TARGET,
                                                         include_generated=True)

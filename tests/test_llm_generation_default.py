@@ -88,3 +88,17 @@ def test_the_recorded_generation_choices_are_fields_of_the_spec():
     fields = {name for name in cp.GraphSpec.__dataclass_fields__ if not name.startswith("_")}
     assert set(recommended.GENERATION_CHOICES) <= fields
     cp.recommended_spec(causal=True, depth=30, task="generation")  # a complete, valid spec
+
+
+def test_the_generation_default_runs_pr_ags_rows(model, tok):
+    """The measured generation default is PR-AG's one walk: an auto PageRankAttribution's rows are the preset's,
+    while the classification default of a decoder (two signed walks on PR-TAG's edges) differs."""
+    assert recommended.GENERATION_CHOICES == {"edge_weight": "attention_gradient", "walks": "positive"}
+    inp = TextTokenInput(PROMPT, tok)
+    layers = cp.attention_layers(model)
+    default = LLMGraphAttribution(cp.PageRankAttribution(model, layers), tok).attribute(inp, target=TARGET)
+    pr_ag = LLMGraphAttribution(cp.PRAttentionGradient(model, layers), tok).attribute(inp, target=TARGET)
+    assert torch.equal(default.token_attr, pr_ag.token_attr)
+    assert bool((default.token_attr >= 0).all())  # one walk: unsigned scores
+    classifier = cp.PageRankAttribution(model, layers).spec
+    assert (classifier.edge_weight, classifier.walks) == ("tempered_attention_gradient", "both")

@@ -23,7 +23,7 @@ def _records(values):
 
 def test_losses_are_paired_differences_to_the_best_other(rule):
     records = _records({("cloze", "tune"): {
-        "pr-xai": [(0.5, 0.1), (0.7, 0.3)],
+        "pr-tag": [(0.5, 0.1), (0.7, 0.3)],
         "pr-g": [(0.4, 0.2), (0.4, 0.2)],
         "pr-ag": [(0.1, 0.5), (0.2, 0.4)],
         "random": [(0.9, 0.0), (0.9, 0.0)],  # the control: never a best other
@@ -31,11 +31,11 @@ def test_losses_are_paired_differences_to_the_best_other(rule):
     losses, prompts = rule.tune_losses(rule.collect(records), "m")
     assert prompts == {"cloze": 2}
     by = {(c, metric): (loss, best) for c, found in losses.items() for loss, _, _, metric, best in found}
-    # pr-g's best other on comprehensiveness is pr-xai (mean 0.6): per prompt 0.1 and 0.3 -> 0.2
-    assert by[("pr-g", "comprehensiveness")][1] == "pr-xai"
+    # pr-g's best other on comprehensiveness is pr-tag (mean 0.6): per prompt 0.1 and 0.3 -> 0.2
+    assert by[("pr-g", "comprehensiveness")][1] == "pr-tag"
     assert by[("pr-g", "comprehensiveness")][0] == pytest.approx(0.2)
-    # pr-xai's best other on sufficiency (lower is better) is pr-g (0.2): pr-xai − pr-g = −0.1 and +0.1 -> 0
-    assert by[("pr-xai", "sufficiency")] == (pytest.approx(0.0), "pr-g")
+    # pr-tag's best other on sufficiency (lower is better) is pr-g (0.2): pr-tag − pr-g = −0.1 and +0.1 -> 0
+    assert by[("pr-tag", "sufficiency")] == (pytest.approx(0.0), "pr-g")
     assert "random" not in losses
 
 
@@ -49,23 +49,37 @@ def test_rule_takes_the_smallest_worst_case_and_breaks_ties_by_the_next(rule):
 
 def test_a_candidate_run_on_fewer_prompts_does_not_shrink_the_sample(rule):
     records = _records({("cloze", "tune"): {
-        "pr-xai": [(0.5, 0.1), (0.7, 0.3), (0.6, 0.2)],
+        "pr-tag": [(0.5, 0.1), (0.7, 0.3), (0.6, 0.2)],
         "pr-g": [(0.4, 0.2), (0.4, 0.2), (0.4, 0.2)],
-        "pr-ag": [(0.1, 0.5)],
-        "pr-tag": [(0.1, 0.5), (0.2, 0.4)],
+        "pr-a": [(0.1, 0.5)],
+        "pr-ag": [(0.1, 0.5), (0.2, 0.4)],
     }})
     losses, prompts = rule.tune_losses(rule.collect(records), "m")
-    # pr-ag (1 of 3 prompts) is left out; pr-tag (2 of 3) takes part, on the two prompts all three share
-    assert prompts == {"cloze": 2} and set(losses) == {"pr-xai", "pr-g", "pr-tag"}
+    # pr-a (1 of 3 prompts) is left out; pr-ag (2 of 3) takes part, on the two prompts all three share
+    assert prompts == {"cloze": 2} and set(losses) == {"pr-tag", "pr-g", "pr-ag"}
 
 
 def test_report_names_the_choice_and_checks_it_held_out(rule):
     records = _records({
-        ("cloze", "tune"): {"pr-xai": [(0.5, 0.1), (0.7, 0.3)], "pr-g": [(0.4, 0.2), (0.4, 0.2)]},
-        ("cloze", "holdout"): {"pr-xai": [(0.5, 0.1), (0.6, 0.2), (0.8, 0.1)],
+        ("cloze", "tune"): {"pr-tag": [(0.5, 0.1), (0.7, 0.3)], "pr-g": [(0.4, 0.2), (0.4, 0.2)]},
+        ("cloze", "holdout"): {"pr-tag": [(0.5, 0.1), (0.6, 0.2), (0.8, 0.1)],
                                "lig": [(0.3, 0.3), (0.2, 0.2), (0.4, 0.3)]},
     })
     page = rule.report(records, "python benchmarks/generation_default.py")
-    assert "The rule's choice: **PR-XAI default** (`pr-xai`) = the current default." in page
+    assert "The rule's choice: **PR-TAG** (`pr-tag`). The library's default (`pr-xai`) has no records" in page
     held = [line for line in page.splitlines() if line.startswith("| cloze | Captum LIG")]
     assert held and held[0].rstrip().endswith("| ahead / ahead |")
+
+
+def test_the_default_is_checked_against_the_choice_and_former_records_count_as_the_former_default(rule):
+    tune = {"pr-tag": [(0.5, 0.1), (0.7, 0.3)], "pr-g": [(0.4, 0.2), (0.4, 0.2)]}
+    records = _records({("cloze", "tune"): tune})
+    same = [dict(r, method="pr-xai", spec={"walks": "positive"}) for r in records if r["method"] == "pr-tag"]
+    page = rule.report(records + same, "cmd")
+    assert "The library's default (`pr-xai`, recorded on 2 prompts) matches it to 0.0e+00" in page
+    other = [dict(r, comprehensiveness=r["comprehensiveness"] + 0.1) for r in same]
+    assert "differs from it (by up to 0.100)" in rule.report(records + other, "cmd")
+    # a pr-xai record without its spec was made before the generation default existed: the former default's
+    former = [dict(r, method="pr-xai") for r in records if r["method"] == "pr-g"]
+    cells = rule.collect(former)
+    assert set(cells[("m", "cloze", "tune")]) == {"pr-tag-pm-lp"}

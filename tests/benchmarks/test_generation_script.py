@@ -128,7 +128,8 @@ def _records(gen, values):
     for method, pairs in values.items():
         for example, (comp, suff) in enumerate(pairs):
             out.append({"model": "m", "source": "cloze", "half": "tune", "example": example, "method": method,
-                        "comprehensiveness": comp, "sufficiency": suff, "negative_bottom": 0.0, "cpu_s": 1.0})
+                        "comprehensiveness": comp, "sufficiency": suff, "negative_bottom": 0.0, "cpu_s": 1.0,
+                        **({"spec": {"walks": "positive"}} if method == gen.DEFAULT else {})})
     return out
 
 
@@ -180,3 +181,20 @@ def test_command_line_rejects_unknown_names_in_one_line(gen, tmp_path):
         with pytest.raises(SystemExit) as caught:
             gen.main(args + ["--out", str(tmp_path)])
         assert word in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_the_defaults_records_carry_their_spec_and_former_ones_count_as_the_former_default(gen, tok, lm, tmp_path):
+    items = {"cloze": [gen.Source(f"w{i} w{i + 1} w{i + 2}") for i in range(4)]}
+    prompts = gen.load_prompts(tok, ["cloze"], ["tune"], 1, items)
+    gen.run("tiny", lm, tok, prompts, [gen.DEFAULT], tmp_path, log=lambda _: None)
+    from captum_prxai import PageRankAttribution, attention_layers
+    from captum_prxai.bench.cache import RecordCache
+
+    (rec,) = [r for r in RecordCache(tmp_path / "cache.jsonl").read().values() if r["method"] == gen.DEFAULT]
+    spec = PageRankAttribution(lm, attention_layers(lm)).for_task("generation").spec
+    assert rec["spec"]["edge_weight"] == spec.edge_weight and rec["spec"]["walks"] == spec.walks
+    assert set(gen.collect([rec])[("tiny", "cloze", "tune")]) == {gen.DEFAULT}
+    former = {k: v for k, v in rec.items() if k != "spec"}  # a record made before the generation default
+    assert set(gen.collect([former])[("tiny", "cloze", "tune")]) == {gen.FORMER_DEFAULT}
+    # the default's cache key names the generation choices, so a former record is never taken for it
+    assert gen.method_options(gen.DEFAULT, 8) != {}
