@@ -10,7 +10,7 @@ Reads the records of ``benchmarks/generation.py`` (``results/generation/cache.js
    (its worst case) is smallest; the next-worst loss breaks a tie. Only prompts that every candidate explained
    count (the comparison is paired), and a candidate must have explained the cell's prompts to be ranked.
 2. **The check, on the held-out halves.** The chosen candidate against each other candidate and against Captum's
-   LIG and FeatureAblation, paired on the prompts both explained: ahead / level / behind by one standard error
+   LIG and FeatureAblation and AttnLRP (where its precomputed records exist), paired on the prompts both explained: ahead / level / behind by one standard error
    (:func:`captum_prxai.bench.report.paired_verdict`).
 
     python benchmarks/generation_default.py            # writes results/generation/default_choice.md
@@ -117,7 +117,7 @@ def held_out_rows(cells: Dict[Tuple[str, str, str], Dict[str, Dict[Any, Dict[str
         if m != model or half != "holdout" or chosen not in by_method:
             continue
         others = [c for c in CANDIDATES if c in by_method and c != chosen] + [
-            c for c in CAPTUM_METHODS if c in by_method]
+            c for c in CAPTUM_METHODS + ("attnlrp",) if c in by_method]
         for other in others:
             diffs = {metric: paired_difference({e: r[metric] for e, r in by_method[chosen].items()},
                                                {e: r[metric] for e, r in by_method[other].items()})
