@@ -378,6 +378,13 @@ def side(diff: Dict[str, float], higher: bool) -> str:
     return comp_side if higher else suff_side
 
 
+def best_method(per_method: Dict[str, Dict[int, float]], higher: bool, control: str = "random") -> Optional[str]:
+    """The method with the best mean on one metric of one cell, the control aside (``None`` if none has values)."""
+    means = {m: _stat(v)["mean"] for m, v in per_method.items() if m != control and v}
+    means = {m: v for m, v in means.items() if not math.isnan(v)}
+    return max(means, key=lambda m: means[m] if higher else -means[m]) if means else None
+
+
 def standing(per_method: Dict[str, Dict[int, float]], default: str, higher: bool,
              control: str = "random") -> Optional[str]:
     """Where the default stands on one metric of one cell among the methods but the control: ``first`` (the best
@@ -388,8 +395,7 @@ def standing(per_method: Dict[str, Dict[int, float]], default: str, higher: bool
     means = {m: _stat(v)["mean"] for m, v in per_method.items() if m != control and v}
     if default not in means or math.isnan(means[default]):
         return None
-    sign = 1.0 if higher else -1.0
-    best = max((m for m in means if not math.isnan(means[m])), key=lambda m: sign * means[m])
+    best = best_method(per_method, higher, control)
     if best == default or means[best] == means[default]:
         return "first"
     diff = paired_difference(per_method[default], per_method[best])
@@ -505,6 +511,11 @@ def write_tables(path: Path = TABLES, out_dir: Path = OUT_DIR) -> Path:
         standings[metric.key] = {c.name: standing(data[c.name].get(metric.key, {}), c.default, metric.higher)
                                  for c in ran}
     counts = summary_counts(standings)
+
+    def best_label(cell_name: str, metric: Metric) -> str:
+        best = best_method(data[cell_name].get(metric.key, {}), metric.higher)
+        return NAMES.get(best, str(best))
+
     lines += ["## Summary: cells where the default is first or level", "",
               "Per metric, among the six methods but the random control: first = the best mean; level = not first "
               "but within one paired standard error of the best method; behind otherwise. Counted over the cells "
@@ -514,8 +525,9 @@ def write_tables(path: Path = TABLES, out_dir: Path = OUT_DIR) -> Path:
         c = counts[metric.key]
         rows.append([SHORT[metric.key] + (" (tuned)" if metric.tuned else ""),
                      f"{len(c['first']) + len(c['level'])} / {c['run']}", str(len(c["first"])), str(len(c["level"])),
-                     ", ".join(c["behind"]) or "none"])
-    lines += markdown_table(["metric", "first or level", "first", "level", "behind in"], rows) + [""]
+                     ", ".join(f"{name} ({best_label(name, metric)})" for name in c["behind"]) or "none"])
+    lines += markdown_table(["metric", "first or level", "first", "level", "behind in (the best there)"], rows)
+    lines += [""]
     tuned_ok = {c.name for c in ran if all(standings[m.key][c.name] in ("first", "level") for m in METRICS if m.tuned)}
     only_tuned = {m.key: sorted(n for n in tuned_ok if standings[m.key][n] == "behind") for m in METRICS if not m.tuned}
     lines += ["Where the lead holds only under the tuned protocol (first or level on both ERASER metrics, behind on "

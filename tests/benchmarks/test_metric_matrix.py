@@ -163,6 +163,8 @@ def test_summary_counts_first_level_and_behind_on_a_hand_made_table(mm):
     assert mm.standing(behind, d, higher=False) == "behind"  # ig (0.0) is the best there
     assert mm.standing({d: {0: 0.1}, "gae": {0: 0.2}}, d, higher=False) == "first"
     assert mm.standing({"gae": {0: 0.2}}, d, higher=True) is None
+    assert mm.best_method(behind, higher=True) == "gae" and mm.best_method(behind, higher=False) == "ig"
+    assert mm.best_method(first, higher=True) == d  # the control's 0.9 is not a method's
     counts = mm.summary_counts({"m": {"c1": "first", "c2": "level", "c3": "behind", "c4": None},
                                 "n": {"c1": "behind", "c2": "behind"}})
     assert counts["m"] == {"first": ["c1"], "level": ["c2"], "behind": ["c3"], "run": 3}
