@@ -172,7 +172,7 @@ def main() -> None:
     os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
 
     def same(line: dict) -> tuple:
-        return (line["source"], line["half"], line["example"], line["text_sha"], line["config_key"],
+        return (line["source"], line["half"], line["example"], line["text_sha"], line.get("config_key"),
                 tuple(line["input_ids"]), tuple(line["target"]))
 
     kept = {}
