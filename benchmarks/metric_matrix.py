@@ -475,10 +475,14 @@ def write_tables(path: Path = TABLES, out_dir: Path = OUT_DIR) -> Path:
              "normalised AOPC ↑ (Edin et al. 2024, bounds by beam search of width 2, on examples of at most 64 real tokens); F-Fidelity Fid+ ↑ / "
              "Fid- ↓ (Zheng et al. 2025, on one copy per cell fine-tuned for 30 AdamW steps of 8 training examples, "
              "lr 5e-5, ≤ 10% of tokens removed; α = 10..50%, 5 random subsets each); comprehensiveness ↑ / sufficiency ↓ "
-             "with the removed tokens replaced by `[MASK]` (a space on decoders) instead of deleted. Cost: the "
+             "with the removed tokens replaced by `[MASK]` (a space on decoders) instead of deleted. Soft-NC divides by "
+             "1 − S(x, ŷ, 0), which is tiny where zeroing every embedding barely moves the prediction, so a few "
+             "examples can dominate its mean (values above 1 come from them): read it with its s.e. and the paired "
+             "table. Cost: the "
              "attribution's wall-clock seconds per example on one CPU thread (`nice`d, on a shared 2-core machine: "
              "read the ratios, not the absolute values) and its peak memory above the process's level (resident "
-             "set); AttnLRP ran elsewhere, so its cost is not comparable (the look-up only).", ""]
+             "set; memory the process already holds is not counted, so small attributions read 0); AttnLRP ran "
+             "elsewhere, so its cost is not comparable (the look-up only).", ""]
     if missing:
         lines += [f"Not run yet (their columns are marked so, with — in every row): {', '.join(missing)}.", ""]
     default_of = {c.name: c.default for c in cells}
