@@ -71,6 +71,11 @@ def benchmark_script():
             spec.loader.exec_module(module)
         finally:
             del sys.modules[name]
+        # a script registers the research variants when research_methods is first imported, once per process;
+        # the registry is restored after every test module, so register them again (idempotent) for this one
+        research = sys.modules.get("research_methods")
+        if research is not None:
+            research.register_research_methods()
         return module
 
     return load
