@@ -186,6 +186,16 @@ def _top_table_html(results: Sequence[Mapping[str, Any]], info: Mapping[str, Any
             f"{left_out} left out)</caption><tr><th>#</th>{head}</tr>{''.join(rows)}</table>")
 
 
+def _html_download(page: str, text: str, prefix: str, fallback: str) -> Any:
+    """A Flask response that downloads ``page`` as ``<prefix>-<slug of text>.html`` (the export routes)."""
+    from flask import Response
+
+    slug = re.sub(r"[^a-z0-9]+", "-", text[:40].lower()).strip("-") or fallback
+    resp = Response(page, content_type="text/html; charset=utf-8")
+    resp.headers["Content-Disposition"] = f'attachment; filename="{prefix}-{slug}.html"'
+    return resp
+
+
 def _static(name: str) -> bytes:
     return (resources.files("captum_prxai.explorer") / "static" / name).read_bytes()
 
@@ -1056,11 +1066,7 @@ def _register_graph_routes(app: Any, ex: _Explorer) -> None:
         if graph_spec:  # a graph job of this client too: the same limits, lanes and cancel
             drawn = ex.export_graph(jobs[0], graph_spec, owner, check_flag(data, "confirmed"))
         page = ex.export_page(jobs, merge, palette, scale, share, drawn)
-        text = jobs[0].payload["input"]["text"]
-        slug = re.sub(r"[^a-z0-9]+", "-", text[:40].lower()).strip("-") or "text"
-        resp = Response(page, content_type="text/html; charset=utf-8")
-        resp.headers["Content-Disposition"] = f'attachment; filename="prxai-{slug}.html"'
-        return resp
+        return _html_download(page, jobs[0].payload["input"]["text"], "prxai", "text")
 
 
 def create_app(

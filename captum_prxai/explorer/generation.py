@@ -46,8 +46,9 @@ import warnings
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional
 
 from captum_prxai.exceptions import PRXAIError
-from captum_prxai.explorer.app import (ACTIVE_JOBS_PER_CLIENT, LOOPBACK_HOSTS, _Explorer, _HTTPError,
-                                       _register_error_handlers, _register_request_guards, _session, _static)
+from captum_prxai.explorer.app import (ACTIVE_JOBS_PER_CLIENT, LOOPBACK_HOSTS, _Explorer, _html_download,
+                                       _HTTPError, _register_error_handlers, _register_request_guards, _session,
+                                       _static)
 from captum_prxai.explorer.engine import MANY_PASS, InputTooLong, JobCancelled, method_signed
 from captum_prxai.explorer.jobs import Job, JobRunner
 from captum_prxai.explorer.params import check_flag
@@ -395,10 +396,7 @@ def _register_generation_routes(app: Any, gen: _Generation) -> None:
         result = next(iter(job.results.values()))
         page = view.generation_html(result["input_tokens"], result["output_tokens"], result["token_attr"],
                                     method=result["method"], model_name=result["model"])
-        slug = re.sub(r"[^a-z0-9]+", "-", job.payload["request"]["prompt"][:40].lower()).strip("-") or "prompt"
-        resp = Response(page, content_type="text/html; charset=utf-8")
-        resp.headers["Content-Disposition"] = f'attachment; filename="prxai-generation-{slug}.html"'
-        return resp
+        return _html_download(page, job.payload["request"]["prompt"], "prxai-generation", "prompt")
 
 
 def create_generation_app(
