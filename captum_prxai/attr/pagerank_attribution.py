@@ -13,7 +13,6 @@ same steps over sliding windows.
 from __future__ import annotations
 
 import copy
-
 from dataclasses import dataclass
 from typing import Any, Callable, ClassVar, Optional, Sequence, Union
 
