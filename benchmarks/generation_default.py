@@ -30,7 +30,7 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the benchmarks' own modules
 from default_search import cell_losses  # noqa: E402
-from generation import CAPTUM_METHODS, DEFAULT, HALVES, OUT, _label, _ordered, collect  # noqa: E402
+from generation import CAPTUM_METHODS, DEFAULT, OUT, _label, _ordered, collect  # noqa: E402
 from research_methods import RESEARCH_VARIANTS  # noqa: E402
 
 #: the candidates of the rule: the PageRank presets and the research variants, among them the former default

@@ -1017,7 +1017,7 @@ def _register_explain_routes(app: Any, ex: _Explorer) -> None:
 
 def _register_graph_routes(app: Any, ex: _Explorer) -> None:
     """``/api/graph`` (the graph PageRank ran on, as SVG) and ``/api/export`` (a standalone HTML download)."""
-    from flask import Response, jsonify
+    from flask import jsonify
 
     @app.post("/api/graph")
     def graph():
