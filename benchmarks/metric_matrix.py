@@ -485,7 +485,6 @@ def write_tables(path: Path = TABLES, out_dir: Path = OUT_DIR) -> Path:
              "elsewhere, so its cost is not comparable (the look-up only).", ""]
     if missing:
         lines += [f"Not run yet (their columns are marked so, with — in every row): {', '.join(missing)}.", ""]
-    default_of = {c.name: c.default for c in cells}
     standings: Dict[str, Dict[str, Optional[str]]] = {}
     for metric in METRICS:
         lines += [f"## {metric.header} {'↑' if metric.higher else '↓'}", "", "Mean ± s.e. over examples.", ""]
