@@ -10,7 +10,8 @@ Reads the records of ``benchmarks/generation.py`` (``results/generation/cache.js
    (its worst case) is smallest; the next-worst loss breaks a tie. Only prompts that every candidate explained
    count (the comparison is paired), and a candidate must have explained the cell's prompts to be ranked.
 2. **The check, on the held-out halves.** The chosen candidate against each other candidate and against Captum's
-   LIG and FeatureAblation and AttnLRP (where its precomputed records exist), paired on the prompts both explained: ahead / level / behind by one standard error
+   LIG and FeatureAblation and AttnLRP (where its precomputed records exist), paired on the prompts both
+   explained: ahead / level / behind by one standard error
    (:func:`captum_prxai.bench.report.paired_verdict`).
 
     python benchmarks/generation_default.py            # writes results/generation/default_choice.md
@@ -30,7 +31,7 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the benchmarks' own modules
 from default_search import cell_losses  # noqa: E402
-from generation import CAPTUM_METHODS, DEFAULT, OUT, _label, _ordered, collect  # noqa: E402
+from generation import CAPTUM_METHODS, DEFAULT, MODELS, OUT, _label, _ordered, collect  # noqa: E402
 from research_methods import RESEARCH_VARIANTS  # noqa: E402
 
 #: the candidates of the rule: the PageRank presets and the research variants, among them the former default
@@ -141,7 +142,8 @@ def report(records: Iterable[Dict[str, Any]], command: str) -> str:
              "candidate; sufficiency: candidate − best), mean ± s.e. over the prompts every candidate explained; "
              "positive = worse. The rule takes the smallest worst case. Candidates: the PageRank methods; raw "
              "attention, rollout and Captum's methods are rivals, never picked.", ""]
-    for model in sorted({cell[0] for cell in cells}):
+    order = {m: i for i, m in enumerate(MODELS)}
+    for model in sorted({cell[0] for cell in cells}, key=lambda m: (order.get(m, len(order)), m)):
         losses, prompts = tune_losses(cells, model)
         if not losses:
             continue
