@@ -8,7 +8,8 @@ Reads the records of ``benchmarks/generation.py`` (``results/generation/cache.js
    (:func:`default_search.cell_losses`: the loss is best-other − candidate for comprehensiveness and
    candidate − best-other for sufficiency, so positive means worse). The rule takes the candidate whose largest loss
    (its worst case) is smallest; the next-worst loss breaks a tie. Only prompts that every candidate explained
-   count (the comparison is paired), and a candidate must have explained the cell's prompts to be ranked.
+   count (the comparison is paired); a candidate run on under half the prompts of the cell's best-covered one
+   sits that cell out.
 2. **The check, on the held-out halves.** The chosen candidate against each other candidate and against Captum's
    LIG and FeatureAblation and AttnLRP (where its precomputed records exist), paired on the prompts both
    explained: ahead / level / behind by one standard error
