@@ -262,3 +262,18 @@ def _method_registry_left_as_found():
     yield
     METHODS.clear()
     METHODS.update(saved)
+
+
+def poll_job(client, job, jobs_url: str, timeout: float):
+    """Poll an explorer job at ``jobs_url/<id>`` (a Flask test client) until it is done or cancelled."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while job["status"] not in ("done", "cancelled"):
+        assert time.monotonic() < deadline, f"job not done after {timeout} s: {job}"
+        time.sleep(0.05)
+        resp = client.get(f"{jobs_url}/{job['id']}")
+        assert resp.status_code == 200, resp.json
+        job = resp.json
+    return job
+

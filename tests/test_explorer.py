@@ -7,6 +7,8 @@ import time
 
 import pytest
 
+from conftest import poll_job  # noqa: E402
+
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 pytest.importorskip("flask")
@@ -51,14 +53,7 @@ def client(app):
 
 def wait(client, job, timeout=60.0):
     """Poll a job until it is done or cancelled."""
-    deadline = time.monotonic() + timeout
-    while job["status"] not in ("done", "cancelled"):
-        assert time.monotonic() < deadline, f"job not done after {timeout} s: {job}"
-        time.sleep(0.05)
-        resp = client.get(f"/api/jobs/{job['id']}")
-        assert resp.status_code == 200, resp.json
-        job = resp.json
-    return job
+    return poll_job(client, job, "/api/jobs", timeout)
 
 
 def explain(client, **body):

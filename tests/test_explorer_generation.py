@@ -25,7 +25,7 @@ from captum_prxai.explorer.generation import DEFAULT_NEW_TOKENS, generation_meth
 from captum_prxai.llm import LLMGraphAttribution  # noqa: E402
 from captum_prxai.viz.generation_html import VIEW_SCRIPT, generation_html, generation_view, generation_view_html  # noqa: E402,E501
 
-from conftest import tiny_causal_lm, word_tokenizer  # noqa: E402
+from conftest import poll_job, tiny_causal_lm, word_tokenizer  # noqa: E402
 
 WORDS = ["<pad>", "<s>", "</s>", "<unk>"] + [f"w{i}" for i in range(36)]
 PROMPT, TARGET = "w1 w2 w3 w4", "w5 w6 w7"
@@ -52,14 +52,7 @@ def client(app):
 
 def wait(client, job, timeout=120.0):
     """Poll a generation job until it is done or cancelled."""
-    deadline = time.monotonic() + timeout
-    while job["status"] not in ("done", "cancelled"):
-        assert time.monotonic() < deadline, f"job not done after {timeout} s: {job}"
-        time.sleep(0.05)
-        resp = client.get(f"/api/generation/jobs/{job['id']}")
-        assert resp.status_code == 200, resp.json
-        job = resp.json
-    return job
+    return poll_job(client, job, "/api/generation/jobs", timeout)
 
 
 def explain(client, **body):
